@@ -1,0 +1,1 @@
+"""kswarm gateway: the agents' only door (MCP, REST, SSE, LLM proxy, git hosting)."""

@@ -1,0 +1,18 @@
+"""``python -m gateway``: run the gateway alone, configured from KSWARM_GATEWAY_* variables."""
+
+from __future__ import annotations
+
+import asyncio
+
+from gateway.app import create_app
+from gateway.config import GatewaySettings
+from gateway.server import serve
+
+
+def main() -> None:
+    settings = GatewaySettings()
+    asyncio.run(serve(create_app(settings), settings))
+
+
+if __name__ == "__main__":
+    main()

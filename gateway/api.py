@@ -1,0 +1,236 @@
+"""REST API under /api: principals, channels, messages, DMs, threads, inbox, search, heartbeats."""
+
+from __future__ import annotations
+
+import time
+from typing import Annotated
+
+from fastapi import APIRouter, Depends, HTTPException, Query, Request, Response
+from pydantic import BaseModel, Field
+
+from gateway import keys
+from gateway.auth import current_principal, require_operator
+from gateway.chat import ChatError
+from gateway.context import GatewayContext
+from gateway.models import (
+    Channel,
+    ChannelCreate,
+    Heartbeat,
+    InboxItem,
+    Message,
+    PostRequest,
+    PrincipalCreate,
+    TopicUpdate,
+)
+from gateway.principals import Principal, PrincipalError, PrincipalKind
+
+Caller = Annotated[Principal, Depends(current_principal)]
+Operator = Annotated[Principal, Depends(require_operator)]
+
+
+class Me(BaseModel):
+    name: str = Field(description="Your principal name.")
+    kind: str = Field(description="agent, operator, worker or gate.")
+    email: str = Field(description="The git e-mail your commits must carry.")
+
+
+class AgentInfo(BaseModel):
+    name: str
+    kind: str
+    email: str
+    disabled: bool = Field(description="True while quarantined.")
+    last_heartbeat: float | None = Field(None, description="Unix time of the last heartbeat.")
+    state: str | None = Field(None, description="State the agent last reported.")
+    doing: str | None = Field(None, description="What the agent last said it was doing.")
+
+
+class PrincipalCreated(BaseModel):
+    name: str
+    kind: str
+    email: str
+    token: str = Field(description="Shown once; only its hash is stored.")
+
+
+class Messages(BaseModel):
+    messages: list[Message]
+
+
+class InboxPage(BaseModel):
+    items: list[InboxItem]
+
+
+class Revoked(BaseModel):
+    revoked: int
+
+
+def ctx_of(request: Request) -> GatewayContext:
+    return request.app.state.ctx
+
+
+Ctx = Annotated[GatewayContext, Depends(ctx_of)]
+
+
+def chat_http_error(exc: ChatError) -> HTTPException:
+    return HTTPException(status_code=exc.status, detail=str(exc), headers=exc.headers or None)
+
+
+def build_api_router() -> APIRouter:
+    router = APIRouter(prefix="/api")
+
+    @router.get("/me", response_model=Me, summary="The caller's principal")
+    async def me(principal: Caller) -> Me:
+        return Me(name=principal.name, kind=principal.kind.value, email=principal.email)
+
+    @router.get("/agents", response_model=list[AgentInfo], summary="Agents with their last heartbeat")
+    async def agents(ctx: Ctx, _: Caller) -> list[AgentInfo]:
+        return await list_principal_infos(ctx, PrincipalKind.agent)
+
+    @router.get("/principals", response_model=list[AgentInfo], summary="All principals (operators only)")
+    async def principals(ctx: Ctx, _: Operator) -> list[AgentInfo]:
+        return await list_principal_infos(ctx, None)
+
+    @router.post(
+        "/principals", response_model=PrincipalCreated, status_code=201, summary="Create a principal"
+    )
+    async def create_principal(body: PrincipalCreate, ctx: Ctx, _: Operator) -> PrincipalCreated:
+        try:
+            p, token = await ctx.principals.create(body.name, PrincipalKind(body.kind), body.email)
+        except PrincipalError as exc:
+            raise HTTPException(exc.status, str(exc)) from exc
+        return PrincipalCreated(name=p.name, kind=p.kind.value, email=p.email, token=token)
+
+    @router.post("/principals/{name}/tokens", response_model=PrincipalCreated, status_code=201)
+    async def issue_token(name: str, ctx: Ctx, _: Operator) -> PrincipalCreated:
+        try:
+            token = await ctx.principals.issue_token(name)
+        except PrincipalError as exc:
+            raise HTTPException(exc.status, str(exc)) from exc
+        p = await ctx.principals.get(name)
+        assert p is not None
+        return PrincipalCreated(name=p.name, kind=p.kind.value, email=p.email, token=token)
+
+    @router.delete(
+        "/principals/{name}/tokens", response_model=Revoked, summary="Revoke all tokens of a principal"
+    )
+    async def revoke_tokens(name: str, ctx: Ctx, _: Operator) -> Revoked:
+        if await ctx.principals.get(name) is None:
+            raise HTTPException(404, f"unknown principal {name!r}")
+        return Revoked(revoked=await ctx.principals.revoke_tokens(name))
+
+    @router.post("/heartbeat", status_code=204, summary="Report liveness (agents)")
+    async def heartbeat(body: Heartbeat, ctx: Ctx, principal: Caller) -> Response:
+        await ctx.redis.hset(
+            keys.heartbeat(principal.name),
+            mapping={"ts": repr(time.time()), "state": body.state, "doing": body.doing},
+        )
+        return Response(status_code=204)
+
+    @router.get("/channels", response_model=list[Channel], summary="Channels and DMs visible to the caller")
+    async def channels(ctx: Ctx, principal: Caller) -> list[Channel]:
+        return await ctx.chat.list_channels(principal)
+
+    @router.post("/channels", response_model=Channel, status_code=201, summary="Create a channel")
+    async def create_channel(body: ChannelCreate, ctx: Ctx, principal: Caller) -> Channel:
+        try:
+            return await ctx.chat.create_channel(principal, body.name, body.topic)
+        except ChatError as exc:
+            raise chat_http_error(exc) from exc
+
+    @router.post("/channels/{channel}/join", response_model=Channel)
+    async def join(channel: str, ctx: Ctx, principal: Caller) -> Channel:
+        try:
+            return await ctx.chat.join(principal, channel)
+        except ChatError as exc:
+            raise chat_http_error(exc) from exc
+
+    @router.post("/channels/{channel}/leave", response_model=Channel)
+    async def leave(channel: str, ctx: Ctx, principal: Caller) -> Channel:
+        try:
+            return await ctx.chat.leave(principal, channel)
+        except ChatError as exc:
+            raise chat_http_error(exc) from exc
+
+    @router.put("/channels/{channel}/topic", response_model=Channel)
+    async def topic(channel: str, body: TopicUpdate, ctx: Ctx, principal: Caller) -> Channel:
+        try:
+            return await ctx.chat.set_topic(principal, channel, body.topic)
+        except ChatError as exc:
+            raise chat_http_error(exc) from exc
+
+    @router.get("/channels/{channel}/messages", response_model=Messages, summary="A page of channel history")
+    async def history(
+        channel: str,
+        ctx: Ctx,
+        principal: Caller,
+        before: Annotated[str | None, Query(description="Only messages older than this id")] = None,
+        after: Annotated[str | None, Query(description="Only messages newer than this id")] = None,
+        limit: Annotated[int, Query(ge=1, le=1000)] = 50,
+    ) -> Messages:
+        try:
+            return Messages(messages=await ctx.chat.history(principal, channel, before, after, limit))
+        except ChatError as exc:
+            raise chat_http_error(exc) from exc
+
+    @router.post("/channels/{channel}/messages", response_model=Message, status_code=201)
+    async def post(channel: str, body: PostRequest, ctx: Ctx, principal: Caller) -> Message:
+        try:
+            return await ctx.chat.post(principal, channel, body.text, body.reply_to)
+        except ChatError as exc:
+            raise chat_http_error(exc) from exc
+
+    @router.get("/channels/{channel}/threads/{root_id}", response_model=Messages, summary="A thread")
+    async def thread(channel: str, root_id: str, ctx: Ctx, principal: Caller) -> Messages:
+        try:
+            return Messages(messages=await ctx.chat.thread(principal, channel, root_id))
+        except ChatError as exc:
+            raise chat_http_error(exc) from exc
+
+    @router.post("/dms/{peer}/messages", response_model=Message, status_code=201, summary="Send a DM")
+    async def dm(peer: str, body: PostRequest, ctx: Ctx, principal: Caller) -> Message:
+        try:
+            return await ctx.chat.post_dm(principal, peer, body.text, body.reply_to)
+        except ChatError as exc:
+            raise chat_http_error(exc) from exc
+
+    @router.get("/inbox", response_model=InboxPage, summary="New inbox items; waits server-side")
+    async def inbox(
+        ctx: Ctx,
+        principal: Caller,
+        wait: Annotated[float, Query(ge=0, description="Seconds to block until something arrives")] = 0,
+        limit: Annotated[int, Query(ge=1, le=500)] = 50,
+        peek: Annotated[bool, Query(description="Do not advance the cursor")] = False,
+    ) -> InboxPage:
+        if peek:
+            return InboxPage(items=await ctx.chat.peek_inbox(principal, limit))
+        return InboxPage(items=await ctx.chat.inbox(principal, wait, limit))
+
+    @router.get("/search", response_model=Messages, summary="Search messages the caller can read")
+    async def search(
+        ctx: Ctx, principal: Caller, q: Annotated[str, Query(min_length=1)], limit: int = 50
+    ) -> Messages:
+        try:
+            return Messages(messages=await ctx.chat.search(principal, q, limit))
+        except ChatError as exc:
+            raise chat_http_error(exc) from exc
+
+    return router
+
+
+async def list_principal_infos(ctx: GatewayContext, kind: PrincipalKind | None) -> list[AgentInfo]:
+    found = await ctx.principals.list(kind)
+    async with ctx.redis.pipeline(transaction=False) as pipe:
+        for p in found:
+            pipe.hgetall(keys.heartbeat(p.name))
+        beats = await pipe.execute()
+    return [
+        AgentInfo(
+            name=p.name,
+            kind=p.kind.value,
+            email=p.email,
+            disabled=p.disabled,
+            last_heartbeat=float(b["ts"]) if b.get("ts") else None,
+            state=b.get("state"),
+            doing=b.get("doing"),
+        )
+        for p, b in zip(found, beats, strict=True)
+    ]

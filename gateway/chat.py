@@ -1,0 +1,445 @@
+"""Group chat on Redis Streams: channels, DMs, threads, @mentions, inboxes and read cursors.
+
+Layout: one stream per channel (DMs are channels named ``dm:<a>:<b>`` with exactly two members),
+one inbox stream per principal (fed by mentions, DMs, replies and notices), and one global event
+stream that the SSE endpoint tails. A post writes all of these in one Lua script, so a message is
+either accepted everywhere or nowhere.
+"""
+
+from __future__ import annotations
+
+import re
+import time
+
+from redis.asyncio import Redis
+
+from gateway import keys
+from gateway.config import GatewaySettings
+from gateway.metrics import GatewayMetrics
+from gateway.models import Channel, InboxItem, Message
+from gateway.principals import Principal, PrincipalKind, PrincipalStore
+
+CHANNEL_RE = re.compile(r"^[a-z0-9][a-z0-9_-]{0,63}$")
+MENTION_RE = re.compile(r"(?<![\w@./-])@([a-z][a-z0-9-]{0,38})(?![\w-])")
+STREAM_ID_RE = re.compile(r"^\d+-\d+$")
+SEARCH_SCAN = 2000  # messages scanned per channel by search; bounded on purpose
+
+# Atomic post: the channel entry, the thread index, the inbox fan-out and the event, or nothing.
+# KEYS: channel stream, events stream, thread index, inbox streams...
+# ARGV: channel maxlen, events maxlen, inbox maxlen, n message fields, fields..., reasons...
+_POST_SCRIPT = """
+local nfields = tonumber(ARGV[4])
+local fields = {}
+for i = 1, nfields do fields[i] = ARGV[4 + i] end
+local id = redis.call('XADD', KEYS[1], 'MAXLEN', '~', ARGV[1], '*', unpack(fields))
+local msg = {}
+for i = 1, nfields, 2 do msg[fields[i]] = fields[i + 1] end
+if msg['thread'] ~= '' then redis.call('RPUSH', KEYS[3], id) end
+for k = 4, #KEYS do
+  redis.call('XADD', KEYS[k], 'MAXLEN', '~', ARGV[3], '*',
+    'reason', ARGV[4 + nfields + k - 3], 'channel', msg['channel'], 'message_id', id,
+    'sender', msg['sender'], 'text', msg['text'], 'ts', msg['ts'], 'thread', msg['thread'])
+end
+redis.call('XADD', KEYS[2], 'MAXLEN', '~', ARGV[2], '*', 'type', 'message', 'id', id, unpack(fields))
+return id
+"""
+
+# Token bucket per sender; returns seconds to wait as a string ("0" = allowed).
+_RATE_SCRIPT = """
+local rate = tonumber(ARGV[1]); local burst = tonumber(ARGV[2]); local now = tonumber(ARGV[3])
+local state = redis.call('HMGET', KEYS[1], 'tokens', 'ts')
+local tokens = tonumber(state[1]) or burst
+local ts = tonumber(state[2]) or now
+tokens = math.min(burst, tokens + math.max(0, now - ts) * rate)
+if tokens < 1 then return tostring((1 - tokens) / rate) end
+redis.call('HSET', KEYS[1], 'tokens', tostring(tokens - 1), 'ts', tostring(now))
+redis.call('EXPIRE', KEYS[1], 3600)
+return '0'
+"""
+
+
+class ChatError(Exception):
+    """A refused chat operation; ``status`` and ``headers`` map onto the HTTP answer."""
+
+    def __init__(self, message: str, status: int = 400, headers: dict[str, str] | None = None) -> None:
+        super().__init__(message)
+        self.status = status
+        self.headers = headers or {}
+
+
+def dm_channel(a: str, b: str) -> str:
+    first, second = sorted((a, b))
+    return f"dm:{first}:{second}"
+
+
+def dm_members(channel: str) -> tuple[str, str] | None:
+    parts = channel.split(":")
+    if len(parts) == 3 and parts[0] == "dm":
+        return parts[1], parts[2]
+    return None
+
+
+def parse_mentions(text: str) -> list[str]:
+    """@names in order of first appearance, without duplicates."""
+    seen: dict[str, None] = {}
+    for match in MENTION_RE.finditer(text):
+        seen.setdefault(match.group(1), None)
+    return list(seen)
+
+
+def _check_id(value: str | None, what: str) -> None:
+    if value is not None and not STREAM_ID_RE.match(value):
+        raise ChatError(f"bad {what} {value!r}: expected a message id like 1700000000000-0")
+
+
+def message_from_fields(entry_id: str, fields: dict[str, str]) -> Message:
+    return Message(
+        id=entry_id,
+        channel=fields["channel"],
+        sender=fields["sender"],
+        text=fields["text"],
+        ts=float(fields["ts"]),
+        reply_to=fields.get("reply_to") or None,
+        thread=fields.get("thread") or None,
+        mentions=[m for m in fields.get("mentions", "").split(",") if m],
+        kind=fields.get("kind", "message"),  # type: ignore[arg-type]
+    )
+
+
+def inbox_item_from_fields(entry_id: str, fields: dict[str, str]) -> InboxItem:
+    return InboxItem(
+        id=entry_id,
+        reason=fields["reason"],
+        channel=fields["channel"],
+        message_id=fields["message_id"],
+        sender=fields["sender"],
+        text=fields["text"],
+        ts=float(fields["ts"]),
+        thread=fields.get("thread") or None,
+    )
+
+
+class ChatService:
+    """All chat operations; callers pass the authenticated principal, never a claimed name."""
+
+    def __init__(
+        self, redis: Redis, principals: PrincipalStore, settings: GatewaySettings, metrics: GatewayMetrics
+    ) -> None:
+        self.redis = redis
+        self.principals = principals
+        self.settings = settings
+        self.metrics = metrics
+        self._post = redis.register_script(_POST_SCRIPT)
+        self._rate = redis.register_script(_RATE_SCRIPT)
+
+    # -- channels ---------------------------------------------------------------------------
+
+    async def ensure_default_channels(self) -> None:
+        for name in self.settings.default_channels:
+            await self._create_channel(Channel(name=name, created_by="system", created=time.time()))
+
+    async def _create_channel(self, channel: Channel) -> bool:
+        meta = channel.model_dump_json(include={"name", "topic", "kind", "created_by", "created"})
+        return bool(await self.redis.hsetnx(keys.CHANNELS, channel.name, meta))
+
+    async def create_channel(self, principal: Principal, name: str, topic: str = "") -> Channel:
+        if not CHANNEL_RE.match(name):
+            raise ChatError(f"bad channel name {name!r}: use a-z, 0-9, '-' and '_' (max 64)")
+        channel = Channel(name=name, topic=topic, created_by=principal.name, created=time.time())
+        if not await self._create_channel(channel):
+            raise ChatError(f"channel {name!r} already exists", status=409)
+        await self.redis.sadd(keys.channel_members(name), principal.name)
+        channel.members = [principal.name]
+        return channel
+
+    async def get_channel(self, name: str) -> Channel | None:
+        raw = await self.redis.hget(keys.CHANNELS, name)
+        return Channel.model_validate_json(raw) if raw else None
+
+    def can_read(self, principal: Principal, channel: str) -> bool:
+        members = dm_members(channel)
+        if members is None:
+            return True
+        return principal.name in members or principal.kind == PrincipalKind.operator
+
+    async def _readable_channel(self, principal: Principal, name: str) -> Channel:
+        channel = await self.get_channel(name)
+        # A DM someone else is in answers exactly like a missing channel: no existence oracle.
+        if channel is None or not self.can_read(principal, name):
+            raise ChatError(f"no channel {name!r}", status=404)
+        return channel
+
+    async def list_channels(self, principal: Principal) -> list[Channel]:
+        raw = await self.redis.hgetall(keys.CHANNELS)
+        channels = [Channel.model_validate_json(v) for v in raw.values()]
+        visible = sorted((c for c in channels if self.can_read(principal, c.name)), key=lambda c: c.name)
+        cursors = await self.redis.hgetall(keys.cursors(principal.name))
+        async with self.redis.pipeline(transaction=False) as pipe:
+            for c in visible:
+                pipe.smembers(keys.channel_members(c.name))
+                pipe.xrange(
+                    keys.channel_stream(c.name), self._after(cursors.get(f"chan:{c.name}")), "+", 1000
+                )
+            replies = await pipe.execute()
+        for i, c in enumerate(visible):
+            c.members = sorted(replies[2 * i])
+            c.unread = len(replies[2 * i + 1])
+        return visible
+
+    @staticmethod
+    def _after(cursor: str | None) -> str:
+        return f"({cursor}" if cursor else "-"
+
+    async def join(self, principal: Principal, name: str) -> Channel:
+        channel = await self._readable_channel(principal, name)
+        if channel.kind == "dm":
+            raise ChatError("DMs have exactly their two members; nobody joins them", status=403)
+        await self.redis.sadd(keys.channel_members(name), principal.name)
+        return channel
+
+    async def leave(self, principal: Principal, name: str) -> Channel:
+        channel = await self._readable_channel(principal, name)
+        if channel.kind == "dm":
+            raise ChatError("nobody leaves a DM", status=403)
+        await self.redis.srem(keys.channel_members(name), principal.name)
+        return channel
+
+    async def set_topic(self, principal: Principal, name: str, topic: str) -> Channel:
+        channel = await self._readable_channel(principal, name)
+        if channel.kind == "dm":
+            raise ChatError("DMs have no topic", status=403)
+        channel.topic = topic
+        await self.redis.hset(keys.CHANNELS, name, channel.model_dump_json(exclude={"members", "unread"}))
+        return channel
+
+    async def ensure_dm(self, principal: Principal, peer: str) -> str:
+        if peer == principal.name:
+            raise ChatError("a DM needs another principal")
+        if not await self.principals.exists(peer):
+            raise ChatError(f"unknown principal {peer!r}", status=404)
+        name = dm_channel(principal.name, peer)
+        created = await self._create_channel(
+            Channel(name=name, kind="dm", created_by=principal.name, created=time.time())
+        )
+        if created:
+            await self.redis.sadd(keys.channel_members(name), principal.name, peer)
+        return name
+
+    # -- posting ----------------------------------------------------------------------------
+
+    async def check_rate(self, principal: Principal) -> None:
+        wait = float(
+            await self._rate(
+                keys=[keys.rate(principal.name)],
+                args=[self.settings.rate_limit_per_sec, self.settings.rate_limit_burst, time.time()],
+            )
+        )
+        if wait > 0:
+            retry = max(1, int(wait + 0.999))
+            raise ChatError(
+                f"rate limit: {self.settings.rate_limit_per_sec:g} messages/s per sender; retry in {retry}s",
+                status=429,
+                headers={"Retry-After": str(retry)},
+            )
+
+    async def post(
+        self,
+        principal: Principal,
+        channel: str,
+        text: str,
+        reply_to: str | None = None,
+        kind: str = "message",
+    ) -> Message:
+        size = len(text.encode())
+        if size > self.settings.max_message_bytes:
+            raise ChatError(
+                f"message is {size} bytes; the limit is {self.settings.max_message_bytes}", status=413
+            )
+        if not text.strip():
+            raise ChatError("empty message")
+        _check_id(reply_to, "reply_to")
+        meta = await self._readable_channel(principal, channel)
+        await self.check_rate(principal)
+
+        mentions = parse_mentions(text)
+        mention_all = "all" in mentions
+        named = [m for m in mentions if m != "all"]
+        if named:
+            async with self.redis.pipeline(transaction=False) as pipe:
+                for name in named:
+                    pipe.sismember(keys.PRINCIPALS, name)
+                known = await pipe.execute()
+            unknown = [n for n, ok in zip(named, known, strict=True) if not ok]
+            if unknown:
+                raise ChatError("unknown mention(s): " + ", ".join(f"@{n}" for n in unknown))
+
+        thread = ""
+        parent_sender = None
+        if reply_to:
+            parent = await self.redis.xrange(keys.channel_stream(channel), reply_to, reply_to)
+            if not parent:
+                raise ChatError(f"no message {reply_to} in {channel!r}", status=404)
+            parent_fields = parent[0][1]
+            thread = parent_fields.get("thread") or reply_to
+            parent_sender = parent_fields["sender"]
+
+        if meta.kind == "channel":
+            await self.redis.sadd(keys.channel_members(channel), principal.name)
+        reasons: dict[str, str] = {}
+        if mention_all:
+            for member in await self.redis.smembers(keys.channel_members(channel)):
+                reasons[member] = "mention"
+        for name in named:
+            reasons[name] = "mention"
+        if parent_sender:
+            reasons.setdefault(parent_sender, "reply")
+        peers = dm_members(channel)
+        if peers:
+            for name in peers:
+                reasons[name] = "dm"
+        reasons.pop(principal.name, None)
+        if kind == "notice":
+            reasons = {name: "notice" for name in reasons}
+
+        stored_mentions = sorted(set(named) | ({"all"} if mention_all else set()))
+        fields = {
+            "channel": channel,
+            "sender": principal.name,
+            "text": text,
+            "ts": repr(time.time()),
+            "reply_to": reply_to or "",
+            "thread": thread,
+            "mentions": ",".join(stored_mentions),
+            "kind": kind,
+        }
+        flat = [x for pair in fields.items() for x in pair]
+        recipients = sorted(reasons)
+        msg_id = await self._post(
+            keys=[
+                keys.channel_stream(channel),
+                keys.EVENTS,
+                keys.thread_index(channel, thread or "none"),
+                *(keys.inbox(r) for r in recipients),
+            ],
+            args=[
+                self.settings.channel_maxlen,
+                self.settings.events_maxlen,
+                self.settings.inbox_maxlen,
+                len(flat),
+                *flat,
+                *(reasons[r] for r in recipients),
+            ],
+        )
+        self.metrics.messages_posted.labels(kind=meta.kind).inc()
+        return message_from_fields(msg_id, fields)
+
+    async def post_dm(
+        self, principal: Principal, peer: str, text: str, reply_to: str | None = None
+    ) -> Message:
+        channel = await self.ensure_dm(principal, peer)
+        return await self.post(principal, channel, text, reply_to)
+
+    async def notify(self, sender: Principal, channel: str, text: str) -> Message:
+        """A system notice: mentioned principals get it in their inbox as reason ``notice``."""
+        return await self.post(sender, channel, text, kind="notice")
+
+    # -- reading ----------------------------------------------------------------------------
+
+    async def history(
+        self,
+        principal: Principal,
+        channel: str,
+        before: str | None = None,
+        after: str | None = None,
+        limit: int = 50,
+    ) -> list[Message]:
+        """A page of history in chronological order: the latest, or before/after an id (exclusive)."""
+        _check_id(before, "before")
+        _check_id(after, "after")
+        if before and after:
+            raise ChatError("give before or after, not both")
+        limit = max(1, min(limit, self.settings.history_max_limit))
+        await self._readable_channel(principal, channel)
+        stream = keys.channel_stream(channel)
+        if after:
+            entries = await self.redis.xrange(stream, f"({after}", "+", limit)
+        else:
+            entries = list(
+                reversed(await self.redis.xrevrange(stream, f"({before}" if before else "+", "-", limit))
+            )
+        return [message_from_fields(i, f) for i, f in entries]
+
+    async def read_new(
+        self, principal: Principal, channel: str, after: str | None = None, limit: int = 50
+    ) -> list[Message]:
+        """Messages after ``after`` (default: the caller's read cursor) and advance that cursor."""
+        if after is None:
+            after = await self.redis.hget(keys.cursors(principal.name), f"chan:{channel}")
+        if after is None:
+            messages = await self.history(principal, channel, limit=limit)
+        else:
+            messages = await self.history(principal, channel, after=after, limit=limit)
+        if messages:
+            await self.redis.hset(keys.cursors(principal.name), f"chan:{channel}", messages[-1].id)
+        return messages
+
+    async def thread(self, principal: Principal, channel: str, root_id: str) -> list[Message]:
+        _check_id(root_id, "thread id")
+        await self._readable_channel(principal, channel)
+        stream = keys.channel_stream(channel)
+        ids = [root_id, *await self.redis.lrange(keys.thread_index(channel, root_id), 0, -1)]
+        async with self.redis.pipeline(transaction=False) as pipe:
+            for i in ids:
+                pipe.xrange(stream, i, i)
+            found = await pipe.execute()
+        return [message_from_fields(*entry[0]) for entry in found if entry]
+
+    async def search(self, principal: Principal, query: str, limit: int = 50) -> list[Message]:
+        """Case-insensitive substring search over the recent history of channels the caller can read."""
+        needle = query.lower().strip()
+        if not needle:
+            raise ChatError("empty search query")
+        hits: list[Message] = []
+        for channel in await self.list_channels(principal):
+            for entry_id, fields in await self.redis.xrevrange(
+                keys.channel_stream(channel.name), "+", "-", SEARCH_SCAN
+            ):
+                if needle in fields.get("text", "").lower():
+                    hits.append(message_from_fields(entry_id, fields))
+        hits.sort(key=lambda m: m.ts, reverse=True)
+        return hits[:limit]
+
+    # -- inbox ------------------------------------------------------------------------------
+
+    async def inbox(self, principal: Principal, wait: float = 0.0, limit: int = 50) -> list[InboxItem]:
+        """New inbox items after the caller's cursor; blocks up to ``wait`` s for the first one.
+
+        The cursor advances past what is returned, so each item is handed out once per principal.
+        """
+        wait = max(0.0, min(wait, self.settings.inbox_max_wait))
+        limit = max(1, min(limit, self.settings.history_max_limit))
+        stream = keys.inbox(principal.name)
+        cursor = await self.redis.hget(keys.cursors(principal.name), "inbox") or "0-0"
+        entries = await self.redis.xrange(stream, f"({cursor}", "+", limit)
+        if not entries and wait > 0:
+            reply = await self.redis.xread({stream: cursor}, count=limit, block=max(1, int(wait * 1000)))
+            entries = reply[0][1] if reply else []
+        if not entries:
+            return []
+        await self.redis.hset(keys.cursors(principal.name), "inbox", entries[-1][0])
+        items = [inbox_item_from_fields(i, f) for i, f in entries]
+        now = time.time()
+        for item in items:
+            self.metrics.post_to_inbox_seconds.observe(max(0.0, now - item.ts))
+        return items
+
+    async def peek_inbox(self, principal: Principal, limit: int = 50) -> list[InboxItem]:
+        """Unread inbox items without advancing the cursor."""
+        stream = keys.inbox(principal.name)
+        cursor = await self.redis.hget(keys.cursors(principal.name), "inbox") or "0-0"
+        entries = await self.redis.xrange(stream, f"({cursor}", "+", limit)
+        return [inbox_item_from_fields(i, f) for i, f in entries]
+
+    def visible_event(self, principal: Principal, fields: dict[str, str]) -> bool:
+        channel = fields.get("channel")
+        return channel is None or self.can_read(principal, channel)

@@ -1,0 +1,33 @@
+"""The gateway's dependencies, built once per app and passed down (no module globals)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from redis.asyncio import Redis
+
+from gateway.chat import ChatService
+from gateway.config import GatewaySettings
+from gateway.metrics import GatewayMetrics
+from gateway.principals import PrincipalStore
+
+
+@dataclass
+class GatewayContext:
+    """Everything a route or MCP tool needs; stored on ``app.state.ctx``."""
+
+    settings: GatewaySettings
+    redis: Redis
+    principals: PrincipalStore
+    chat: ChatService
+    metrics: GatewayMetrics
+    extras: dict[str, Any] = field(default_factory=dict)  # services added by later components
+
+    @classmethod
+    def build(cls, settings: GatewaySettings, redis: Redis | None = None) -> GatewayContext:
+        redis = redis or Redis.from_url(settings.redis_url, decode_responses=True, health_check_interval=30)
+        principals = PrincipalStore(redis, settings.swarm)
+        metrics = GatewayMetrics()
+        chat = ChatService(redis, principals, settings, metrics)
+        return cls(settings=settings, redis=redis, principals=principals, chat=chat, metrics=metrics)

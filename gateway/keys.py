@@ -1,0 +1,52 @@
+"""Redis key names, in one place so that every component agrees on them."""
+
+PREFIX = "ks:"
+
+
+def principal(name: str) -> str:
+    return f"{PREFIX}principal:{name}"
+
+
+PRINCIPALS = f"{PREFIX}principals"
+
+
+def token(token_hash: str) -> str:
+    return f"{PREFIX}token:{token_hash}"
+
+
+def principal_tokens(name: str) -> str:
+    return f"{PREFIX}principal-tokens:{name}"
+
+
+CHANNELS = f"{PREFIX}channels"
+
+
+def channel_stream(channel: str) -> str:
+    return f"{PREFIX}chan:{channel}:stream"
+
+
+def channel_members(channel: str) -> str:
+    return f"{PREFIX}chan:{channel}:members"
+
+
+def thread_index(channel: str, root_id: str) -> str:
+    return f"{PREFIX}chan:{channel}:thread:{root_id}"
+
+
+def inbox(name: str) -> str:
+    return f"{PREFIX}inbox:{name}"
+
+
+def cursors(name: str) -> str:
+    return f"{PREFIX}cursors:{name}"
+
+
+def rate(name: str) -> str:
+    return f"{PREFIX}rate:{name}"
+
+
+def heartbeat(name: str) -> str:
+    return f"{PREFIX}heartbeat:{name}"
+
+
+EVENTS = f"{PREFIX}events"

@@ -1,0 +1,54 @@
+"""Run the gateway on 127.0.0.1 TCP and on a unix socket at the same time (one uvicorn server)."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import socket
+from pathlib import Path
+
+import uvicorn
+from fastapi import FastAPI
+
+from gateway.config import GatewaySettings
+
+
+def bind_tcp(host: str, port: int) -> socket.socket:
+    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    sock.bind((host, port))
+    sock.set_inheritable(True)
+    return sock
+
+
+def bind_unix(path: Path) -> socket.socket:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    if path.exists() or path.is_socket():
+        path.unlink()
+    sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    sock.bind(str(path))
+    # Agents run as other uids (one per agent); the token, not the file mode, is the gate.
+    os.chmod(path, 0o666)
+    sock.set_inheritable(True)
+    return sock
+
+
+async def serve(app: FastAPI, settings: GatewaySettings, ready: asyncio.Event | None = None) -> None:
+    """Serve until cancelled or signalled; removes the unix socket on the way out."""
+    tcp = bind_tcp(settings.host, settings.port)
+    unix_path = settings.socket_path()
+    unix = bind_unix(unix_path)
+    config = uvicorn.Config(app, log_level="warning", lifespan="on", timeout_graceful_shutdown=3)
+    server = uvicorn.Server(config)
+    try:
+        task = asyncio.create_task(server.serve(sockets=[tcp, unix]))
+        # uvicorn exposes no start-up event; poll its flag briefly.
+        while not server.started and not task.done():  # noqa: ASYNC110
+            await asyncio.sleep(0.02)
+        if ready is not None:
+            ready.set()
+        await task
+    finally:
+        tcp.close()
+        unix.close()
+        unix_path.unlink(missing_ok=True)

@@ -1,0 +1,1 @@
+"""Shared test support: real Redis, real gateway processes, real clients."""
