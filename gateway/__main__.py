@@ -6,12 +6,13 @@ import asyncio
 
 from gateway.app import create_app
 from gateway.config import GatewaySettings
+from gateway.plugins import default_plugins
 from gateway.server import serve
 
 
 def main() -> None:
     settings = GatewaySettings()
-    asyncio.run(serve(create_app(settings), settings))
+    asyncio.run(serve(create_app(settings, plugins=default_plugins()), settings))
 
 
 if __name__ == "__main__":

@@ -3,8 +3,11 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import os
+import signal
 import socket
+from collections.abc import Iterator
 from pathlib import Path
 
 import uvicorn
@@ -33,13 +36,38 @@ def bind_unix(path: Path) -> socket.socket:
     return sock
 
 
+class _Server(uvicorn.Server):
+    """uvicorn re-raises SIGINT/SIGTERM after shutting down, which would kill the process before
+    its callers stop what they started (embedded Redis, agents); we take the signals ourselves."""
+
+    @contextlib.contextmanager
+    def capture_signals(self) -> Iterator[None]:
+        loop = asyncio.get_running_loop()
+        handled = []
+        for sig in (signal.SIGINT, signal.SIGTERM):
+            try:
+                loop.add_signal_handler(sig, self._exit_on_signal)
+                handled.append(sig)
+            except (RuntimeError, ValueError):  # not the main thread: the caller handles signals
+                pass
+        try:
+            yield
+        finally:
+            for sig in handled:
+                loop.remove_signal_handler(sig)
+
+    def _exit_on_signal(self) -> None:
+        self.force_exit = self.should_exit  # a second Ctrl-C stops waiting for connections
+        self.should_exit = True
+
+
 async def serve(app: FastAPI, settings: GatewaySettings, ready: asyncio.Event | None = None) -> None:
-    """Serve until cancelled or signalled; removes the unix socket on the way out."""
+    """Serve until signalled (SIGINT/SIGTERM) or cancelled; removes the unix socket on the way out."""
     tcp = bind_tcp(settings.host, settings.port)
     unix_path = settings.socket_path()
     unix = bind_unix(unix_path)
     config = uvicorn.Config(app, log_level="warning", lifespan="on", timeout_graceful_shutdown=3)
-    server = uvicorn.Server(config)
+    server = _Server(config)
     try:
         task = asyncio.create_task(server.serve(sockets=[tcp, unix]))
         # uvicorn exposes no start-up event; poll its flag briefly.

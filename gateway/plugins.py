@@ -1,0 +1,10 @@
+"""The components that plug into the gateway app; one list used by every way of starting it."""
+
+from __future__ import annotations
+
+from gateway.app import GatewayPlugin
+
+
+def default_plugins() -> list[GatewayPlugin]:
+    plugins: list[GatewayPlugin] = []
+    return plugins
