@@ -61,8 +61,13 @@ class _Server(uvicorn.Server):
         self.should_exit = True
 
 
-async def serve(app: FastAPI, settings: GatewaySettings, ready: asyncio.Event | None = None) -> None:
-    """Serve until signalled (SIGINT/SIGTERM) or cancelled; removes the unix socket on the way out."""
+async def serve(
+    app: FastAPI,
+    settings: GatewaySettings,
+    ready: asyncio.Event | None = None,
+    stop: asyncio.Event | None = None,
+) -> None:
+    """Serve until signalled (SIGINT/SIGTERM) or ``stop`` is set; removes the unix socket afterwards."""
     tcp = bind_tcp(settings.host, settings.port)
     unix_path = settings.socket_path()
     unix = bind_unix(unix_path)
@@ -75,6 +80,11 @@ async def serve(app: FastAPI, settings: GatewaySettings, ready: asyncio.Event | 
             await asyncio.sleep(0.02)
         if ready is not None:
             ready.set()
+        if stop is not None:
+            stopper = asyncio.create_task(stop.wait())
+            await asyncio.wait([task, stopper], return_when=asyncio.FIRST_COMPLETED)
+            server.should_exit = True
+            stopper.cancel()
         await task
     finally:
         tcp.close()

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 import redis as redis_sync
 
-from kstest.gateway import GatewayProcess
+from kstest.gateway import GatewayThread
 from orchestrator.embedded_redis import EmbeddedRedis
 
 
@@ -44,9 +44,11 @@ def short_tmp() -> Iterator[Path]:
 
 
 @pytest.fixture
-def gateway(clean_redis: str, short_tmp: Path) -> Iterator[GatewayProcess]:
-    """A fresh gateway process on an empty Redis, with an operator token."""
-    gw = GatewayProcess(short_tmp / "home", clean_redis)
+def gateway(clean_redis: str, short_tmp: Path) -> Iterator[GatewayThread]:
+    """A fresh gateway (real uvicorn in a thread) on an empty Redis, with an operator token.
+
+    Tests that kill or restart the gateway process use ``kstest.gateway.GatewayProcess`` instead."""
+    gw = GatewayThread(short_tmp / "home", clean_redis)
     gw.start()
     try:
         yield gw

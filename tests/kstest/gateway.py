@@ -8,13 +8,18 @@ import signal
 import socket
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 
 import httpx
 from redis.asyncio import Redis
 
+from gateway.app import create_app
+from gateway.config import GatewaySettings
+from gateway.plugins import default_plugins
 from gateway.principals import PrincipalKind, PrincipalStore
+from gateway.server import serve
 
 
 def free_port() -> int:
@@ -32,10 +37,104 @@ async def _create_principal(redis_url: str, name: str, kind: PrincipalKind, swar
         await redis.aclose()
 
 
-class GatewayProcess:
+class GatewayClients:
+    """Client helpers shared by the in-thread and the subprocess gateway."""
+
+    url: str
+    operator_token: str
+
+    def add_principal(self, name: str, kind: str = "agent") -> str:
+        """Create a principal through the REST API (as the operator) and return its token."""
+        reply = httpx.post(
+            f"{self.url}/api/principals",
+            json={"name": name, "kind": kind},
+            headers={"Authorization": f"Bearer {self.operator_token}"},
+        )
+        reply.raise_for_status()
+        return reply.json()["token"]
+
+    def client(self, token: str | None) -> httpx.Client:
+        headers = {"Authorization": f"Bearer {token}"} if token else {}
+        return httpx.Client(base_url=self.url, headers=headers, timeout=30)
+
+    def async_client(self, token: str | None) -> httpx.AsyncClient:
+        headers = {"Authorization": f"Bearer {token}"} if token else {}
+        return httpx.AsyncClient(base_url=self.url, headers=headers, timeout=30)
+
+
+class GatewayThread(GatewayClients):
+    """A real gateway (real uvicorn, real sockets, default plugins) served from a thread of the
+    test process: the same code path as ``python -m gateway`` without paying the import per test."""
+
+    def __init__(self, home: Path, redis_url: str, swarm: str = "test", **overrides: object) -> None:
+        self.home = home
+        self.redis_url = redis_url
+        self.swarm = swarm
+        self.port = free_port()
+        self.settings = GatewaySettings(
+            redis_url=redis_url,
+            home=home,
+            port=self.port,
+            swarm=swarm,
+            **overrides,  # type: ignore[arg-type]
+        )
+        self.operator_token = asyncio.run(
+            _create_principal(redis_url, "operator", PrincipalKind.operator, swarm)
+        )
+        self._thread: threading.Thread | None = None
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._stop: asyncio.Event | None = None
+        self.app = None
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.port}"
+
+    @property
+    def socket_path(self) -> Path:
+        return self.settings.socket_path()
+
+    def start(self, timeout: float = 30) -> None:
+        self.home.mkdir(parents=True, exist_ok=True)
+        started = threading.Event()
+        failure: list[BaseException] = []
+
+        async def main() -> None:
+            self._loop = asyncio.get_running_loop()
+            self._stop = asyncio.Event()
+            ready = asyncio.Event()
+            self.app = create_app(self.settings, plugins=default_plugins())
+            waiter = asyncio.create_task(ready.wait())
+            waiter.add_done_callback(lambda _: started.set())
+            await serve(self.app, self.settings, ready=ready, stop=self._stop)
+
+        def run() -> None:
+            try:
+                asyncio.run(main())
+            except BaseException as exc:  # reported to the starting test
+                failure.append(exc)
+            finally:
+                started.set()
+
+        self._thread = threading.Thread(target=run, name=f"gateway-{self.port}", daemon=True)
+        self._thread.start()
+        if not started.wait(timeout) or failure:
+            raise RuntimeError(f"gateway did not start: {failure!r}")
+
+    def stop(self) -> None:
+        if self._thread is None or self._loop is None or self._stop is None:
+            return
+        self._loop.call_soon_threadsafe(self._stop.set)
+        self._thread.join(30)
+        self._thread = None
+
+
+class GatewayProcess(GatewayClients):
     """Start, stop (by pid) and restart a gateway; make clients for principals."""
 
-    def __init__(self, home: Path, redis_url: str, swarm: str = "test", extra_env: dict[str, str] | None = None):
+    def __init__(
+        self, home: Path, redis_url: str, swarm: str = "test", extra_env: dict[str, str] | None = None
+    ):
         self.home = home
         self.redis_url = redis_url
         self.swarm = swarm
@@ -68,13 +167,17 @@ class GatewayProcess:
 
     def start(self, timeout: float = 30) -> None:
         self.home.mkdir(parents=True, exist_ok=True)
-        log = open(self.log_path, "ab")  # noqa: SIM115 - handed to the child
-        self.proc = subprocess.Popen([sys.executable, "-m", "gateway"], env=self.env(), stdout=log, stderr=log)
+        log = open(self.log_path, "ab")
+        self.proc = subprocess.Popen(
+            [sys.executable, "-m", "gateway"], env=self.env(), stdout=log, stderr=log
+        )
         log.close()
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
             if self.proc.poll() is not None:
-                raise RuntimeError(f"gateway exited with {self.proc.returncode}:\n{self.log_path.read_text()}")
+                raise RuntimeError(
+                    f"gateway exited with {self.proc.returncode}:\n{self.log_path.read_text()}"
+                )
             try:
                 if httpx.get(f"{self.url}/healthz", timeout=1).status_code == 200:
                     return
@@ -98,21 +201,3 @@ class GatewayProcess:
     def restart(self) -> None:
         self.stop()
         self.start()
-
-    def add_principal(self, name: str, kind: str = "agent") -> str:
-        """Create a principal through the REST API (as the operator) and return its token."""
-        reply = httpx.post(
-            f"{self.url}/api/principals",
-            json={"name": name, "kind": kind},
-            headers={"Authorization": f"Bearer {self.operator_token}"},
-        )
-        reply.raise_for_status()
-        return reply.json()["token"]
-
-    def client(self, token: str | None) -> httpx.Client:
-        headers = {"Authorization": f"Bearer {token}"} if token else {}
-        return httpx.Client(base_url=self.url, headers=headers, timeout=30)
-
-    def async_client(self, token: str | None) -> httpx.AsyncClient:
-        headers = {"Authorization": f"Bearer {token}"} if token else {}
-        return httpx.AsyncClient(base_url=self.url, headers=headers, timeout=30)
