@@ -62,6 +62,8 @@ def request(conn: Connection, method: str, path: str, **kwargs: Any) -> Any:
             detail = reply.json().get("detail", reply.text)
         except ValueError:
             detail = reply.text
+        if isinstance(detail, list):  # FastAPI validation errors: name each bad field
+            detail = "; ".join(f"{'.'.join(map(str, d.get('loc', [])))}: {d.get('msg')}" for d in detail)
         fail(f"{reply.status_code} {detail}")
     return reply.json() if reply.content else None
 
@@ -222,10 +224,11 @@ def chat_tail(
         [channel.lstrip("#")] if channel else [c["name"] for c in request(conn, "GET", "/api/channels")]
     )
     recent: list[dict[str, Any]] = []
-    for name in channels:
+    for name in channels if lines > 0 else []:
         recent += request(conn, "GET", f"/api/channels/{name}/messages", params={"limit": lines})["messages"]
     for msg in sorted(recent, key=lambda m: m["ts"])[-lines:]:
         console.print(format_message(msg), highlight=False)
+    console.file.flush()
     if not follow:
         return
     params = {"channel": channel.lstrip("#")} if channel else {}
@@ -233,6 +236,7 @@ def chat_tail(
         for _, data in sse_events(conn, params):
             if data.get("type") == "message":
                 console.print(format_message(data), highlight=False)
+                console.file.flush()  # a pipe (| grep, a test) sees each message as it arrives
     except KeyboardInterrupt:
         return
 

@@ -1,0 +1,98 @@
+"""The newcomer's path: `kswarm up`, two `kswarm agent add`, a DM between agents, `chat tail`."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import time
+from pathlib import Path
+
+from kstest.cli import KSWARM, Up, cli_env, kswarm
+from kstest.gateway import free_port
+
+
+def redis_servers_under(home: Path) -> list[str]:
+    found = []
+    for pid in os.listdir("/proc"):
+        if pid.isdigit():
+            try:
+                cmd = Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode()
+            except OSError:
+                continue
+            if "redis-server" in cmd and str(home) in cmd:
+                found.append(cmd)
+    return found
+
+
+def test_up_agents_dm_tail_and_clean_stop(short_tmp: Path) -> None:
+    home = short_tmp / "h"
+    port = free_port()
+    up = Up(home, port)
+    try:
+        up.wait_ready()
+        token_file = home / "operator.token"
+        operator_token = token_file.read_text().strip()
+        assert oct(token_file.stat().st_mode & 0o777) == "0o600"
+        banner = up.output()
+        assert f"http://127.0.0.1:{port}" in banner and operator_token in banner
+
+        second = kswarm(home, "up", "--port", str(free_port()))
+        assert second.returncode == 1 and "already up" in second.stderr
+
+        added = {}
+        for name in ("alice", "bob"):
+            result = kswarm(home, "agent", "add", name)
+            assert result.returncode == 0, result.stderr
+            added[name] = result.stdout.strip().splitlines()[-1]
+            assert added[name].startswith("ksw_")
+        listing = kswarm(home, "agent", "list")
+        assert "alice@agents.kswarm" in listing.stdout and "bob@agents.kswarm" in listing.stdout
+
+        follower = subprocess.Popen(
+            [KSWARM, "chat", "tail", "-f", "-n", "0"],
+            env=cli_env(home, KSWARM_TOKEN=added["bob"]),
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        time.sleep(2)
+        sent = kswarm(home, "chat", "send", "@bob", "hello bob, from alice", token=added["alice"])
+        assert sent.returncode == 0, sent.stderr
+        assert kswarm(home, "chat", "send", "general", "morning @all").returncode == 0
+
+        tail = kswarm(home, "chat", "tail", token=added["bob"])
+        assert "alice: hello bob, from alice" in tail.stdout
+        assert "operator: morning @all" in tail.stdout
+
+        # A third agent's view of the same tail does not include the DM.
+        assert kswarm(home, "agent", "add", "carol").returncode == 0
+        carol_token = kswarm(home, "agent", "add", "dave").stdout.strip().splitlines()[-1]
+        assert "hello bob" not in kswarm(home, "chat", "tail", token=carol_token).stdout
+
+        time.sleep(1)
+        follower.terminate()
+        followed, _ = follower.communicate(timeout=10)
+        assert "alice: hello bob, from alice" in followed and "operator: morning @all" in followed
+
+        bad = kswarm(home, "chat", "send", "general", "hi @ghost")
+        assert bad.returncode == 1 and "@ghost" in bad.stderr and len(bad.stderr.strip().splitlines()) == 1
+    finally:
+        code = up.stop()
+    assert code == 0, up.output()
+    assert not (home / "gateway.json").exists()
+    assert redis_servers_under(home) == [], "the embedded Redis stops with kswarm up"
+
+    # Up again: same operator token, history kept (AOF).
+    up = Up(home, port)
+    try:
+        up.wait_ready()
+        assert (home / "operator.token").read_text().strip() == operator_token
+        assert "alice: hello bob" in kswarm(home, "chat", "tail", token=added["bob"]).stdout
+    finally:
+        assert up.stop() == 0
+
+
+def test_clients_without_a_gateway_fail_clearly(short_tmp: Path) -> None:
+    result = kswarm(short_tmp / "empty", "agent", "list")
+    assert result.returncode == 1
+    assert "no running gateway" in result.stderr and "kswarm up" in result.stderr
