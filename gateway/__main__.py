@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-import asyncio
+import uvloop
 
 from gateway.app import create_app
 from gateway.config import GatewaySettings
@@ -12,7 +12,7 @@ from gateway.server import serve
 
 def main() -> None:
     settings = GatewaySettings()
-    asyncio.run(serve(create_app(settings, plugins=default_plugins()), settings))
+    uvloop.run(serve(create_app(settings, plugins=default_plugins()), settings))
 
 
 if __name__ == "__main__":

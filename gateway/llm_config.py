@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Literal
 
-from pydantic import AliasChoices, BaseModel, Field, SecretStr, model_validator
+from pydantic import AliasChoices, BaseModel, Field, SecretStr, field_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 # Environment variables that may carry the real key; whoever builds an agent's environment drops them.
@@ -45,9 +45,7 @@ def default_prices() -> dict[str, ModelPrice]:
         "default": _price(3.0, 15.0),
         "claude-opus-4-5": _price(5.0, 25.0),
         "claude-opus-4-6": _price(5.0, 25.0),
-        "claude-opus-4-1": _price(15.0, 75.0),
-        "claude-opus-4-0": _price(15.0, 75.0),
-        "claude-opus-4-2": _price(15.0, 75.0),
+        "claude-opus-4": _price(15.0, 75.0),
         "claude-3-opus": _price(15.0, 75.0),
         "claude-sonnet-4": _price(3.0, 15.0),
         "claude-3-7-sonnet": _price(3.0, 15.0),
@@ -65,7 +63,7 @@ class LLMProxySettings(BaseSettings):
 
     upstream_url: str = Field(
         "https://api.anthropic.com",
-        description="Base URL of the Anthropic-compatible upstream (Anthropic, vLLM, LiteLLM, llama.cpp, Ollama).",
+        description="Base URL of the Anthropic-compatible upstream (Anthropic, vLLM, LiteLLM, Ollama).",
     )
     api_key: SecretStr | None = Field(
         None,
@@ -95,13 +93,15 @@ class LLMProxySettings(BaseSettings):
     connect_timeout: float = Field(10.0, gt=0, description="Upstream connect timeout (s).")
     prices: dict[str, ModelPrice] = Field(
         default_factory=default_prices,
-        description="$/MTok per model-name prefix (longest match wins) with a 'default' entry (JSON in env).",
+        description="$/MTok by model-name prefix (longest wins, else 'default'), merged over the built-ins.",
     )
     agent_budget_usd: float | None = Field(
         None, ge=0, description="Estimated spend (USD) after which an agent is refused; None = unlimited."
     )
     agent_budget_tokens: int | None = Field(
-        None, ge=0, description="Tokens (input+output+cache) after which an agent is refused; None = unlimited."
+        None,
+        ge=0,
+        description="Tokens (input+output+cache) after which an agent is refused; None: unlimited.",
     )
     agent_budgets_usd: dict[str, float] = Field(
         default_factory=dict, description="Per-agent USD budgets overriding agent_budget_usd (JSON in env)."
@@ -114,11 +114,11 @@ class LLMProxySettings(BaseSettings):
     )
     ops_channel: str = Field("ops", description="Channel where budget notices are posted.")
 
-    @model_validator(mode="after")
-    def _ensure_default_price(self) -> LLMProxySettings:
-        if "default" not in self.prices:
-            self.prices = {**self.prices, "default": default_prices()["default"]}
-        return self
+    @field_validator("prices", mode="after")
+    @classmethod
+    def _merge_prices(cls, prices: dict[str, ModelPrice]) -> dict[str, ModelPrice]:
+        """Given entries replace or extend the built-in table; it is never emptied."""
+        return {**default_prices(), **prices}
 
     def price_for(self, model: str | None) -> ModelPrice:
         """The price of ``model``: exact name, else the longest matching prefix, else ``default``."""

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import asyncio
 import json
 import os
 import socket
@@ -14,6 +13,7 @@ from typing import Annotated, Any, NoReturn
 
 import httpx
 import typer
+import uvloop
 from rich.console import Console
 from rich.panel import Panel
 from rich.table import Table
@@ -98,7 +98,7 @@ def up(
         fail(f"port {port} on 127.0.0.1 is in use; pick another with --port")
     try:
         launcher = Launcher(home_dir, port=port, spec_path=file, backend=backend)
-        asyncio.run(launcher.run(on_ready=lambda info: print_banner(info, launcher.operator_token)))
+        uvloop.run(launcher.run(on_ready=lambda info: print_banner(info, launcher.operator_token)))
     except LaunchError as exc:
         fail(str(exc))
 

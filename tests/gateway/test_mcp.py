@@ -118,10 +118,6 @@ async def test_tool_definitions_stay_small(gateway: GatewayThread, tokens: dict[
     async with mcp_session(gateway.url, tokens["alice"]) as alice:
         tools = (await alice.list_tools()).tools
     chat = [t for t in tools if t.name in CHAT_TOOLS]
-    size = len(
-        json.dumps(
-            [t.model_dump(exclude_none=True, include={"name", "description", "inputSchema"}) for t in chat]
-        )
-    )
+    size = len(json.dumps([t.model_dump(by_alias=True, exclude_none=True) for t in chat]))
     assert all(len(t.description or "") <= 120 for t in chat)
     assert size < 3000, size

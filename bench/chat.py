@@ -1,0 +1,184 @@
+"""Chat benchmark: post→inbox latency under load, and MCP overhead against a bare endpoint.
+
+Run: ``.venv/bin/python bench/chat.py`` (starts its own Redis and gateway; about a minute).
+
+1. 16 and 64 agents each wait on their inbox (the server-side blocking wait) while posters put
+   ~200 messages/s into one shared channel, each mentioning one agent: p50/p99 post→inbox latency.
+2. The round trip of an MCP ``chat_post`` (official client) against a bare FastAPI JSON endpoint
+   served the same way (uvicorn, loopback), in the same run: the ratio is the gateway's overhead.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import random
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import httpx
+from _common import ROOT, ms, pct
+
+from kstest.gateway import GatewayProcess, free_port
+from kstest.mcp_client import call, mcp_session
+from orchestrator.embedded_redis import EmbeddedRedis
+
+BARE_APP = """
+from fastapi import FastAPI
+from pydantic import BaseModel
+app = FastAPI()
+class Post(BaseModel):
+    channel: str
+    text: str
+@app.post("/post")
+async def post(body: Post) -> dict:
+    return {"id": "1-0", "channel": body.channel, "mentions": []}
+"""
+
+
+async def inbox_load(gw: GatewayProcess, n_agents: int, rate: float, seconds: float) -> list[float]:
+    names = [f"bench{n_agents}-{i}" for i in range(n_agents)]
+    tokens = {n: gw.add_principal(n) for n in names}
+    poster = gw.add_principal(f"poster{n_agents}")
+    latencies: list[float] = []
+    errors: list[str] = []
+    stop = asyncio.Event()
+    limits = httpx.Limits(max_connections=32, max_keepalive_connections=32)
+
+    async def wait_loop(token: str) -> None:
+        # One client (one connection) per agent, as real agents have; a shared httpx pool with
+        # many long-polls would make the load generator, not the gateway, the bottleneck.
+        headers = {"Authorization": f"Bearer {token}"}
+        async with httpx.AsyncClient(base_url=gw.url, timeout=30, headers=headers) as client:
+            while not stop.is_set():
+                try:
+                    reply = await client.get("/api/inbox", params={"wait": 2, "limit": 100})
+                except httpx.HTTPError as exc:
+                    errors.append(repr(exc))
+                    continue
+                now = time.time()
+                latencies.extend(now - item["ts"] for item in reply.json()["items"])
+
+    async with httpx.AsyncClient(base_url=gw.url, timeout=30, limits=limits) as client:
+        waiters = [asyncio.create_task(wait_loop(t)) for t in tokens.values()]
+        await asyncio.sleep(1)
+        headers = {"Authorization": f"Bearer {poster}"}
+        interval = 1 / rate
+        start = time.monotonic()
+        sent = 0
+        in_flight: set[asyncio.Task] = set()
+        while time.monotonic() - start < seconds:
+            target = start + sent * interval
+            await asyncio.sleep(max(0, target - time.monotonic()))
+            text = f"@{random.choice(names)} kernel {sent} is ready for review"
+            task = asyncio.create_task(
+                client.post("/api/channels/general/messages", json={"text": text}, headers=headers)
+            )
+            in_flight.add(task)
+            task.add_done_callback(in_flight.discard)
+            sent += 1
+        await asyncio.gather(*in_flight)
+        achieved = sent / (time.monotonic() - start)
+        await asyncio.sleep(2.5)
+        stop.set()
+        await asyncio.gather(*waiters)
+    print(
+        f"  {n_agents:>3} agents: sent {sent} at {achieved:.0f} msg/s, "
+        f"delivered {len(latencies)}, errors {len(errors)}"
+    )
+    return latencies
+
+
+async def round_trips(
+    gw: GatewayProcess, bare_url: str, n: int
+) -> tuple[list[float], list[float], list[float]]:
+    token = gw.add_principal("rtt")
+    bare, rest, mcp = [], [], []
+    async with httpx.AsyncClient(base_url=bare_url) as client:
+        for _ in range(20):
+            await client.post("/post", json={"channel": "general", "text": "warm"})
+        for i in range(n):
+            t = time.perf_counter()
+            (await client.post("/post", json={"channel": "general", "text": f"rt {i}"})).raise_for_status()
+            bare.append(time.perf_counter() - t)
+    async with httpx.AsyncClient(base_url=gw.url, headers={"Authorization": f"Bearer {token}"}) as client:
+        for i in range(n):
+            t = time.perf_counter()
+            (
+                await client.post("/api/channels/general/messages", json={"text": f"rest {i}"})
+            ).raise_for_status()
+            rest.append(time.perf_counter() - t)
+    async with mcp_session(gw.url, token) as session:
+        for i in range(20):
+            await call(session, "chat_post", channel="general", text=f"warm {i}")
+        for i in range(n):
+            t = time.perf_counter()
+            await call(session, "chat_post", channel="general", text=f"mcp {i}")
+            mcp.append(time.perf_counter() - t)
+    return bare, rest, mcp
+
+
+def start_bare(tmp: Path) -> tuple[subprocess.Popen[bytes], str]:
+    (tmp / "bare_app.py").write_text(BARE_APP)
+    port = free_port()
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "uvicorn", "bare_app:app", "--port", str(port), "--log-level", "warning"],
+        cwd=tmp,
+    )
+    for _ in range(200):
+        with socket.socket() as s:
+            if s.connect_ex(("127.0.0.1", port)) == 0:
+                break
+        time.sleep(0.05)
+    return proc, f"http://127.0.0.1:{port}"
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--rate", type=float, default=200, help="messages per second into the channel")
+    parser.add_argument("--seconds", type=float, default=8, help="load duration per agent count")
+    parser.add_argument("--round-trips", type=int, default=300)
+    args = parser.parse_args()
+
+    tmp = Path(tempfile.mkdtemp(prefix="ksb"))
+    redis_server = EmbeddedRedis(tmp / "r")
+    url = redis_server.ensure_running()
+    gw = GatewayProcess(
+        tmp / "home",
+        url,
+        extra_env={
+            "KSWARM_GATEWAY_RATE_LIMIT_PER_SEC": "100000",
+            "KSWARM_GATEWAY_RATE_LIMIT_BURST": "100000",
+        },
+    )
+    bare_proc, bare_url = start_bare(tmp)
+    try:
+        gw.start()
+        print(f"gateway {gw.url} (own process), Redis {redis_server.binary}, {args.rate:.0f} msg/s target")
+        print("post→inbox latency (server accept → delivered to the waiting agent):")
+        rows = []
+        for n in (16, 64):
+            lat = asyncio.run(inbox_load(gw, n, args.rate, args.seconds))
+            rows.append((n, pct(lat, 50), pct(lat, 99)))
+        for n, p50, p99 in rows:
+            print(f"  {n:>3} agents: p50 {ms(p50)}  p99 {ms(p99)}")
+        bare, rest, mcp = asyncio.run(round_trips(gw, bare_url, args.round_trips))
+        b50, r50, m50 = pct(bare, 50), pct(rest, 50), pct(mcp, 50)
+        print(f"round trip (median of {args.round_trips}, sequential, loopback):")
+        print(f"  bare FastAPI JSON endpoint   {ms(b50)}  (p99 {ms(pct(bare, 99))})")
+        print(f"  gateway REST post            {ms(r50)}  (p99 {ms(pct(rest, 99))})  ratio {r50 / b50:.1f}x")
+        print(f"  gateway MCP chat_post        {ms(m50)}  (p99 {ms(pct(mcp, 99))})  ratio {m50 / b50:.1f}x")
+    finally:
+        gw.stop()
+        bare_proc.terminate()
+        bare_proc.wait(10)
+        redis_server.release()
+
+
+if __name__ == "__main__":
+    sys.path.insert(0, str(ROOT))
+    main()

@@ -1,0 +1,245 @@
+"""The review gate: the ``gate`` principal's merge bot.
+
+It consumes the forge event stream (reviews, statuses, pushes, reproductions, protection changes)
+with a Redis consumer group, re-evaluates the affected PRs and merges those whose every rule holds:
+one merge per base at a time (a Redis lock), with the head sha rechecked under the lock and passed to
+the forge so that a push in between makes the merge fail instead of merging unreviewed code. Every
+decision goes to an audit list per PR; merges and new hard blocks are announced in ``#reviews``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import logging
+import time
+import uuid
+from collections.abc import AsyncIterator
+from typing import Any
+
+from redis.asyncio import Redis
+
+from gateway.chat import ChatService
+from gateway.forge import keys
+from gateway.forge.ledger import ReproductionLedger
+from gateway.forge.models import ForgeError, PullRequest
+from gateway.forge.policy import GateDecision, Reason, ReviewPolicy, evaluate, short
+from gateway.forge.protocol import Forge
+from gateway.principals import Principal, PrincipalKind, PrincipalStore
+from gateway.redis_compat import xautoclaim
+
+log = logging.getLogger("kswarm.forge.gate")
+AUDIT_MAX = 500
+CLAIM_IDLE_MS = 60_000
+
+_RELEASE = """
+if redis.call('GET', KEYS[1]) == ARGV[1] then return redis.call('DEL', KEYS[1]) end
+return 0
+"""
+
+
+class ReviewGate:
+    def __init__(
+        self,
+        forge: Forge,
+        redis: Redis,
+        chat: ChatService,
+        principals: PrincipalStore,
+        ledger: ReproductionLedger,
+        *,
+        sweep_s: float = 30.0,
+        lock_ttl_s: float = 60.0,
+        channel: str = "reviews",
+    ) -> None:
+        self.forge = forge
+        self.redis = redis
+        self.chat = chat
+        self.principals = principals
+        self.ledger = ledger
+        self.sweep_s = sweep_s
+        self.lock_ttl_ms = int(lock_ttl_s * 1000)
+        self.channel = channel
+        self.consumer = f"gate-{uuid.uuid4().hex[:12]}"
+        self._release = redis.register_script(_RELEASE)
+        self._principal: Principal | None = None
+
+    async def principal(self) -> Principal:
+        if self._principal is None:
+            self._principal, _ = await self.principals.ensure("gate", PrincipalKind.gate)
+        return self._principal
+
+    # -- evaluation -------------------------------------------------------------------------
+
+    async def decide(self, org: str, repo: str, number: int) -> tuple[PullRequest, GateDecision]:
+        pr = await self.forge.get_pr(org, repo, number)
+        policy = await self.forge.get_protection(org, repo, pr.base) or ReviewPolicy()
+        reproductions = None
+        if policy.require_reproduction and pr.head_sha:
+            reproductions = await self.ledger.results(pr.full_name, pr.head_sha)
+        workers = {p.name for p in await self.principals.list(PrincipalKind.worker)}
+        return pr, evaluate(pr, policy, reproductions=reproductions, status_setters=workers)
+
+    async def audit(self, repo: str, number: int, limit: int = 50) -> list[dict[str, Any]]:
+        raw = await self.redis.lrange(keys.audit(repo, number), -limit, -1)
+        return [json.loads(r) for r in raw]
+
+    async def record(
+        self, pr: PullRequest, decision: GateDecision, action: str, cause: str, **extra: Any
+    ) -> None:
+        """Append a decision to the PR's audit list; an identical repeat only bumps the last entry's count."""
+        entry = {
+            "ts": time.time(),
+            "action": action,
+            "cause": cause,
+            "head_sha": decision.head_sha,
+            "mergeable": decision.mergeable,
+            "reasons": [r.model_dump() for r in decision.reasons],
+            "approvals": decision.approvals,
+            "notes": decision.notes,
+            **extra,
+        }
+        key = keys.audit(pr.full_name, pr.number)
+        last_raw = await self.redis.lindex(key, -1)
+        if last_raw:
+            last = json.loads(last_raw)
+            same = ("action", "head_sha", "reasons", "approvals")
+            if all(last.get(k) == entry.get(k) for k in same):
+                last["repeats"] = last.get("repeats", 1) + 1
+                last["last_ts"] = entry["ts"]
+                await self.redis.lset(key, -1, json.dumps(last))
+                return
+        await self.redis.rpush(key, json.dumps(entry))
+        await self.redis.ltrim(key, -AUDIT_MAX, -1)
+
+    # -- acting -----------------------------------------------------------------------------
+
+    @contextlib.asynccontextmanager
+    async def base_lock(self, repo: str, base: str, wait_s: float = 30.0) -> AsyncIterator[None]:
+        """Serialise merges into one base across gate instances."""
+        key, token = keys.merge_lock(repo, base), uuid.uuid4().hex
+        deadline = time.monotonic() + wait_s
+        while not await self.redis.set(key, token, nx=True, px=self.lock_ttl_ms):
+            if time.monotonic() > deadline:
+                raise TimeoutError(f"merge lock {key} busy for {wait_s}s")
+            await asyncio.sleep(0.05)
+        try:
+            yield
+        finally:
+            await self._release(keys=[key], args=[token])
+
+    async def consider(self, org: str, repo: str, number: int, cause: str = "event") -> GateDecision:
+        """Evaluate one PR and merge it when every rule holds."""
+        pr, decision = await self.decide(org, repo, number)
+        if pr.state != "open":
+            return decision
+        if not decision.mergeable:
+            await self.record(pr, decision, "blocked", cause)
+            await self.announce_block(pr, decision)
+            return decision
+        async with self.base_lock(pr.full_name, pr.base):
+            pr, decision = await self.decide(org, repo, number)  # recheck: the base or head may have moved
+            if pr.state != "open":
+                return decision
+            if not decision.mergeable or decision.head_sha is None:
+                await self.record(pr, decision, "blocked", cause)
+                await self.announce_block(pr, decision)
+                return decision
+            gate = await self.principal()
+            try:
+                result = await self.forge.merge(gate.name, org, repo, number, decision.head_sha)
+            except ForgeError as exc:
+                decision.mergeable = False
+                decision.reasons.append(Reason(code="merge-failed", message=f"merge refused: {exc}"))
+                await self.record(pr, decision, "merge-failed", cause, error=str(exc), status=exc.status)
+                return decision
+        await self.record(pr, decision, "merged", cause, merge_sha=result.merge_sha)
+        await self.announce(
+            f'@{pr.author} {pr.ref} "{pr.title}" merged into {pr.base} as {short(result.merge_sha)} '
+            f"(head {short(decision.head_sha)}, approved by "
+            f"{', '.join('@' + a for a in decision.approvals) or 'nobody (none required)'})."
+        )
+        return decision
+
+    async def announce_block(self, pr: PullRequest, decision: GateDecision) -> None:
+        """Announce hard blocks once per distinct set of reasons (waiting is not announced)."""
+        hard = [r.message for r in decision.reasons if r.blocking]
+        fingerprint = json.dumps([decision.head_sha, hard]) if hard else ""
+        key = keys.announced(pr.full_name, pr.number)
+        previous = await self.redis.getset(key, fingerprint)
+        if not hard or previous == fingerprint:
+            return
+        await self.announce(f'@{pr.author} {pr.ref} "{pr.title}" is blocked: {"; ".join(hard)}.')
+
+    async def announce(self, text: str) -> None:
+        try:
+            await self.chat.notify(await self.principal(), self.channel, text)
+        except Exception:  # an announcement must never break the gate
+            log.exception("gate announcement failed")
+
+    # -- the event loop ---------------------------------------------------------------------
+
+    async def affected(self, fields: dict[str, str]) -> list[tuple[str, str, int]]:
+        """(org, repo, number) of open PRs an event may change the verdict of."""
+        org, _, repo = fields.get("repo", "").partition("/")
+        if not org or not repo:
+            return []
+        kind = fields.get("type", "")
+        if kind == "merged":
+            return []
+        if fields.get("pr"):
+            return [(org, repo, int(fields["pr"]))]
+        prs = await self.forge.list_prs(org, repo, "open")
+        if kind == "push":
+            branch = fields.get("ref", "").removeprefix("refs/heads/")
+            prs = [p for p in prs if branch in (p.head, p.base)]
+        elif kind in ("status", "reproduction"):
+            prs = [p for p in prs if p.head_sha == fields.get("sha")]
+        return [(org, repo, p.number) for p in prs]
+
+    async def handle(self, fields: dict[str, str]) -> None:
+        for org, repo, number in await self.affected(fields):
+            try:
+                await self.consider(org, repo, number, cause=fields.get("type", "event"))
+            except ForgeError as exc:
+                log.warning("gate: %s/%s#%s: %s", org, repo, number, exc)
+
+    async def sweep(self) -> None:
+        """Re-evaluate every open PR: the safety net for lost events (and the only source with Gitea)."""
+        for info in await self.forge.list_repos():
+            await self.handle({"type": "sweep", "repo": info.full_name})
+
+    async def ensure_group(self) -> None:
+        try:
+            await self.redis.xgroup_create(keys.EVENTS, keys.GATE_GROUP, id="0", mkstream=True)
+        except Exception as exc:  # BUSYGROUP: it exists already
+            if "BUSYGROUP" not in str(exc):
+                raise
+
+    async def run(self) -> None:
+        await self.principal()
+        await self.ensure_group()
+        next_sweep = time.monotonic()
+        while True:
+            try:
+                if time.monotonic() >= next_sweep:
+                    next_sweep = time.monotonic() + self.sweep_s
+                    await self.sweep()
+                _, claimed, _ = await xautoclaim(
+                    self.redis, keys.EVENTS, keys.GATE_GROUP, self.consumer, CLAIM_IDLE_MS, count=50
+                )
+                reply = await self.redis.xreadgroup(
+                    keys.GATE_GROUP, self.consumer, {keys.EVENTS: ">"}, count=50, block=1000
+                )
+                entries = claimed + (reply[0][1] if reply else [])
+                for entry_id, fields in entries:
+                    try:
+                        await self.handle(fields)
+                    except Exception:
+                        log.exception("gate: event %s failed", entry_id)
+                    await self.redis.xack(keys.EVENTS, keys.GATE_GROUP, entry_id)
+            except asyncio.CancelledError:
+                raise
+            except Exception:
+                log.exception("gate loop error")
+                await asyncio.sleep(1)

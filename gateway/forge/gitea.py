@@ -1,0 +1,230 @@
+"""The Gitea adapter: the Forge protocol over Gitea's REST v1 (httpx, async).
+
+It acts for users with the admin token and ``Sudo: <user>``; a user's own token is created with that
+user's Basic auth (Gitea refuses admin tokens there), after setting a random password. The same code
+is tested against the embedded forge's Gitea-shaped routes; docs/forge.md lists what has not been
+run against a live Gitea.
+"""
+
+from __future__ import annotations
+
+import secrets
+from collections.abc import Sequence
+from typing import Any
+
+import httpx
+
+from gateway.forge import gitea_shapes as shapes
+from gateway.forge.models import (
+    Comment,
+    CommitStatus,
+    ForgeError,
+    ForgeUser,
+    MergeResult,
+    PullRequest,
+    RepoInfo,
+    Review,
+)
+from gateway.forge.policy import ReviewPolicy
+
+TOKEN_SCOPES = ["write:repository", "write:issue", "read:user", "read:organization"]
+
+
+class GiteaForge:
+    kind = "gitea"
+
+    def __init__(
+        self,
+        base_url: str,
+        admin_token: str,
+        *,
+        gate_user: str = "gate",
+        client: httpx.AsyncClient | None = None,
+        timeout: float = 30.0,
+    ) -> None:
+        self.base_url = base_url.rstrip("/")
+        self.admin_token = admin_token
+        self.gate_user = gate_user
+        self.http = client or httpx.AsyncClient(base_url=f"{self.base_url}/api/v1", timeout=timeout)
+
+    async def aclose(self) -> None:
+        await self.http.aclose()
+
+    async def call(
+        self,
+        method: str,
+        path: str,
+        *,
+        actor: str | None = None,
+        ok: Sequence[int] = (200, 201, 204),
+        auth: tuple[str, str] | None = None,
+        **kwargs: Any,
+    ) -> httpx.Response:
+        headers = {} if auth else {"Authorization": f"token {self.admin_token}"}
+        if actor:
+            headers["Sudo"] = actor
+        reply = await self.http.request(method, path, headers=headers, auth=auth, **kwargs)
+        if reply.status_code not in ok:
+            raise ForgeError(error_message(reply), reply.status_code)
+        return reply
+
+    # -- users, repos, protection -----------------------------------------------------------
+
+    async def ensure_user(self, name: str, email: str, kind: str = "agent") -> ForgeUser:
+        password = secrets.token_urlsafe(24)
+        body = {
+            "username": name,
+            "email": email,
+            "password": password,
+            "must_change_password": False,
+            "visibility": "public",
+            "kswarm_kind": kind,  # ignored by Gitea; the embedded forge makes the principal this kind
+        }
+        reply = await self.call("POST", "/admin/users", json=body, ok=(201, 422))
+        if reply.status_code == 422:  # exists: reset the password so that we can log in as the user
+            await self.call(
+                "PATCH",
+                f"/admin/users/{name}",
+                json={
+                    "password": password,
+                    "login_name": name,
+                    "source_id": 0,
+                    "must_change_password": False,
+                },
+            )
+        user = (await self.call("GET", f"/users/{name}")).json()
+        token = await self.call(
+            "POST",
+            f"/users/{name}/tokens",
+            auth=(name, password),
+            json={"name": f"kswarm-{secrets.token_hex(4)}", "scopes": TOKEN_SCOPES},
+        )
+        return ForgeUser(name=name, email=user.get("email") or email, token=token.json()["sha1"])
+
+    async def ensure_repo(self, org: str, name: str, default_branch: str = "main") -> RepoInfo:
+        await self.call("POST", "/orgs", json={"username": org, "visibility": "public"}, ok=(201, 422))
+        reply = await self.call("GET", f"/repos/{org}/{name}", ok=(200, 404))
+        if reply.status_code == 404:
+            body = {
+                "name": name,
+                "default_branch": default_branch,
+                "auto_init": True,
+                "readme": "Default",
+                "private": False,
+            }
+            reply = await self.call("POST", f"/orgs/{org}/repos", json=body, ok=(201, 409))
+            if reply.status_code == 409:
+                reply = await self.call("GET", f"/repos/{org}/{name}")
+        return shapes.parse_repo(reply.json())
+
+    async def list_repos(self, query: str = "") -> list[RepoInfo]:
+        reply = await self.call("GET", "/repos/search", params={"q": query, "limit": 50})
+        return [shapes.parse_repo(x) for x in reply.json().get("data", [])]
+
+    async def add_collaborator(self, org: str, repo: str, user: str, permission: str = "write") -> None:
+        await self.call("PUT", f"/repos/{org}/{repo}/collaborators/{user}", json={"permission": permission})
+
+    async def protect_branch(self, org: str, repo: str, branch: str, policy: ReviewPolicy) -> None:
+        body = shapes.protection_json(branch, policy, self.gate_user)
+        path = f"/repos/{org}/{repo}/branch_protections"
+        exists = await self.call("GET", f"{path}/{branch}", ok=(200, 404))
+        if exists.status_code == 404:
+            await self.call("POST", path, json=body)
+        else:
+            body.pop("rule_name")
+            body.pop("branch_name")
+            await self.call("PATCH", f"{path}/{branch}", json=body)
+
+    async def get_protection(self, org: str, repo: str, branch: str) -> ReviewPolicy | None:
+        reply = await self.call("GET", f"/repos/{org}/{repo}/branch_protections/{branch}", ok=(200, 404))
+        return shapes.parse_protection(reply.json()) if reply.status_code == 200 else None
+
+    # -- pull requests ----------------------------------------------------------------------
+
+    async def open_pr(
+        self,
+        actor: str,
+        org: str,
+        repo: str,
+        head: str,
+        base: str,
+        title: str,
+        body: str = "",
+        reviewers: Sequence[str] = (),
+    ) -> PullRequest:
+        payload = {"head": head, "base": base, "title": title, "body": body, "reviewers": list(reviewers)}
+        reply = await self.call("POST", f"/repos/{org}/{repo}/pulls", actor=actor, json=payload)
+        return shapes.parse_pr(reply.json(), org, repo)
+
+    async def list_prs(self, org: str, repo: str, state: str = "open") -> list[PullRequest]:
+        reply = await self.call("GET", f"/repos/{org}/{repo}/pulls", params={"state": state, "limit": 50})
+        return [shapes.parse_pr(x, org, repo) for x in reply.json()]
+
+    async def get_pr(self, org: str, repo: str, number: int) -> PullRequest:
+        base = f"/repos/{org}/{repo}"
+        pr = shapes.parse_pr((await self.call("GET", f"{base}/pulls/{number}")).json(), org, repo)
+        reviews = (await self.call("GET", f"{base}/pulls/{number}/reviews")).json()
+        pr.reviews = [shapes.parse_review(x) for x in reviews]
+        if pr.head_sha:
+            combined = (await self.call("GET", f"{base}/commits/{pr.head_sha}/status")).json()
+            pr.statuses = [shapes.parse_status(x, pr.head_sha) for x in combined.get("statuses") or []]
+        return pr
+
+    async def pr_diff(self, org: str, repo: str, number: int) -> str:
+        return (await self.call("GET", f"/repos/{org}/{repo}/pulls/{number}.diff")).text
+
+    async def request_reviewers(
+        self, actor: str, org: str, repo: str, number: int, reviewers: Sequence[str]
+    ) -> PullRequest:
+        path = f"/repos/{org}/{repo}/pulls/{number}/requested_reviewers"
+        await self.call("POST", path, actor=actor, json={"reviewers": list(reviewers)})
+        return await self.get_pr(org, repo, number)
+
+    async def review(
+        self, actor: str, org: str, repo: str, number: int, event: str, body: str = ""
+    ) -> Review:
+        event = "APPROVED" if event.upper() in ("APPROVE", "APPROVED") else event.upper()
+        path = f"/repos/{org}/{repo}/pulls/{number}/reviews"
+        reply = await self.call("POST", path, actor=actor, json={"event": event, "body": body})
+        return shapes.parse_review(reply.json())
+
+    async def comment(self, actor: str, org: str, repo: str, number: int, body: str) -> Comment:
+        path = f"/repos/{org}/{repo}/issues/{number}/comments"
+        return shapes.parse_comment((await self.call("POST", path, actor=actor, json={"body": body})).json())
+
+    async def comments(self, org: str, repo: str, number: int) -> list[Comment]:
+        reply = await self.call("GET", f"/repos/{org}/{repo}/issues/{number}/comments")
+        return [shapes.parse_comment(x) for x in reply.json()]
+
+    async def set_status(
+        self,
+        actor: str,
+        org: str,
+        repo: str,
+        sha: str,
+        state: str,
+        context: str,
+        description: str = "",
+        target_url: str = "",
+    ) -> CommitStatus:
+        payload = {"state": state, "context": context, "description": description, "target_url": target_url}
+        reply = await self.call("POST", f"/repos/{org}/{repo}/statuses/{sha}", actor=actor, json=payload)
+        return shapes.parse_status(reply.json(), sha)
+
+    async def merge(self, actor: str, org: str, repo: str, number: int, head_sha: str) -> MergeResult:
+        payload = {"Do": "merge", "head_commit_id": head_sha, "delete_branch_after_merge": False}
+        await self.call("POST", f"/repos/{org}/{repo}/pulls/{number}/merge", actor=actor, json=payload)
+        pr = shapes.parse_pr(
+            (await self.call("GET", f"/repos/{org}/{repo}/pulls/{number}")).json(), org, repo
+        )
+        return MergeResult(merged=pr.merged, merge_sha=pr.merge_sha, message=f"merged {org}/{repo}#{number}")
+
+
+def error_message(reply: httpx.Response) -> str:
+    try:
+        data = reply.json()
+    except ValueError:
+        return reply.text.strip() or reply.reason_phrase
+    if isinstance(data, dict):
+        return str(data.get("message") or data.get("detail") or data)
+    return str(data)

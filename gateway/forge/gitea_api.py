@@ -1,0 +1,367 @@
+"""The embedded forge's Gitea-v1-shaped REST routes under ``/api/v1`` (see docs/forge.md for the list).
+
+Paths, field names and status codes follow Gitea for the endpoints kswarm uses, so the Gitea adapter
+(and any Gitea client) talks to the embedded forge unchanged. Auth: ``Authorization: token|Bearer``,
+``Sudo: <user>`` for operators (Gitea's admins), Basic user:password for token creation only.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+from typing import Annotated, Any
+
+from fastapi import APIRouter, Depends, HTTPException, Query, Request, Response
+from fastapi.responses import PlainTextResponse
+from pydantic import BaseModel, ConfigDict, Field
+
+from gateway.auth import current_principal
+from gateway.context import GatewayContext
+from gateway.forge import gitea_shapes as shapes
+from gateway.forge.embedded import EmbeddedForge
+from gateway.forge.models import ForgeError
+from gateway.forge.notices import notify_review_request
+from gateway.principals import Principal, PrincipalKind
+
+
+class _Body(BaseModel):
+    model_config = ConfigDict(extra="ignore")
+
+
+class CreateUser(_Body):
+    username: str
+    email: str = ""
+    password: str = ""
+    must_change_password: bool = False
+    visibility: str = "public"
+    kswarm_kind: str = Field("agent", description="kswarm extension: the principal kind.")
+
+
+class EditUser(_Body):
+    password: str | None = None
+    email: str | None = None
+
+
+class CreateToken(_Body):
+    name: str
+    scopes: list[str] = Field(default_factory=list)
+
+
+class CreateOrg(_Body):
+    username: str
+
+
+class CreateRepo(_Body):
+    name: str
+    default_branch: str = "main"
+    auto_init: bool = True
+
+
+class Collaborator(_Body):
+    permission: str = "write"
+
+
+class CreatePull(_Body):
+    head: str
+    base: str = ""
+    title: str
+    body: str = ""
+    reviewers: list[str] = Field(default_factory=list)
+
+
+class Reviewers(_Body):
+    reviewers: list[str] = Field(default_factory=list)
+
+
+class CreateReview(_Body):
+    event: str
+    body: str = ""
+
+
+class CreateComment(_Body):
+    body: str
+
+
+class CreateStatus(_Body):
+    state: str
+    context: str = "default"
+    description: str = ""
+    target_url: str = ""
+
+
+class Protection(_Body):
+    rule_name: str | None = None
+    branch_name: str | None = None
+    required_approvals: int = 0
+    enable_status_check: bool = False
+    status_check_contexts: list[str] = Field(default_factory=list)
+    kswarm_require_reproduction: bool = False
+
+
+class Merge(_Body):
+    Do: str = "merge"
+    head_commit_id: str = ""
+
+
+def ctx_of(request: Request) -> GatewayContext:
+    return request.app.state.ctx
+
+
+async def acting(request: Request) -> Principal:
+    """The caller, or the user named by ``Sudo`` when the caller is an operator (Gitea's admin)."""
+    principal = await current_principal(request)
+    sudo = request.headers.get("sudo")
+    if not sudo:
+        return principal
+    if principal.kind != PrincipalKind.operator:
+        raise ForgeError("only admins may use Sudo", 403)
+    target = await ctx_of(request).principals.get(sudo)
+    if target is None or target.disabled:
+        raise ForgeError(f"user {sudo!r} does not exist", 404)
+    return target
+
+
+async def admin(request: Request) -> Principal:
+    principal = await current_principal(request)
+    if principal.kind != PrincipalKind.operator:
+        raise ForgeError("admin (operator) only", 403)
+    return principal
+
+
+Actor = Annotated[Principal, Depends(acting)]
+Admin = Annotated[Principal, Depends(admin)]
+
+
+def basic_credentials(request: Request) -> tuple[str, str]:
+    scheme, _, value = request.headers.get("authorization", "").partition(" ")
+    if scheme.lower() != "basic":
+        raise HTTPException(401, "token creation needs Basic auth as the user", {"WWW-Authenticate": "Basic"})
+    try:
+        user, _, password = base64.b64decode(value.strip(), validate=True).decode().partition(":")
+    except (binascii.Error, UnicodeDecodeError) as exc:
+        raise HTTPException(401, "bad Basic credentials") from exc
+    return user, password
+
+
+def build_gitea_router(forge: EmbeddedForge) -> APIRouter:
+    r = APIRouter(prefix="/api/v1", tags=["gitea"])
+    base_url = forge.base_url
+    R = "/repos/{owner}/{repo}"
+
+    async def user_of(name: str) -> Principal:
+        return await forge.principal(name)
+
+    @r.get("/version")
+    async def version() -> dict[str, str]:
+        return {"version": "kswarm-embedded-1"}
+
+    @r.get("/user")
+    async def me(actor: Actor) -> dict[str, Any]:
+        return shapes.user_json(actor.name, actor.email, actor.kind == PrincipalKind.operator)
+
+    @r.get("/users/{username}")
+    async def get_user(username: str, _: Actor) -> dict[str, Any]:
+        p = await user_of(username)
+        return shapes.user_json(p.name, p.email, p.kind == PrincipalKind.operator)
+
+    @r.post("/admin/users", status_code=201)
+    async def create_user(body: CreateUser, _: Admin) -> dict[str, Any]:
+        p = await forge.create_user(body.username, body.email, body.kswarm_kind)
+        if body.password:
+            await forge.store.set_password(p.name, body.password)
+        return shapes.user_json(p.name, p.email)
+
+    @r.patch("/admin/users/{username}")
+    async def edit_user(username: str, body: EditUser, _: Admin) -> dict[str, Any]:
+        p = await user_of(username)
+        if body.password:
+            await forge.store.set_password(p.name, body.password)
+        return shapes.user_json(p.name, p.email)
+
+    @r.post("/users/{username}/tokens", status_code=201)
+    async def create_token(username: str, body: CreateToken, request: Request) -> dict[str, Any]:
+        user, password = basic_credentials(request)
+        if user != username or not await forge.store.check_password(username, password):
+            raise HTTPException(401, "wrong user name or password", {"WWW-Authenticate": "Basic"})
+        token = await forge.principals.issue_token(username)
+        return {
+            "id": await forge.store.next_token_id(),
+            "name": body.name,
+            "sha1": token,
+            "token_last_eight": token[-8:],
+            "scopes": body.scopes,
+        }
+
+    @r.post("/orgs", status_code=201)
+    async def create_org(body: CreateOrg, _: Admin) -> dict[str, Any]:
+        if not await forge.store.add_org(body.username):
+            raise ForgeError(f"organization {body.username!r} already exists", 422)
+        return shapes.user_json(body.username)
+
+    @r.get("/orgs/{org}")
+    async def get_org(org: str, _: Actor) -> dict[str, Any]:
+        if not await forge.store.org_exists(org):
+            raise ForgeError(f"no organization {org!r}", 404)
+        return shapes.user_json(org)
+
+    @r.post("/orgs/{org}/repos", status_code=201)
+    async def create_repo(org: str, body: CreateRepo, _: Admin) -> dict[str, Any]:
+        if not await forge.store.org_exists(org):
+            raise ForgeError(f"no organization {org!r}", 404)
+        if await forge.store.get_repo(f"{org}/{body.name}") is not None:
+            raise ForgeError(f"repository {org}/{body.name} already exists", 409)
+        return shapes.repo_json(await forge.ensure_repo(org, body.name, body.default_branch), base_url)
+
+    @r.get("/repos/search")
+    async def search(_: Actor, q: str = "", limit: int = 50) -> dict[str, Any]:
+        repos = await forge.list_repos(q)
+        return {"ok": True, "data": [shapes.repo_json(x, base_url) for x in repos[:limit]]}
+
+    @r.get(R)
+    async def get_repo(owner: str, repo: str, _: Actor) -> dict[str, Any]:
+        return shapes.repo_json(await forge.repo_info(owner, repo), base_url)
+
+    @r.put(R + "/collaborators/{user}", status_code=204)
+    async def collaborator(owner: str, repo: str, user: str, body: Collaborator, _: Admin) -> Response:
+        await forge.add_collaborator(owner, repo, user, body.permission)
+        return Response(status_code=204)
+
+    @r.get(R + "/pulls")
+    async def list_pulls(
+        owner: str, repo: str, _: Actor, state: Annotated[str, Query()] = "open"
+    ) -> list[dict[str, Any]]:
+        return [shapes.pr_json(p, base_url) for p in await forge.list_prs(owner, repo, state)]
+
+    @r.post(R + "/pulls", status_code=201)
+    async def open_pull(
+        owner: str, repo: str, body: CreatePull, actor: Actor, request: Request
+    ) -> dict[str, Any]:
+        pr = await forge.open_pr(
+            actor.name, owner, repo, body.head, body.base, body.title, body.body, body.reviewers
+        )
+        await notify_review_request(ctx_of(request), actor, pr, pr.requested_reviewers)
+        return shapes.pr_json(pr, base_url)
+
+    @r.get(R + "/pulls/{index}.diff", response_class=PlainTextResponse)
+    async def pull_diff(owner: str, repo: str, index: int, _: Actor) -> str:
+        return await forge.pr_diff(owner, repo, index)
+
+    @r.get(R + "/pulls/{index}")
+    async def get_pull(owner: str, repo: str, index: int, _: Actor) -> dict[str, Any]:
+        return shapes.pr_json(await forge.get_pr(owner, repo, index), base_url)
+
+    @r.post(R + "/pulls/{index}/requested_reviewers", status_code=201)
+    async def request_reviewers(
+        owner: str, repo: str, index: int, body: Reviewers, actor: Actor, request: Request
+    ) -> list[dict[str, Any]]:
+        pr = await forge.request_reviewers(actor.name, owner, repo, index, body.reviewers)
+        await notify_review_request(ctx_of(request), actor, pr, body.reviewers)
+        return [shapes.user_json(n) for n in body.reviewers]
+
+    @r.get(R + "/pulls/{index}/reviews")
+    async def list_reviews(owner: str, repo: str, index: int, _: Actor) -> list[dict[str, Any]]:
+        pr = await forge.get_pr(owner, repo, index)
+        return [shapes.review_json(x) for x in pr.reviews]
+
+    @r.post(R + "/pulls/{index}/reviews")
+    async def create_review(
+        owner: str, repo: str, index: int, body: CreateReview, actor: Actor
+    ) -> dict[str, Any]:
+        review = await forge.review(actor.name, owner, repo, index, body.event, body.body)
+        return shapes.review_json(review)
+
+    @r.get(R + "/pulls/{index}/merge")
+    async def is_merged(owner: str, repo: str, index: int, _: Actor) -> Response:
+        pr = await forge.get_pr(owner, repo, index)
+        if not pr.merged:
+            raise ForgeError("not merged", 404)
+        return Response(status_code=204)
+
+    @r.post(R + "/pulls/{index}/merge")
+    async def merge(owner: str, repo: str, index: int, body: Merge, actor: Actor) -> Response:
+        if body.Do != "merge":
+            raise ForgeError(f"merge style {body.Do!r} is not allowed; use merge", 405)
+        head = body.head_commit_id or (await forge.get_pr(owner, repo, index)).head_sha or ""
+        await forge.merge(actor.name, owner, repo, index, head)
+        return Response(status_code=200)
+
+    @r.get(R + "/issues/{index}/comments")
+    async def list_comments(owner: str, repo: str, index: int, _: Actor) -> list[dict[str, Any]]:
+        return [shapes.comment_json(c) for c in await forge.comments(owner, repo, index)]
+
+    @r.post(R + "/issues/{index}/comments", status_code=201)
+    async def create_comment(
+        owner: str, repo: str, index: int, body: CreateComment, actor: Actor
+    ) -> dict[str, Any]:
+        return shapes.comment_json(await forge.comment(actor.name, owner, repo, index, body.body))
+
+    @r.post(R + "/statuses/{sha}", status_code=201)
+    async def create_status(
+        owner: str, repo: str, sha: str, body: CreateStatus, actor: Actor
+    ) -> dict[str, Any]:
+        status = await forge.set_status(
+            actor.name, owner, repo, sha, body.state, body.context, body.description, body.target_url
+        )
+        return shapes.status_json(status)
+
+    async def resolve(owner: str, repo: str, ref: str) -> str:
+        await forge.repo_info(owner, repo)
+        bare = forge.bare(owner, repo)
+        sha = await bare.branch_sha(ref) or await bare.rev_parse(ref)
+        if sha is None:
+            raise ForgeError(f"no commit {ref!r}", 404)
+        return sha
+
+    @r.get(R + "/statuses/{ref}")
+    @r.get(R + "/commits/{ref}/statuses")
+    async def list_statuses(owner: str, repo: str, ref: str, _: Actor) -> list[dict[str, Any]]:
+        sha = await resolve(owner, repo, ref)
+        return [shapes.status_json(s) for s in await forge.statuses(owner, repo, sha)]
+
+    @r.get(R + "/commits/{ref}/status")
+    async def combined(owner: str, repo: str, ref: str, _: Actor) -> dict[str, Any]:
+        sha = await resolve(owner, repo, ref)
+        return shapes.combined_json(sha, await forge.statuses(owner, repo, sha))
+
+    @r.get(R + "/branch_protections")
+    async def list_protections(owner: str, repo: str, _: Actor) -> list[dict[str, Any]]:
+        await forge.repo_info(owner, repo)
+        rules = await forge.store.protections(f"{owner}/{repo}")
+        return [shapes.protection_json(b, p) for b, p in sorted(rules.items())]
+
+    @r.get(R + "/branch_protections/{name}")
+    async def get_protection(owner: str, repo: str, name: str, _: Actor) -> dict[str, Any]:
+        policy = await forge.get_protection(owner, repo, name)
+        if policy is None:
+            raise ForgeError(f"no branch protection {name!r}", 404)
+        return shapes.protection_json(name, policy)
+
+    async def save_protection(owner: str, repo: str, branch: str, fields: dict[str, Any]) -> dict[str, Any]:
+        policy = shapes.parse_protection({**fields, "rule_name": branch})
+        await forge.protect_branch(owner, repo, branch, policy)
+        return shapes.protection_json(branch, policy)
+
+    @r.post(R + "/branch_protections", status_code=201)
+    async def create_protection(owner: str, repo: str, body: Protection, _: Admin) -> dict[str, Any]:
+        branch = body.rule_name or body.branch_name
+        if not branch:
+            raise ForgeError("rule_name is required", 422)
+        if await forge.get_protection(owner, repo, branch) is not None:
+            raise ForgeError(f"branch protection {branch!r} already exists", 403)
+        return await save_protection(owner, repo, branch, body.model_dump())
+
+    @r.patch(R + "/branch_protections/{name}")
+    async def edit_protection(owner: str, repo: str, name: str, body: Protection, _: Admin) -> dict[str, Any]:
+        current = await forge.get_protection(owner, repo, name)
+        if current is None:
+            raise ForgeError(f"no branch protection {name!r}", 404)
+        fields = {**shapes.protection_json(name, current), **body.model_dump(exclude_unset=True)}
+        return await save_protection(owner, repo, name, fields)
+
+    @r.delete(R + "/branch_protections/{name}", status_code=204)
+    async def delete_protection(owner: str, repo: str, name: str, _: Admin) -> Response:
+        if not await forge.store.delete_protection(f"{owner}/{repo}", name):
+            raise ForgeError(f"no branch protection {name!r}", 404)
+        return Response(status_code=204)
+
+    return r

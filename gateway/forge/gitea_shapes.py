@@ -1,0 +1,232 @@
+"""Gitea v1 JSON shapes, both ways: forge models -> Gitea answers, Gitea answers -> forge models.
+
+The embedded forge's ``/api/v1`` routes render with the ``*_json`` functions; the Gitea adapter parses
+with the ``parse_*`` ones, so the adapter's tests against the embedded forge exercise both directions.
+Field names follow Gitea's swagger (note: a single commit status carries ``status``, not ``state``).
+"""
+
+from __future__ import annotations
+
+import hashlib
+from datetime import UTC, datetime
+from typing import Any
+
+from gateway.forge.models import Comment, CommitStatus, PullRequest, RepoInfo, Review
+from gateway.forge.policy import ReviewPolicy
+
+
+def iso(ts: float | None) -> str | None:
+    return datetime.fromtimestamp(ts, UTC).strftime("%Y-%m-%dT%H:%M:%SZ") if ts else None
+
+
+def from_iso(value: str | None) -> float:
+    if not value:
+        return 0.0
+    return datetime.fromisoformat(value.replace("Z", "+00:00")).timestamp()
+
+
+def user_id(name: str) -> int:
+    return int(hashlib.sha1(name.encode()).hexdigest()[:8], 16)  # stable ids without a table
+
+
+def user_json(name: str, email: str = "", admin: bool = False) -> dict[str, Any]:
+    return {
+        "id": user_id(name),
+        "login": name,
+        "username": name,
+        "full_name": name,
+        "email": email,
+        "is_admin": admin,
+        "active": True,
+    }
+
+
+def repo_json(info: RepoInfo, base_url: str) -> dict[str, Any]:
+    return {
+        "id": user_id(info.full_name),
+        "name": info.name,
+        "full_name": info.full_name,
+        "owner": user_json(info.org),
+        "default_branch": info.default_branch,
+        "clone_url": info.clone_url,
+        "html_url": f"{base_url}/{info.full_name}",
+        "private": False,
+        "empty": False,
+        "created_at": iso(info.created),
+    }
+
+
+def parse_repo(data: dict[str, Any]) -> RepoInfo:
+    org, _, name = data["full_name"].partition("/")
+    return RepoInfo(
+        org=org,
+        name=name,
+        default_branch=data.get("default_branch") or "main",
+        clone_url=data.get("clone_url", ""),
+        created=from_iso(data.get("created_at")),
+    )
+
+
+def review_json(review: Review) -> dict[str, Any]:
+    return {
+        "id": review.id,
+        "user": user_json(review.user),
+        "state": review.state,
+        "body": review.body,
+        "commit_id": review.commit_id,
+        "stale": review.stale,
+        "dismissed": review.dismissed,
+        "official": True,
+        "submitted_at": iso(review.submitted),
+    }
+
+
+def parse_review(data: dict[str, Any]) -> Review:
+    return Review(
+        id=data["id"],
+        user=(data.get("user") or {}).get("login", ""),
+        state=data.get("state", ""),
+        body=data.get("body", ""),
+        commit_id=data.get("commit_id", ""),
+        submitted=from_iso(data.get("submitted_at")),
+        dismissed=bool(data.get("dismissed")),
+        stale=bool(data.get("stale")),
+    )
+
+
+def status_json(status: CommitStatus) -> dict[str, Any]:
+    return {
+        "id": status.id,
+        "status": status.state,
+        "context": status.context,
+        "description": status.description,
+        "target_url": status.target_url,
+        "creator": user_json(status.creator),
+        "created_at": iso(status.created),
+        "updated_at": iso(status.created),
+    }
+
+
+def parse_status(data: dict[str, Any], sha: str) -> CommitStatus:
+    return CommitStatus(
+        id=data.get("id", 0),
+        sha=sha,
+        context=data.get("context", ""),
+        state=data.get("status") or data.get("state") or "",
+        description=data.get("description", ""),
+        target_url=data.get("target_url", ""),
+        creator=(data.get("creator") or {}).get("login", ""),
+        created=from_iso(data.get("created_at")),
+    )
+
+
+def combined_state(statuses: list[CommitStatus]) -> str:
+    states = {s.state for s in statuses}
+    for worst in ("error", "failure", "pending", "warning"):
+        if worst in states:
+            return worst
+    return "success" if statuses else "pending"
+
+
+def combined_json(sha: str, statuses: list[CommitStatus]) -> dict[str, Any]:
+    return {
+        "state": combined_state(statuses),
+        "sha": sha,
+        "total_count": len(statuses),
+        "statuses": [status_json(s) for s in statuses],
+    }
+
+
+def comment_json(comment: Comment) -> dict[str, Any]:
+    return {
+        "id": comment.id,
+        "user": user_json(comment.user),
+        "body": comment.body,
+        "created_at": iso(comment.created),
+    }
+
+
+def parse_comment(data: dict[str, Any]) -> Comment:
+    return Comment(
+        id=data["id"],
+        user=(data.get("user") or {}).get("login", ""),
+        body=data.get("body", ""),
+        created=from_iso(data.get("created_at")),
+    )
+
+
+def pr_json(pr: PullRequest, base_url: str) -> dict[str, Any]:
+    return {
+        "id": user_id(f"{pr.full_name}#{pr.number}"),
+        "number": pr.number,
+        "title": pr.title,
+        "body": pr.body,
+        "state": pr.state,
+        "user": user_json(pr.author),
+        "head": {"ref": pr.head, "sha": pr.head_sha, "label": pr.head},
+        "base": {"ref": pr.base, "sha": pr.base_sha, "label": pr.base},
+        "mergeable": bool(pr.mergeable),
+        "merged": pr.merged,
+        "merge_commit_sha": pr.merge_sha,
+        "merged_by": user_json(pr.merged_by) if pr.merged_by else None,
+        "merge_base": pr.merge_base,
+        "requested_reviewers": [user_json(n) for n in pr.requested_reviewers],
+        "html_url": f"{base_url}/{pr.full_name}/pulls/{pr.number}",
+        "diff_url": f"{base_url}/api/v1/repos/{pr.full_name}/pulls/{pr.number}.diff",
+        "created_at": iso(pr.created),
+        "updated_at": iso(pr.updated),
+    }
+
+
+def parse_pr(data: dict[str, Any], org: str, repo: str) -> PullRequest:
+    head, base = data.get("head") or {}, data.get("base") or {}
+    merged_by = data.get("merged_by") or {}
+    return PullRequest(
+        org=org,
+        repo=repo,
+        number=data["number"],
+        title=data.get("title", ""),
+        body=data.get("body") or "",
+        author=(data.get("user") or {}).get("login", ""),
+        head=head.get("ref", ""),
+        base=base.get("ref", ""),
+        state="closed" if data.get("state") == "closed" else "open",
+        merged=bool(data.get("merged")),
+        merge_sha=data.get("merge_commit_sha"),
+        merged_by=merged_by.get("login"),
+        merge_base=data.get("merge_base"),
+        requested_reviewers=[u.get("login", "") for u in data.get("requested_reviewers") or []],
+        created=from_iso(data.get("created_at")),
+        updated=from_iso(data.get("updated_at")),
+        head_sha=head.get("sha"),
+        base_sha=base.get("sha"),
+        mergeable=data.get("mergeable"),
+    )
+
+
+def protection_json(branch: str, policy: ReviewPolicy, gate: str = "gate") -> dict[str, Any]:
+    return {
+        "rule_name": branch,
+        "branch_name": branch,
+        "required_approvals": policy.required_approvals,
+        "dismiss_stale_approvals": True,
+        "block_on_rejected_reviews": True,
+        "enable_status_check": bool(policy.required_checks),
+        "status_check_contexts": list(policy.required_checks),
+        "enable_push": False,
+        "enable_merge_whitelist": True,
+        "merge_whitelist_usernames": [gate],
+        "block_admin_merge_override": True,
+        "kswarm_require_reproduction": policy.require_reproduction,
+    }
+
+
+def parse_protection(data: dict[str, Any]) -> ReviewPolicy:
+    checks = (data.get("status_check_contexts") or []) if data.get("enable_status_check", True) else []
+    branch = data.get("rule_name") or data.get("branch_name") or "main"
+    return ReviewPolicy(
+        required_approvals=int(data.get("required_approvals") or 0),
+        required_checks=list(checks),
+        require_reproduction=bool(data.get("kswarm_require_reproduction", False)),
+        protected_branches=[branch],
+    )

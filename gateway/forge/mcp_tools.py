@@ -1,0 +1,103 @@
+"""The agents' PR tools on the gateway's MCP server; the author or reviewer is the token's principal."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from mcp.server.mcpserver.exceptions import ToolError
+
+from gateway.context import GatewayContext
+from gateway.forge.models import ForgeError
+from gateway.forge.notices import notify_review_request
+from gateway.forge.service import forge_of, gate_of, pr_view, resolve_repo, summary
+from gateway.forge.settings import ForgeSettings
+from gateway.mcp_server import caller
+
+
+def register_pr_tools(mcp: Any, ctx: GatewayContext) -> None:
+    def fail(exc: ForgeError) -> ToolError:
+        return ToolError(f"{exc} (HTTP {exc.status})")
+
+    @mcp.tool(
+        name="pr_open",
+        description="Open a PR from your pushed branch (<you>/...) into base; reviewers get an inbox notice.",
+    )
+    async def pr_open(
+        head: str,
+        title: str,
+        body: str = "",
+        base: str | None = None,
+        reviewers: list[str] | None = None,
+        repo: str | None = None,
+    ) -> dict[str, Any]:
+        me = caller()
+        try:
+            org, name = await resolve_repo(ctx, repo)
+            forge = forge_of(ctx)
+            if not base:
+                repos = await forge.list_repos(f"{org}/{name}")
+                base = next((r.default_branch for r in repos if r.full_name == f"{org}/{name}"), "main")
+            pr = await forge.open_pr(me.name, org, name, head, base, title, body, reviewers or [])
+        except ForgeError as exc:
+            raise fail(exc) from exc
+        await notify_review_request(ctx, me, pr, pr.requested_reviewers)
+        return summary(pr)
+
+    @mcp.tool(name="pr_list", description="List PRs (state open|closed|all) with the gate's verdict.")
+    async def pr_list(
+        repo: str | None = None, state: str = "open", mine: bool = False
+    ) -> list[dict[str, Any]]:
+        me = caller()
+        try:
+            org, name = await resolve_repo(ctx, repo)
+            prs = await forge_of(ctx).list_prs(org, name, state)
+            out = []
+            for pr in prs:
+                if mine and pr.author != me.name:
+                    continue
+                if pr.state == "open":
+                    pr, decision = await gate_of(ctx).decide(org, name, pr.number)
+                    out.append(summary(pr, decision))
+                else:
+                    out.append(summary(pr))
+            return out
+        except ForgeError as exc:
+            raise fail(exc) from exc
+
+    @mcp.tool(
+        name="pr_view",
+        description="A PR: diff, reviews, checks, comments and why the gate will or won't merge.",
+    )
+    async def pr_view_tool(number: int, repo: str | None = None, diff: bool = True) -> dict[str, Any]:
+        caller()
+        settings: ForgeSettings = ctx.extras["forge_settings"]
+        try:
+            org, name = await resolve_repo(ctx, repo)
+            return await pr_view(
+                ctx, org, name, number, diff_chars=settings.diff_max_chars if diff else 0, audit=3
+            )
+        except ForgeError as exc:
+            raise fail(exc) from exc
+
+    @mcp.tool(
+        name="pr_review",
+        description="Review a PR head: APPROVED, REQUEST_CHANGES or COMMENT (the last two need a body).",
+    )
+    async def pr_review(number: int, event: str, body: str = "", repo: str | None = None) -> dict[str, Any]:
+        me = caller()
+        try:
+            org, name = await resolve_repo(ctx, repo)
+            review = await forge_of(ctx).review(me.name, org, name, number, event, body)
+        except ForgeError as exc:
+            raise fail(exc) from exc
+        return {"id": review.id, "state": review.state, "commit_id": review.commit_id}
+
+    @mcp.tool(name="pr_comment", description="Comment on a PR (discussion; not a review verdict).")
+    async def pr_comment(number: int, body: str, repo: str | None = None) -> dict[str, Any]:
+        me = caller()
+        try:
+            org, name = await resolve_repo(ctx, repo)
+            comment = await forge_of(ctx).comment(me.name, org, name, number, body)
+        except ForgeError as exc:
+            raise fail(exc) from exc
+        return {"id": comment.id}

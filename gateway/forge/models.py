@@ -1,0 +1,112 @@
+"""Wire and storage models of the forge, shared by both Forge implementations and the gate."""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import BaseModel, Field
+
+StatusState = Literal["pending", "success", "error", "failure", "warning"]
+ReviewEvent = Literal["APPROVED", "REQUEST_CHANGES", "COMMENT"]
+STATUS_STATES: tuple[str, ...] = ("pending", "success", "error", "failure", "warning")
+REVIEW_EVENTS: tuple[str, ...] = ("APPROVED", "REQUEST_CHANGES", "COMMENT")
+
+
+class ForgeError(Exception):
+    """A refused forge operation; ``status`` follows Gitea's answer for the same case."""
+
+    def __init__(self, message: str, status: int = 400) -> None:
+        super().__init__(message)
+        self.status = status
+
+
+class ForgeUser(BaseModel):
+    name: str = Field(description="Login; equal to the principal name.")
+    email: str = Field(description="The e-mail commits must carry.")
+    token: str | None = Field(None, description="A fresh token (ensure_user only).")
+
+
+class RepoInfo(BaseModel):
+    org: str
+    name: str
+    default_branch: str = "main"
+    clone_url: str = ""
+    created: float = 0.0
+
+    @property
+    def full_name(self) -> str:
+        return f"{self.org}/{self.name}"
+
+
+class Review(BaseModel):
+    id: int
+    user: str = Field(description="Reviewer (from the token).")
+    state: str = Field(description="APPROVED, REQUEST_CHANGES or COMMENT.")
+    body: str = ""
+    commit_id: str = Field(description="Head sha the review was given on.")
+    submitted: float = 0.0
+    dismissed: bool = Field(False, description="Dismissed by a later push (approvals only).")
+    stale: bool = Field(False, description="Given on an older head than the current one.")
+
+
+class Comment(BaseModel):
+    id: int
+    user: str
+    body: str
+    created: float = 0.0
+
+
+class CommitStatus(BaseModel):
+    id: int = 0
+    sha: str
+    context: str
+    state: str
+    description: str = ""
+    target_url: str = ""
+    creator: str = Field("", description="Principal that set it (from the token).")
+    created: float = 0.0
+
+
+class PullRequest(BaseModel):
+    """A PR. Stored fields plus live ones (head/base sha, mergeable, reviews, statuses) on reads."""
+
+    org: str
+    repo: str
+    number: int
+    title: str
+    body: str = ""
+    author: str
+    head: str = Field(description="Head branch name (same repository).")
+    base: str
+    state: Literal["open", "closed"] = "open"
+    merged: bool = False
+    merge_sha: str | None = None
+    merged_by: str | None = None
+    merged_head_sha: str | None = Field(None, description="Head sha at merge time.")
+    merge_base: str | None = Field(None, description="Base sha the merge was made on.")
+    requested_reviewers: list[str] = Field(default_factory=list)
+    created: float = 0.0
+    updated: float = 0.0
+    # live, filled on reads
+    head_sha: str | None = None
+    base_sha: str | None = None
+    mergeable: bool | None = Field(None, description="No conflicts with the base (None: unknown).")
+    reviews: list[Review] = Field(default_factory=list)
+    statuses: list[CommitStatus] = Field(default_factory=list, description="Latest per context, head sha.")
+
+    @property
+    def full_name(self) -> str:
+        return f"{self.org}/{self.repo}"
+
+    @property
+    def ref(self) -> str:
+        return f"{self.org}/{self.repo}#{self.number}"
+
+
+class MergeResult(BaseModel):
+    merged: bool
+    merge_sha: str | None = None
+    message: str = ""
+
+
+STORED_PR_FIELDS = {"head_sha", "base_sha", "mergeable", "reviews", "statuses"}

@@ -1,0 +1,97 @@
+"""``forge_plugin``: wires the forge, its HTTP routes, MCP tools and the gate bot into the gateway.
+
+Register with ``create_app(settings, plugins=[forge_plugin])``. With ``KSWARM_FORGE_GITEA_URL`` set the
+gateway talks to Gitea (no /git or /api/v1 routes are served then); otherwise it is the embedded forge.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from collections.abc import AsyncIterator, Callable
+from contextlib import AbstractAsyncContextManager
+from typing import Any
+
+from fastapi import FastAPI, Request
+from fastapi.responses import JSONResponse
+
+from gateway.context import GatewayContext
+from gateway.forge.embedded import EmbeddedForge
+from gateway.forge.gate import ReviewGate
+from gateway.forge.git_http import build_git_router
+from gateway.forge.gitea import GiteaForge
+from gateway.forge.gitea_api import build_gitea_router
+from gateway.forge.ledger import ReproductionLedger
+from gateway.forge.mcp_tools import register_pr_tools
+from gateway.forge.models import ForgeError
+from gateway.forge.protocol import Forge
+from gateway.forge.routes import build_forge_router
+from gateway.forge.settings import ForgeSettings
+from gateway.principals import PrincipalKind
+
+log = logging.getLogger("kswarm.forge")
+
+
+def build_forge(ctx: GatewayContext, settings: ForgeSettings) -> Forge:
+    if settings.gitea_url:
+        if not settings.gitea_admin_token:
+            raise ValueError("KSWARM_FORGE_GITEA_URL needs KSWARM_FORGE_GITEA_ADMIN_TOKEN")
+        return GiteaForge(settings.gitea_url, settings.gitea_admin_token)
+    return EmbeddedForge(
+        ctx.redis, ctx.settings.home / "forge", ctx.principals, ctx.settings.swarm, ctx.settings.url()
+    )
+
+
+def forge_plugin(
+    app: FastAPI, ctx: GatewayContext, mcp: Any, settings: ForgeSettings | None = None
+) -> Callable[[], AbstractAsyncContextManager[None]]:
+    settings = settings or ForgeSettings()
+    forge = build_forge(ctx, settings)
+    ledger = ReproductionLedger(ctx.redis)
+    gate = ReviewGate(
+        forge,
+        ctx.redis,
+        ctx.chat,
+        ctx.principals,
+        ledger,
+        sweep_s=settings.gate_sweep_s,
+        lock_ttl_s=settings.gate_lock_ttl_s,
+    )
+    ctx.extras.update(forge=forge, forge_gate=gate, forge_ledger=ledger, forge_settings=settings)
+
+    if isinstance(forge, EmbeddedForge):
+        app.include_router(build_git_router(forge))
+        app.include_router(build_gitea_router(forge))
+    app.include_router(build_forge_router())
+    register_pr_tools(mcp, ctx)
+
+    @app.exception_handler(ForgeError)
+    async def forge_error(request: Request, exc: ForgeError) -> JSONResponse:
+        # Gitea's error shape under /api/v1, the gateway's elsewhere.
+        if request.url.path.startswith("/api/v1/"):
+            return JSONResponse(status_code=exc.status, content={"message": str(exc), "url": ""})
+        return JSONResponse(status_code=exc.status, content={"detail": str(exc)})
+
+    @contextlib.asynccontextmanager
+    async def lifespan() -> AsyncIterator[None]:
+        await ctx.principals.ensure("gate", PrincipalKind.gate)
+        if isinstance(forge, EmbeddedForge):
+            await forge.startup()
+        for full in settings.repos:
+            org, _, name = full.partition("/")
+            try:
+                await forge.ensure_repo(org, name)
+            except ForgeError as exc:
+                log.error("cannot ensure repo %s: %s", full, exc)
+        task = asyncio.create_task(gate.run(), name="kswarm-gate") if settings.gate_enabled else None
+        try:
+            yield
+        finally:
+            if task is not None:
+                task.cancel()
+                with contextlib.suppress(asyncio.CancelledError):
+                    await task
+            await forge.aclose()
+
+    return lifespan

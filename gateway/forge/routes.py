@@ -1,0 +1,117 @@
+"""kswarm's own forge REST under ``/api/forge``: PR views with the gate's reasons (for ``kswarm pr``),
+repo and policy provisioning, forge accounts, and the reproduction hook for the job runner."""
+
+from __future__ import annotations
+
+from typing import Annotated, Any
+
+from fastapi import APIRouter, Depends, Query, Request
+from pydantic import BaseModel, Field
+
+from gateway.auth import current_principal, require_kind, require_operator
+from gateway.context import GatewayContext
+from gateway.forge.ledger import ReproductionLedger
+from gateway.forge.models import ForgeError, ForgeUser, RepoInfo
+from gateway.forge.policy import ReviewPolicy
+from gateway.forge.service import forge_of, gate_of, pr_view, resolve_repo, summary
+from gateway.principals import Principal, PrincipalKind
+
+Caller = Annotated[Principal, Depends(current_principal)]
+Operator = Annotated[Principal, Depends(require_operator)]
+Worker = Annotated[Principal, Depends(require_kind(PrincipalKind.worker, PrincipalKind.operator))]
+
+
+class RepoCreate(BaseModel):
+    org: str
+    name: str
+    default_branch: str = "main"
+
+
+class Reproduction(BaseModel):
+    reviewer: str = Field(description="The reviewer who submitted the verification job.")
+    passed: bool
+    job_id: str = ""
+
+
+def ctx_of(request: Request) -> GatewayContext:
+    return request.app.state.ctx
+
+
+Ctx = Annotated[GatewayContext, Depends(ctx_of)]
+
+
+def build_forge_router() -> APIRouter:
+    r = APIRouter(prefix="/api/forge", tags=["forge"])
+
+    @r.get("")
+    async def info(ctx: Ctx, _: Caller) -> dict[str, Any]:
+        """Which forge backs this gateway, and its repos with their clone URLs."""
+        forge = forge_of(ctx)
+        repos = await forge.list_repos()
+        return {"kind": forge.kind, "repos": [x.model_dump() | {"full_name": x.full_name} for x in repos]}
+
+    @r.get("/repos", response_model=list[RepoInfo])
+    async def repos(ctx: Ctx, _: Caller) -> list[RepoInfo]:
+        return await forge_of(ctx).list_repos()
+
+    @r.post("/repos", response_model=RepoInfo, status_code=201)
+    async def create_repo(body: RepoCreate, ctx: Ctx, _: Operator) -> RepoInfo:
+        return await forge_of(ctx).ensure_repo(body.org, body.name, body.default_branch)
+
+    @r.put("/repos/{org}/{repo}/policy", response_model=ReviewPolicy)
+    async def set_policy(org: str, repo: str, policy: ReviewPolicy, ctx: Ctx, _: Operator) -> ReviewPolicy:
+        for branch in policy.protected_branches:
+            await forge_of(ctx).protect_branch(org, repo, branch, policy)
+        return policy
+
+    @r.get("/repos/{org}/{repo}/policy/{branch}", response_model=ReviewPolicy)
+    async def get_policy(org: str, repo: str, branch: str, ctx: Ctx, _: Caller) -> ReviewPolicy:
+        policy = await forge_of(ctx).get_protection(org, repo, branch)
+        if policy is None:
+            raise ForgeError(f"{branch} is not protected", 404)
+        return policy
+
+    @r.post("/accounts/{name}", response_model=ForgeUser, status_code=201)
+    async def account(name: str, ctx: Ctx, _: Operator) -> ForgeUser:
+        """Ensure the forge account of an existing principal (Gitea: create it); returns a fresh token."""
+        principal = await ctx.principals.get(name)
+        if principal is None:
+            raise ForgeError(f"unknown principal {name!r}", 404)
+        return await forge_of(ctx).ensure_user(name, principal.email, principal.kind.value)
+
+    @r.get("/pulls")
+    async def pulls(
+        ctx: Ctx,
+        _: Caller,
+        repo: Annotated[str | None, Query(description="org/name; default: every repo")] = None,
+        state: Annotated[str, Query(description="open, closed or all")] = "open",
+    ) -> list[dict[str, Any]]:
+        forge, gate = forge_of(ctx), gate_of(ctx)
+        targets = (
+            [await resolve_repo(ctx, repo)] if repo else [(x.org, x.name) for x in await forge.list_repos()]
+        )
+        out = []
+        for org, name in targets:
+            for pr in await forge.list_prs(org, name, state):
+                if pr.state == "open":
+                    pr, decision = await gate.decide(org, name, pr.number)
+                    out.append(summary(pr, decision))
+                else:
+                    out.append(summary(pr))
+        return out
+
+    @r.get("/repos/{org}/{repo}/pulls/{number}")
+    async def pull(
+        org: str, repo: str, number: int, ctx: Ctx, _: Caller, diff: Annotated[bool, Query()] = False
+    ) -> dict[str, Any]:
+        return await pr_view(ctx, org, repo, number, diff_chars=2_000_000 if diff else 0, audit=50)
+
+    @r.post("/repos/{org}/{repo}/reproductions/{sha}", status_code=201)
+    async def reproduction(
+        org: str, repo: str, sha: str, body: Reproduction, ctx: Ctx, _: Worker
+    ) -> dict[str, Any]:
+        ledger: ReproductionLedger = ctx.extras["forge_ledger"]
+        await ledger.record(f"{org}/{repo}", sha, body.reviewer, body.passed, body.job_id)
+        return {"repo": f"{org}/{repo}", "sha": sha, **body.model_dump()}
+
+    return r

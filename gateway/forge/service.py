@@ -1,0 +1,104 @@
+"""What the MCP tools, the kswarm REST routes and the CLI share: repo resolution and PR views."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from gateway.context import GatewayContext
+from gateway.forge.gate import ReviewGate
+from gateway.forge.models import ForgeError, PullRequest
+from gateway.forge.policy import GateDecision
+from gateway.forge.protocol import Forge
+from gateway.forge.settings import ForgeSettings
+
+
+def forge_of(ctx: GatewayContext) -> Forge:
+    return ctx.extras["forge"]
+
+
+def gate_of(ctx: GatewayContext) -> ReviewGate:
+    return ctx.extras["forge_gate"]
+
+
+async def resolve_repo(ctx: GatewayContext, repo: str | None) -> tuple[str, str]:
+    """``org/name`` -> (org, name); with none given: the configured default, else the only repo."""
+    if not repo:
+        settings: ForgeSettings = ctx.extras["forge_settings"]
+        repo = settings.default_repo
+    if not repo:
+        repos = await forge_of(ctx).list_repos()
+        if len(repos) != 1:
+            names = ", ".join(r.full_name for r in repos) or "none"
+            raise ForgeError(f"name the repo as org/name (repos: {names})", 422)
+        return repos[0].org, repos[0].name
+    org, _, name = repo.partition("/")
+    if not org or not name:
+        raise ForgeError(f"repo must be org/name, not {repo!r}", 422)
+    return org, name
+
+
+def summary(pr: PullRequest, decision: GateDecision | None = None) -> dict[str, Any]:
+    out: dict[str, Any] = {
+        "repo": pr.full_name,
+        "number": pr.number,
+        "title": pr.title,
+        "author": pr.author,
+        "head": pr.head,
+        "base": pr.base,
+        "state": "merged" if pr.merged else pr.state,
+        "head_sha": pr.head_sha,
+    }
+    if decision is not None:
+        out["gate"] = {"mergeable": decision.mergeable, "why": decision.summary()}
+    return out
+
+
+async def pr_view(
+    ctx: GatewayContext, org: str, repo: str, number: int, diff_chars: int = 0, audit: int = 10
+) -> dict[str, Any]:
+    """A PR with reviews, checks, comments, the gate's verdict (and reasons) and optionally its diff."""
+    forge, gate = forge_of(ctx), gate_of(ctx)
+    pr, decision = await gate.decide(org, repo, number)
+    view = summary(pr, decision)
+    view.update(
+        body=pr.body,
+        base_sha=pr.base_sha,
+        mergeable=pr.mergeable,
+        merge_sha=pr.merge_sha,
+        requested_reviewers=pr.requested_reviewers,
+        reviews=[
+            {
+                "user": r.user,
+                "state": r.state,
+                "body": r.body,
+                "commit_id": r.commit_id,
+                "stale": r.stale,
+                "dismissed": r.dismissed,
+            }
+            for r in pr.reviews
+        ],
+        checks=[
+            {
+                "context": s.context,
+                "state": s.state,
+                "description": s.description,
+                "target_url": s.target_url,
+                "creator": s.creator,
+            }
+            for s in pr.statuses
+        ],
+        comments=[{"user": c.user, "body": c.body} for c in await forge.comments(org, repo, number)],
+        gate={
+            "mergeable": decision.mergeable,
+            "reasons": [r.model_dump() for r in decision.reasons],
+            "approvals": decision.approvals,
+            "notes": decision.notes,
+        },
+    )
+    if audit:
+        view["audit"] = await gate.audit(pr.full_name, number, audit)
+    if diff_chars:
+        diff = await forge.pr_diff(org, repo, number)
+        view["diff"] = diff[:diff_chars]
+        view["diff_truncated"] = len(diff) > diff_chars
+    return view

@@ -1,0 +1,18 @@
+#!/usr/bin/env bash
+# Install the Debian packages the tests need, only those missing (apt-get update at most once).
+set -euo pipefail
+need=()
+command -v git >/dev/null 2>&1 || need+=(git)
+# A system Redis 7.x beside the bundled 6.2, so both versions are tested.
+[ -x /usr/bin/redis-server ] || need+=(redis-server)
+[ ${#need[@]} -eq 0 ] && exit 0
+if [ "$(id -u)" != 0 ]; then
+  echo "missing packages (${need[*]}) and not root: install them with apt-get" >&2; exit 2
+fi
+echo "installing ${need[*]} ..." >&2
+apt-get update -qq
+DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "${need[@]}" >/dev/null
+# Debian starts the packaged redis service on install; the tests start their own servers.
+if [[ " ${need[*]} " == *" redis-server "* ]] && command -v systemctl >/dev/null 2>&1; then
+  systemctl disable --now redis-server >/dev/null 2>&1 || true
+fi
