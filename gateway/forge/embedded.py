@@ -283,7 +283,7 @@ class EmbeddedForge:
         return await self.get_pr(org, repo, number)
 
     async def review(
-        self, actor: str, org: str, repo: str, number: int, event: str, body: str = ""
+        self, actor: str, org: str, repo: str, number: int, event: str, body: str = "", commit_id: str = ""
     ) -> Review:
         reviewer = await self.principal(actor)
         event = "APPROVED" if event.upper() in ("APPROVE", "APPROVED") else event.upper()
@@ -298,6 +298,10 @@ class EmbeddedForge:
             raise ForgeError(f"{event} needs a body", 422)
         if pr.head_sha is None:
             raise ForgeError(f"head branch {pr.head!r} is gone", 422)
+        if commit_id and commit_id != pr.head_sha:
+            raise ForgeError(
+                f"head moved to {pr.head_sha[:10]} (you reviewed {commit_id[:10]}): look again", 409
+            )
         review = Review(
             id=0, user=reviewer.name, state=event, body=body, commit_id=pr.head_sha, submitted=time.time()
         )
@@ -373,7 +377,8 @@ class EmbeddedForge:
         if not decision.mergeable:
             raise ForgeError(f"not mergeable: {decision.summary()}", 405)
         bare = self.bare(org, repo)
-        assert pr.base_sha is not None
+        if pr.base_sha is None:
+            raise ForgeError(f"base branch {pr.base!r} does not exist", 409)
         clean, tree = await bare.merge_tree(pr.base_sha, head_sha)
         if not clean or tree is None:
             raise ForgeError(f"merge conflict between {pr.head} and {pr.base}", 409)

@@ -181,12 +181,12 @@ class GiteaForge:
         return await self.get_pr(org, repo, number)
 
     async def review(
-        self, actor: str, org: str, repo: str, number: int, event: str, body: str = ""
+        self, actor: str, org: str, repo: str, number: int, event: str, body: str = "", commit_id: str = ""
     ) -> Review:
         event = "APPROVED" if event.upper() in ("APPROVE", "APPROVED") else event.upper()
         path = f"/repos/{org}/{repo}/pulls/{number}/reviews"
-        reply = await self.call("POST", path, actor=actor, json={"event": event, "body": body})
-        return shapes.parse_review(reply.json())
+        payload = {"event": event, "body": body, **({"commit_id": commit_id} if commit_id else {})}
+        return shapes.parse_review((await self.call("POST", path, actor=actor, json=payload)).json())
 
     async def comment(self, actor: str, org: str, repo: str, number: int, body: str) -> Comment:
         path = f"/repos/{org}/{repo}/issues/{number}/comments"

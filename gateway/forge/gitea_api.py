@@ -76,6 +76,7 @@ class Reviewers(_Body):
 class CreateReview(_Body):
     event: str
     body: str = ""
+    commit_id: str = ""
 
 
 class CreateComment(_Body):
@@ -133,14 +134,18 @@ Admin = Annotated[Principal, Depends(admin)]
 
 
 def basic_credentials(request: Request) -> tuple[str, str]:
+    """Dependency: (user, password) from Basic auth, or 401 (a token does not do here, as in Gitea)."""
     scheme, _, value = request.headers.get("authorization", "").partition(" ")
     if scheme.lower() != "basic":
         raise HTTPException(401, "token creation needs Basic auth as the user", {"WWW-Authenticate": "Basic"})
     try:
         user, _, password = base64.b64decode(value.strip(), validate=True).decode().partition(":")
     except (binascii.Error, UnicodeDecodeError) as exc:
-        raise HTTPException(401, "bad Basic credentials") from exc
+        raise HTTPException(401, "bad Basic credentials", {"WWW-Authenticate": "Basic"}) from exc
     return user, password
+
+
+Basic = Annotated[tuple[str, str], Depends(basic_credentials)]
 
 
 def build_gitea_router(forge: EmbeddedForge) -> APIRouter:
@@ -152,7 +157,7 @@ def build_gitea_router(forge: EmbeddedForge) -> APIRouter:
         return await forge.principal(name)
 
     @r.get("/version")
-    async def version() -> dict[str, str]:
+    async def version(_: Actor) -> dict[str, str]:
         return {"version": "kswarm-embedded-1"}
 
     @r.get("/user")
@@ -179,8 +184,8 @@ def build_gitea_router(forge: EmbeddedForge) -> APIRouter:
         return shapes.user_json(p.name, p.email)
 
     @r.post("/users/{username}/tokens", status_code=201)
-    async def create_token(username: str, body: CreateToken, request: Request) -> dict[str, Any]:
-        user, password = basic_credentials(request)
+    async def create_token(username: str, body: CreateToken, credentials: Basic) -> dict[str, Any]:
+        user, password = credentials
         if user != username or not await forge.store.check_password(username, password):
             raise HTTPException(401, "wrong user name or password", {"WWW-Authenticate": "Basic"})
         token = await forge.principals.issue_token(username)
@@ -267,7 +272,7 @@ def build_gitea_router(forge: EmbeddedForge) -> APIRouter:
     async def create_review(
         owner: str, repo: str, index: int, body: CreateReview, actor: Actor
     ) -> dict[str, Any]:
-        review = await forge.review(actor.name, owner, repo, index, body.event, body.body)
+        review = await forge.review(actor.name, owner, repo, index, body.event, body.body, body.commit_id)
         return shapes.review_json(review)
 
     @r.get(R + "/pulls/{index}/merge")

@@ -81,13 +81,15 @@ def register_pr_tools(mcp: Any, ctx: GatewayContext) -> None:
 
     @mcp.tool(
         name="pr_review",
-        description="Review a PR head: APPROVED, REQUEST_CHANGES or COMMENT (the last two need a body).",
+        description="Review a PR: APPROVED, REQUEST_CHANGES or COMMENT (+body); head_sha pins what you read.",
     )
-    async def pr_review(number: int, event: str, body: str = "", repo: str | None = None) -> dict[str, Any]:
+    async def pr_review(
+        number: int, event: str, body: str = "", head_sha: str = "", repo: str | None = None
+    ) -> dict[str, Any]:
         me = caller()
         try:
             org, name = await resolve_repo(ctx, repo)
-            review = await forge_of(ctx).review(me.name, org, name, number, event, body)
+            review = await forge_of(ctx).review(me.name, org, name, number, event, body, head_sha)
         except ForgeError as exc:
             raise fail(exc) from exc
         return {"id": review.id, "state": review.state, "commit_id": review.commit_id}

@@ -35,9 +35,10 @@ log = logging.getLogger("kswarm.forge")
 
 def build_forge(ctx: GatewayContext, settings: ForgeSettings) -> Forge:
     if settings.gitea_url:
-        if not settings.gitea_admin_token:
-            raise ValueError("KSWARM_FORGE_GITEA_URL needs KSWARM_FORGE_GITEA_ADMIN_TOKEN")
-        return GiteaForge(settings.gitea_url, settings.gitea_admin_token)
+        token = settings.admin_token()
+        if not token:
+            raise ValueError("KSWARM_FORGE_GITEA_URL needs KSWARM_FORGE_GITEA_ADMIN_TOKEN(_FILE)")
+        return GiteaForge(settings.gitea_url, token)
     return EmbeddedForge(
         ctx.redis, ctx.settings.home / "forge", ctx.principals, ctx.settings.swarm, ctx.settings.url()
     )

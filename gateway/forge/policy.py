@@ -99,6 +99,9 @@ def evaluate(
     if head is None:
         add("no-head", f"head branch {pr.head!r} does not exist", blocking=True)
         return decision
+    if pr.base_sha is None:
+        add("no-base", f"base branch {pr.base!r} does not exist", blocking=True)
+        return decision
     if pr.mergeable is False:
         add("conflict", f"{pr.head} conflicts with {pr.base}: rebase or merge {pr.base} and push", True)
 

@@ -65,9 +65,10 @@ class Forge(Protocol):
     ) -> PullRequest: ...
 
     async def review(
-        self, actor: str, org: str, repo: str, number: int, event: str, body: str = ""
+        self, actor: str, org: str, repo: str, number: int, event: str, body: str = "", commit_id: str = ""
     ) -> Review:
-        """APPROVED, REQUEST_CHANGES or COMMENT on the current head; the author gets 422 for the first two."""
+        """APPROVED, REQUEST_CHANGES or COMMENT on the current head (409 when ``commit_id`` is given
+        and the head has moved on); the author gets 422 for the first two."""
         ...
 
     async def comment(self, actor: str, org: str, repo: str, number: int, body: str) -> Comment: ...

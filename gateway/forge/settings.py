@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 from pydantic import Field
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
@@ -13,6 +15,7 @@ class ForgeSettings(BaseSettings):
         None, description="Use Gitea at this URL (e.g. http://gitea:3000) instead of the embedded forge."
     )
     gitea_admin_token: str | None = Field(None, description="Gitea admin token (acts for users via Sudo).")
+    gitea_admin_token_file: Path | None = Field(None, description="File holding the admin token instead.")
     repos: list[str] = Field(
         default_factory=list, description='Repos ensured at start-up, e.g. ["kswarm/kernels"].'
     )
@@ -25,3 +28,10 @@ class ForgeSettings(BaseSettings):
     )
     gate_lock_ttl_s: float = Field(60.0, gt=0, description="Longest a merge may hold its base's lock.")
     diff_max_chars: int = Field(20_000, description="Longest diff pr_view returns to an agent.")
+
+    def admin_token(self) -> str | None:
+        if self.gitea_admin_token:
+            return self.gitea_admin_token
+        if self.gitea_admin_token_file:
+            return self.gitea_admin_token_file.read_text().strip() or None
+        return None

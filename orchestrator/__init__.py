@@ -1,0 +1,1 @@
+"""kswarm orchestrator: swarm spec, agent runtimes, review gate, jobs, dataset, CLI."""

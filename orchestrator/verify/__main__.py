@@ -1,0 +1,66 @@
+"""CLI: ``python -m orchestrator.verify --task DIR --candidate FILE --pool cpu --out result.json``.
+
+Exit codes: 0 pass, 1 fail, 2 error (crash, timeout, or a broken task/candidate path), 3 unverifiable.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import tempfile
+from pathlib import Path
+from types import MappingProxyType
+
+from orchestrator.verify.harness import verify
+from orchestrator.verify.tasks import TaskError
+
+EXIT_CODES = MappingProxyType({"pass": 0, "fail": 1, "error": 2, "unverifiable": 3})
+
+
+def _write_atomic(path: Path, text: str) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.")
+    with os.fdopen(fd, "w", encoding="utf-8") as fh:
+        fh.write(text)
+    os.replace(tmp, path)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m orchestrator.verify", description=__doc__)
+    parser.add_argument("--task", required=True, type=Path, help="task directory (holds task.py)")
+    parser.add_argument("--candidate", required=True, type=Path, help="candidate module (.py)")
+    parser.add_argument("--pool", default="cpu", help="cpu (Triton interpreter), cuda or npu")
+    parser.add_argument("--out", type=Path, help="write the result JSON here (default: stdout)")
+    parser.add_argument("--timeout", type=float, default=None, help="child wall-clock limit in seconds")
+    parser.add_argument("--no-timing", action="store_true", help="skip timing on device pools")
+    parser.add_argument(
+        "--static-advisory",
+        action="store_true",
+        help="report static violations without failing on them (diagnostics only, never for acceptance)",
+    )
+    args = parser.parse_args(argv)
+    try:
+        result = verify(
+            args.task,
+            args.candidate,
+            args.pool,
+            timeout_s=args.timeout,
+            enforce_static=not args.static_advisory,
+            timing=False if args.no_timing else None,
+        )
+    except (TaskError, ValueError, OSError, RuntimeError) as exc:
+        print(f"verify: {exc}", file=sys.stderr)
+        return EXIT_CODES["error"]
+    text = result.model_dump_json(indent=2)
+    if args.out:
+        # Written by the parent after the child is gone: nothing the candidate did can touch it.
+        _write_atomic(args.out, text + "\n")
+    else:
+        print(text)
+    print(f"{result.verdict}: {'; '.join(result.reasons) or 'ok'}", file=sys.stderr)
+    return EXIT_CODES[result.verdict]
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,271 @@
+"""What a candidate may use: the allow- and deny-lists shared by the static gate and the child monitor.
+
+Kept in one place so the static rules (docs/verification.md) and the runtime recording agree.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from types import MappingProxyType
+
+import torch
+
+# Rule names reported by the static gate (each violation carries one, plus a line number).
+RULES: Mapping[str, str] = MappingProxyType(
+    {
+        "syntax_error": "the candidate does not parse",
+        "missing_entry": "the task's entry function is not defined at module level",
+        "no_triton_kernel": "no @triton.jit kernel is defined",
+        "no_kernel_launch": "the entry never launches a kernel (kernel[grid](...))",
+        "torch_compute": "torch computation outside the allocation/view allow-list",
+        "runtime_internals": "torch.ops/aten, torch._C, dispatch hooks or triton runtime/testing internals",
+        "host_compute": "a host-side numeric library (numpy, scipy, ...) that could compute a fallback",
+        "threads": "threads or async tasks",
+        "process_control": "subprocesses, os.system/fork/exec/kill, exiting the process",
+        "network": "sockets or network clients",
+        "ctypes": "ctypes/cffi/mmap raw memory access",
+        "introspection": "frame, heap or module introspection (sys, inspect, gc, getattr, __dict__, ...)",
+        "monkeypatch": "assigning to attributes of imported modules or objects (timers, verdict functions)",
+        "dynamic_code": "eval/exec/compile/__import__/importlib/pickle",
+        "file_io": "opening, writing or deleting files",
+        "try_except_fallback": "try/except (or suppress) around a kernel launch",
+        "forbidden_import": "an import outside the allow-list",
+        "non_triton_in_kernel": "a @triton.jit body uses a non-Triton module or a plain Python helper",
+    }
+)
+
+# Features the CPU interpreter cannot run faithfully: they make a cpu-pool verdict "unverifiable".
+UNVERIFIABLE_ON_CPU: Mapping[str, str] = MappingProxyType(
+    {
+        "bf16": "bf16 arithmetic is wrong in the Triton interpreter (raw bit patterns)",
+        "libdevice": "libdevice calls need a real device",
+        "inline_asm": "inline asm (tl.inline_asm_elementwise) needs a real device",
+        "autotune": "@triton.autotune benchmarks through a device driver",
+    }
+)
+
+ALLOWED_IMPORT_ROOTS = frozenset(
+    {
+        "__future__",
+        "torch",
+        "triton",
+        "math",
+        "typing",
+        "functools",
+        "dataclasses",
+        "itertools",
+        "collections",
+        "enum",
+        "numbers",
+        "abc",
+        "os",  # only os.environ.get / os.getenv / os.path are allowed, see OS_ALLOWED
+        "time",  # reading clocks is harmless; assigning to time.* is a monkeypatch
+    }
+)
+
+# Imports outside the allow-list that map to a more precise rule.
+MODULE_RULES: Mapping[str, str] = MappingProxyType(
+    {
+        **dict.fromkeys(
+            ("sys", "inspect", "gc", "traceback", "tracemalloc", "faulthandler"), "introspection"
+        ),
+        **dict.fromkeys(("subprocess", "multiprocessing", "pty", "signal", "atexit"), "process_control"),
+        **dict.fromkeys(("threading", "_thread", "concurrent", "asyncio", "sched"), "threads"),
+        **dict.fromkeys(("socket", "ssl", "http", "urllib", "requests", "httpx", "ftplib"), "network"),
+        **dict.fromkeys(("ctypes", "cffi", "mmap", "_ctypes"), "ctypes"),
+        **dict.fromkeys(
+            (
+                "importlib",
+                "runpy",
+                "pickle",
+                "marshal",
+                "shelve",
+                "builtins",
+                "code",
+                "codeop",
+                "types",
+                "dill",
+            ),
+            "dynamic_code",
+        ),
+        **dict.fromkeys(
+            ("numpy", "scipy", "jax", "jaxlib", "cupy", "numba", "tensorflow", "pandas", "mlx"),
+            "host_compute",
+        ),
+        **dict.fromkeys(("shutil", "tempfile", "pathlib", "io", "glob", "fileinput", "zipfile"), "file_io"),
+    }
+)
+
+# Dotted prefixes that are internals, whether imported or reached by attribute.
+INTERNAL_PREFIXES: tuple[str, ...] = (
+    "torch.ops",
+    "torch._",
+    "torch.library",
+    "torch.overrides",
+    "torch.utils",
+    "torch.testing",
+    "torch.fx",
+    "torch.compiler",
+    "torch.cuda._",
+    "triton.runtime",
+    "triton.testing",
+    "triton.knobs",
+    "triton.compiler",
+    "triton.backends",
+    "triton._",
+    "triton.tools",
+    "triton.profiler",
+    "triton.language.extra.cuda.utils",
+)
+
+# torch functions a launcher may call: allocation, metadata and device queries only.
+TORCH_CALL_ALLOW = frozenset(
+    {
+        "torch.empty",
+        "torch.empty_like",
+        "torch.empty_strided",
+        "torch.zeros",
+        "torch.zeros_like",
+        "torch.device",
+        "torch.Size",
+        "torch.finfo",
+        "torch.iinfo",
+        "torch.is_tensor",
+        "torch.is_floating_point",
+        "torch.get_default_dtype",
+        "torch.cuda.is_available",
+        "torch.cuda.current_device",
+        "torch.cuda.device_count",
+        "torch.cuda.get_device_capability",
+        "torch.cuda.get_device_properties",
+        "torch.cuda.synchronize",
+        "torch.npu.current_device",
+        "torch.npu.synchronize",
+    }
+)
+
+# Tensor methods a launcher may call (metadata, views, layout).
+TENSOR_METHOD_ALLOW = frozenset(
+    {
+        "view",
+        "view_as",
+        "reshape",
+        "reshape_as",
+        "contiguous",
+        "stride",
+        "numel",
+        "size",
+        "dim",
+        "ndimension",
+        "is_contiguous",
+        "data_ptr",
+        "element_size",
+        "storage_offset",
+        "unsqueeze",
+        "squeeze",
+        "flatten",
+        "t",
+        "transpose",
+        "permute",
+        "expand",
+        "new_empty",
+        "new_zeros",
+        "get_device",
+        "is_floating_point",
+    }
+)
+
+# Method names shared with builtin containers/str: a call like d.values() is not evidence of torch use.
+_AMBIGUOUS_METHODS = frozenset({"index", "values", "split", "real", "imag"})
+
+TENSOR_COMPUTE_METHODS = (
+    frozenset(n for n in dir(torch.Tensor) if not n.startswith("_") and n not in TENSOR_METHOD_ALLOW)
+    - _AMBIGUOUS_METHODS
+)
+
+# os functions a launcher may call.
+OS_ALLOWED = frozenset({"os.environ.get", "os.getenv", "os.getpid", "os.cpu_count"})
+OS_ALLOWED_PREFIXES = ("os.path.",)
+OS_PROCESS = frozenset(
+    {"system", "popen", "fork", "forkpty", "kill", "killpg", "_exit", "abort", "setsid", "wait", "waitpid"}
+)
+OS_PROCESS_PREFIXES = ("exec", "spawn", "posix_spawn")
+
+BUILTIN_RULES: Mapping[str, str] = MappingProxyType(
+    {
+        "eval": "dynamic_code",
+        "exec": "dynamic_code",
+        "compile": "dynamic_code",
+        "__import__": "dynamic_code",
+        "open": "file_io",
+        "getattr": "introspection",
+        "setattr": "introspection",
+        "delattr": "introspection",
+        "globals": "introspection",
+        "locals": "introspection",
+        "vars": "introspection",
+        "breakpoint": "introspection",
+        "exit": "process_control",
+        "quit": "process_control",
+    }
+)
+
+# Dunder attributes a launcher may touch; any other (x.__add__, x.__array__, ...) is introspection.
+DUNDER_ALLOW = frozenset({"__name__", "__doc__", "__qualname__", "__module__", "__init__"})
+
+DUNDER_INTROSPECTION = frozenset(
+    {
+        "__dict__",
+        "__globals__",
+        "__code__",
+        "__closure__",
+        "__builtins__",
+        "__subclasses__",
+        "__bases__",
+        "__mro__",
+        "__getattribute__",
+        "__setattr__",
+        "__torch_function__",
+        "__torch_dispatch__",
+        "f_back",
+        "f_locals",
+        "f_globals",
+        "gi_frame",
+        "tb_frame",
+        "cr_frame",
+    }
+)
+
+# --- runtime (child) ----------------------------------------------------------------------------
+# aten ops the candidate's host code may trigger; anything else seen outside a launch is recorded.
+RUNTIME_ALLOC_OPS = frozenset(
+    {"empty", "empty_like", "empty_strided", "new_empty", "new_empty_strided"}
+    | {"zeros", "zeros_like", "new_zeros"}
+)
+RUNTIME_ZERO_OPS = frozenset({"zeros", "zeros_like", "new_zeros"})
+RUNTIME_VIEW_OPS = frozenset(
+    {
+        "view",
+        "_unsafe_view",
+        "reshape",
+        "_reshape_alias",
+        "t",
+        "transpose",
+        "permute",
+        "expand",
+        "unsqueeze",
+        "squeeze",
+        "slice",
+        "select",
+        "as_strided",
+        "alias",
+        "detach",
+        "clone",  # what .contiguous()/.reshape() issue on non-contiguous inputs
+        "lift_fresh",
+        "sym_size",
+        "sym_stride",
+        "sym_numel",
+        "sym_storage_offset",
+        "is_same_size",
+    }
+)

@@ -1,0 +1,71 @@
+"""Fixtures for the forge suites.
+
+A gateway process costs seconds to start, so one serves a whole test module (on a Redis flushed when
+the module starts); each test gets its own repository, which isolates PRs, statuses and the gate.
+"""
+
+from __future__ import annotations
+
+import re
+import shutil
+import tempfile
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+import pytest
+import redis as redis_sync
+from forgekit import ForgeGateway, Swarm
+
+from gateway.forge.settings import ForgeSettings
+
+AGENTS = ("alice", "bob", "carol")
+
+
+@contextmanager
+def running_gateway(redis_url: str, settings: ForgeSettings | None = None) -> Iterator[ForgeGateway]:
+    client = redis_sync.Redis.from_url(redis_url)
+    client.flushall()
+    client.close()
+    tmp = Path(tempfile.mkdtemp(prefix="ksf"))
+    gw = ForgeGateway(tmp / "home", redis_url)
+    gw.forge_settings = settings
+    gw.start()
+    gw.tokens = {n: gw.add_principal(n) for n in AGENTS}
+    gw.tokens["worker1"] = gw.add_principal("worker1", "worker")
+    try:
+        yield gw
+    finally:
+        gw.stop()
+        shutil.rmtree(tmp, ignore_errors=True)
+
+
+@pytest.fixture(scope="module")
+def forge_gw(redis_url: str) -> Iterator[ForgeGateway]:
+    """A gateway with the forge plugin and its gate on a Redis emptied for this module, plus
+    principals alice, bob, carol (agents) and worker1."""
+    with running_gateway(redis_url) as gw:
+        yield gw
+
+
+@pytest.fixture(scope="module")
+def quiet_gw(redis_url: str) -> Iterator[ForgeGateway]:
+    """Like ``forge_gw`` but without the gate bot, for tests that merge by hand."""
+    with running_gateway(redis_url, ForgeSettings(gate_enabled=False)) as gw:
+        yield gw
+
+
+def repo_name(node: str) -> str:
+    return re.sub(r"[^a-z0-9-]+", "-", node.lower()).strip("-")[:60] or "repo"
+
+
+@pytest.fixture
+def swarm(forge_gw: ForgeGateway, short_tmp: Path, request: pytest.FixtureRequest) -> Swarm:
+    """A fresh repo kswarm/<test name>, main protected (1 approval, check kswarm/verify:cpu)."""
+    name = repo_name(request.node.name)
+    with forge_gw.op() as op:
+        reply = op.post("/api/forge/repos", json={"org": "kswarm", "name": name})
+        assert reply.status_code == 201, reply.text
+    s = Swarm(forge_gw, short_tmp, "kswarm", name, forge_gw.tokens)
+    s.set_policy(required_approvals=1, required_checks=["kswarm/verify:cpu"])
+    return s

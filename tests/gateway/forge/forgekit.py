@@ -1,0 +1,239 @@
+"""Test support for the forge: a gateway with the forge plugin, and a real git CLI client."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import subprocess
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import httpx
+
+from gateway.app import create_app
+from gateway.forge.plugin import forge_plugin
+from gateway.forge.settings import ForgeSettings
+from gateway.plugins import default_plugins
+from gateway.server import serve
+from kstest.gateway import GatewayThread
+
+
+def with_forge(settings: ForgeSettings | None = None) -> list[Any]:
+    """The default plugins with the forge plugin (added until gateway/plugins.py registers it)."""
+    plugins = [p for p in default_plugins() if getattr(p, "__name__", "") != "forge_plugin"]
+
+    def forge(app: Any, ctx: Any, mcp: Any) -> Any:
+        return forge_plugin(app, ctx, mcp, settings)
+
+    return [*plugins, forge]
+
+
+class ForgeGateway(GatewayThread):
+    """``GatewayThread`` (real uvicorn in a thread of the test process) with the forge plugin."""
+
+    tokens: dict[str, str]
+    forge_settings: ForgeSettings | None = None
+
+    def start(self, timeout: float = 30) -> None:
+        self.home.mkdir(parents=True, exist_ok=True)
+        started = threading.Event()
+        failure: list[BaseException] = []
+
+        async def main() -> None:
+            self._loop = asyncio.get_running_loop()
+            self._stop = asyncio.Event()
+            ready = asyncio.Event()
+            self.app = create_app(self.settings, plugins=with_forge(self.forge_settings))
+            waiter = asyncio.create_task(ready.wait())
+            waiter.add_done_callback(lambda _: started.set())
+            await serve(self.app, self.settings, ready=ready, stop=self._stop)
+
+        def run() -> None:
+            try:
+                asyncio.run(main())
+            except BaseException as exc:  # reported to the starting test
+                failure.append(exc)
+            finally:
+                started.set()
+
+        self._thread = threading.Thread(target=run, name=f"forge-gateway-{self.port}", daemon=True)
+        self._thread.start()
+        if not started.wait(timeout) or failure:
+            raise RuntimeError(f"gateway did not start: {failure!r}")
+
+    def op(self) -> httpx.Client:
+        return self.client(self.operator_token)
+
+    def gitea(self, token: str) -> httpx.Client:
+        return httpx.Client(
+            base_url=f"{self.url}/api/v1", headers={"Authorization": f"token {token}"}, timeout=30
+        )
+
+
+class Git:
+    """The real git CLI as one principal: credentials from a helper, identity from ``user.*``."""
+
+    def __init__(self, home: Path, token: str, name: str, email: str) -> None:
+        self.home = home
+        self.token = token
+        self.name = name
+        self.email = email
+        home.mkdir(parents=True, exist_ok=True)
+
+    def env(self, extra: dict[str, str] | None = None) -> dict[str, str]:
+        env = {k: v for k, v in os.environ.items() if not k.startswith("GIT_")}
+        env.update(HOME=str(self.home), GIT_CONFIG_NOSYSTEM="1", GIT_TERMINAL_PROMPT="0", LC_ALL="C")
+        env.update(extra or {})
+        return env
+
+    def run(
+        self, *args: str, cwd: Path | None = None, env: dict[str, str] | None = None, check: bool = True
+    ) -> subprocess.CompletedProcess[str]:
+        helper = f"!f() {{ echo username=x; echo password={self.token}; }}; f"
+        argv = [
+            "git",
+            "-c",
+            "credential.helper=",
+            "-c",
+            f"credential.helper={helper}",
+            "-c",
+            f"user.name={self.name}",
+            "-c",
+            f"user.email={self.email}",
+            "-c",
+            "init.defaultBranch=main",
+            *args,
+        ]
+        result = subprocess.run(argv, cwd=cwd, env=self.env(env), capture_output=True, text=True, timeout=60)
+        if check and result.returncode != 0:
+            raise AssertionError(f"git {' '.join(args)} failed:\n{result.stdout}\n{result.stderr}")
+        return result
+
+    def clone(self, url: str, dest: Path) -> Path:
+        self.run("clone", "-q", url, str(dest))
+        return dest
+
+    def commit(self, repo: Path, path: str, content: str, message: str, *extra: str, **env: str) -> str:
+        file = repo / path
+        file.parent.mkdir(parents=True, exist_ok=True)
+        file.write_text(content)
+        self.run("add", path, cwd=repo)
+        self.run("commit", "-q", "-m", message, *extra, cwd=repo, env=env or None)
+        return self.head(repo)
+
+    def head(self, repo: Path, ref: str = "HEAD") -> str:
+        return self.run("rev-parse", ref, cwd=repo).stdout.strip()
+
+    def push(self, repo: Path, *refspec: str, check: bool = False) -> subprocess.CompletedProcess[str]:
+        return self.run("push", "origin", *refspec, cwd=repo, check=check)
+
+
+@dataclass
+class Swarm:
+    gw: ForgeGateway
+    tmp: Path
+    org: str
+    repo: str
+    tokens: dict[str, str]
+
+    @property
+    def full(self) -> str:
+        return f"{self.org}/{self.repo}"
+
+    @property
+    def repo_url(self) -> str:
+        return f"{self.gw.url}/git/{self.org}/{self.repo}.git"
+
+    def git(self, name: str) -> Git:
+        kind = "workers" if name.startswith("worker") else "agents"
+        return Git(self.tmp / f"h-{name}", self.tokens[name], name, f"{name}@{kind}.{self.gw.swarm}")
+
+    def clone(self, name: str, dest: str | None = None) -> tuple[Git, Path]:
+        git = self.git(name)
+        return git, git.clone(self.repo_url, self.tmp / (dest or f"w-{name}"))
+
+    def push_branch(self, who: str, branch: str, path: str, content: str) -> tuple[Git, Path, str]:
+        """Clone, commit ``path`` on a new ``branch`` from main and push it; (git, work dir, sha)."""
+        git, repo = self.clone(who, f"w-{branch.replace('/', '-')}")
+        git.run("checkout", "-q", "-b", branch, cwd=repo)
+        sha = git.commit(repo, path, content, f"{branch}: {path}")
+        result = git.push(repo, branch)
+        assert result.returncode == 0, result.stderr
+        return git, repo, sha
+
+    def api(self, who: str) -> httpx.Client:
+        """The Gitea-shaped API as ``who`` (operator: the admin)."""
+        return self.gw.gitea(self.gw.operator_token if who == "operator" else self.tokens[who])
+
+    def open_pr(self, who: str, head: str, reviewers: tuple[str, ...] = ()) -> int:
+        body = {"head": head, "base": "main", "title": f"PR {head}", "reviewers": list(reviewers)}
+        with self.api(who) as api:
+            reply = api.post(f"/repos/{self.full}/pulls", json=body)
+        assert reply.status_code == 201, reply.text
+        return reply.json()["number"]
+
+    def review(self, who: str, number: int, event: str, body: str = "") -> httpx.Response:
+        with self.api(who) as api:
+            return api.post(f"/repos/{self.full}/pulls/{number}/reviews", json={"event": event, "body": body})
+
+    def status(self, who: str, sha: str, state: str, context: str = "kswarm/verify:cpu") -> httpx.Response:
+        with self.api(who) as api:
+            return api.post(f"/repos/{self.full}/statuses/{sha}", json={"state": state, "context": context})
+
+    def pr(self, number: int) -> dict[str, Any]:
+        with self.api("operator") as api:
+            reply = api.get(f"/repos/{self.full}/pulls/{number}")
+        assert reply.status_code == 200, reply.text
+        return reply.json()
+
+    def view(self, number: int) -> dict[str, Any]:
+        """kswarm's PR view: reviews, checks, the gate's verdict and audit."""
+        with self.gw.op() as op:
+            reply = op.get(f"/api/forge/repos/{self.full}/pulls/{number}")
+        assert reply.status_code == 200, reply.text
+        return reply.json()
+
+    def wait_merged(self, number: int, timeout: float = 20.0) -> dict[str, Any]:
+        return wait_for(lambda: (pr := self.pr(number))["merged"] and pr, timeout)
+
+    def wait_decision(
+        self, number: int, since: float, codes: set[str] | None = None, timeout: float = 20.0
+    ) -> dict[str, Any]:
+        """The gate's latest decision on ``number`` taken at or after ``since`` (time.time()), waiting
+        until its reason codes are ``codes`` when given (events are handled asynchronously)."""
+
+        def find() -> dict[str, Any] | None:
+            entries = self.view(number).get("audit", [])
+            fresh = [e for e in entries if max(e["ts"], e.get("last_ts", 0)) >= since]
+            if not fresh:
+                return None
+            if codes is not None and {r["code"] for r in fresh[-1]["reasons"]} != codes:
+                return None
+            return fresh[-1]
+
+        return wait_for(find, timeout)
+
+    def reviews_channel(self) -> list[str]:
+        with self.gw.op() as op:
+            reply = op.get("/api/channels/reviews/messages", params={"limit": 500})
+        return [m["text"] for m in reply.json()["messages"] if self.full in m["text"]]
+
+    def set_policy(self, **policy: object) -> None:
+        with self.gw.op() as op:
+            reply = op.put(f"/api/forge/repos/{self.full}/policy", json=policy)
+            assert reply.status_code == 200, reply.text
+
+
+def wait_for(predicate: Callable[[], Any], timeout: float = 15.0, interval: float = 0.1) -> Any:
+    deadline = time.monotonic() + timeout
+    while True:
+        value = predicate()
+        if value:
+            return value
+        if time.monotonic() > deadline:
+            raise AssertionError(f"condition not met within {timeout}s")
+        time.sleep(interval)

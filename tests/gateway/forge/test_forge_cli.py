@@ -1,0 +1,73 @@
+"""``kswarm prs`` and ``kswarm pr show|why N`` against a real gateway (typer's runner, real HTTP)."""
+
+from __future__ import annotations
+
+import json
+import time
+from pathlib import Path
+
+import typer
+from forgekit import Swarm
+from typer.testing import CliRunner
+
+from orchestrator import forge_cli
+
+
+def cli(swarm: Swarm, *args: str) -> tuple[int, str]:
+    app = typer.Typer()
+    app.command("noop")(lambda: None)  # a second command keeps typer from collapsing the group
+    forge_cli.register(app)
+    env = {
+        "KSWARM_URL": swarm.gw.url,
+        "KSWARM_TOKEN": swarm.gw.operator_token,
+        "COLUMNS": "200",
+        "NO_COLOR": "1",
+    }
+    result = CliRunner().invoke(app, list(args), env=env)
+    return result.exit_code, result.output
+
+
+def test_prs_show_and_why(swarm: Swarm) -> None:
+    _, _, sha = swarm.push_branch("alice", "alice/cli", "k.py", "k\n")
+    number = swarm.open_pr("alice", "alice/cli")
+    since = time.time()
+    assert swarm.review("bob", number, "REQUEST_CHANGES", "needs a test").status_code == 200
+    swarm.wait_decision(number, since, {"changes-requested", "approvals", "check-missing"})
+
+    code, out = cli(swarm, "prs", "--repo", swarm.full)
+    assert code == 0, out
+    assert f"{swarm.full}#{number}" in out and "requested changes" in out
+
+    code, out = cli(swarm, "pr", "why", str(number), "--repo", swarm.full)
+    assert code == 0, out
+    assert "BLOCKED" in out
+    assert "@bob requested changes" in out and "(changes-requested)" in out
+    assert "required check kswarm/verify:cpu has not reported" in out
+    assert "recent gate decisions:" in out and "blocked after review" in out
+
+    code, out = cli(swarm, "pr", "why", str(number), "--repo", swarm.full, "--json")
+    data = json.loads(out)
+    assert data["gate"]["mergeable"] is False and data["head_sha"] == sha
+
+    code, out = cli(swarm, "pr", "show", str(number), "--repo", swarm.full, "--diff")
+    assert code == 0, out
+    assert "review @bob: REQUEST_CHANGES" in out and "+k" in out
+
+    # merged: why says so
+    assert swarm.review("bob", number, "APPROVED").status_code == 200
+    assert swarm.status("worker1", sha, "success").status_code == 201
+    swarm.wait_merged(number)
+    code, out = cli(swarm, "pr", "why", str(number), "--repo", swarm.full)
+    assert code == 0 and "merged as" in out
+
+
+def test_cli_errors_are_one_line(swarm: Swarm, tmp_path: Path) -> None:
+    code, out = cli(swarm, "pr", "why", "999", "--repo", swarm.full)
+    assert code == 1 and "404" in out and "no PR #999" in out
+    app = typer.Typer()
+    app.command("noop")(lambda: None)
+    forge_cli.register(app)
+    result = CliRunner().invoke(
+        app, ["prs"], env={"KSWARM_HOME": str(tmp_path), "KSWARM_URL": "", "KSWARM_TOKEN": ""}
+    )
+    assert result.exit_code == 1 and "no gateway" in result.output

@@ -1,0 +1,209 @@
+"""The review gate end to end: real git pushes, reviews and statuses over HTTP, the gate bot merging."""
+
+from __future__ import annotations
+
+import threading
+import time
+
+from forgekit import Swarm, wait_for
+
+
+def test_self_approval_rejected(swarm: Swarm) -> None:
+    swarm.push_branch("alice", "alice/self", "k.py", "k\n")
+    number = swarm.open_pr("alice", "alice/self")
+    reply = swarm.review("alice", number, "APPROVED")
+    assert reply.status_code == 422
+    assert "cannot approve or reject their own PR" in reply.json()["message"]
+    assert swarm.review("alice", number, "REQUEST_CHANGES", "hm").status_code == 422
+    assert swarm.review("alice", number, "COMMENT", "a note to self").status_code == 200
+
+
+def test_agent_cannot_set_a_status(swarm: Swarm) -> None:
+    _, _, sha = swarm.push_branch("alice", "alice/st", "k.py", "k\n")
+    reply = swarm.status("alice", sha, "success")
+    assert reply.status_code == 403
+    assert "only job workers set commit statuses" in reply.json()["message"]
+    assert swarm.status("bob", sha, "success").status_code == 403
+    assert swarm.status("worker1", sha, "success").status_code == 201
+    with swarm.api("alice") as api:
+        combined = api.get(f"/repos/{swarm.full}/commits/{sha}/status").json()
+    assert combined["state"] == "success"
+    assert [(s["context"], s["status"], s["creator"]["login"]) for s in combined["statuses"]] == [
+        ("kswarm/verify:cpu", "success", "worker1")
+    ]
+
+
+def test_only_the_gate_merges(swarm: Swarm) -> None:
+    _, _, sha = swarm.push_branch("alice", "alice/m", "k.py", "k\n")
+    number = swarm.open_pr("alice", "alice/m")
+    for who in ("alice", "bob", "operator"):
+        with swarm.api(who) as api:
+            reply = api.post(
+                f"/repos/{swarm.full}/pulls/{number}/merge", json={"Do": "merge", "head_commit_id": sha}
+            )
+        assert reply.status_code == 405, (who, reply.text)
+        assert "only the review gate merges" in reply.json()["message"]
+
+
+def test_blocked_without_required_check_then_merged(swarm: Swarm) -> None:
+    _, _, sha = swarm.push_branch("alice", "alice/kernel", "kernels/add.py", "def add(): ...\n")
+    number = swarm.open_pr("alice", "alice/kernel")
+    since = time.time()
+    assert swarm.review("bob", number, "APPROVED").status_code == 200
+    decision = swarm.wait_decision(number, since, {"check-missing"})
+    assert decision["action"] == "blocked"
+    assert decision["approvals"] == ["bob"]
+    assert not swarm.pr(number)["merged"]
+    # a pending check still waits; a failed one blocks (and is announced); success merges
+    since = time.time()
+    assert swarm.status("worker1", sha, "failure").status_code == 201
+    swarm.wait_decision(number, since, {"check-failed"})
+    wait_for(lambda: any("is blocked" in t and "@alice" in t for t in swarm.reviews_channel()))
+    assert swarm.status("worker1", sha, "success").status_code == 201
+    merged = swarm.wait_merged(number)
+    assert merged["merged_by"]["login"] == "gate"
+    # a fresh clone shows the merge, authored by the gate, with alice's commit as second parent
+    git, fresh = swarm.clone("carol", "fresh")
+    assert (fresh / "kernels" / "add.py").read_text() == "def add(): ...\n"
+    parents = git.run("log", "-1", "--format=%P", cwd=fresh).stdout.split()
+    assert parents[1] == sha and len(parents) == 2
+    author = git.run("log", "-1", "--format=%an <%ae>", cwd=fresh).stdout.strip()
+    assert author == "gate <gate@bots.test>"
+    assert git.head(fresh) == merged["merge_commit_sha"]
+    # announced in #reviews with an @mention of the author
+    texts = wait_for(lambda: [t for t in swarm.reviews_channel() if "merged into main" in t])
+    assert f"@alice {swarm.full}#{number}" in texts[0] and "approved by @bob" in texts[0]
+    with swarm.gw.client(swarm.tokens["alice"]) as alice:
+        items = alice.get("/api/inbox", params={"peek": True}).json()["items"]
+    assert any(i["sender"] == "gate" and "merged into main" in i["text"] for i in items)
+
+
+def test_stale_approval_dismissed_after_push(swarm: Swarm) -> None:
+    git, repo, first = swarm.push_branch("alice", "alice/stale", "k.py", "v1\n")
+    number = swarm.open_pr("alice", "alice/stale")
+    assert swarm.review("bob", number, "APPROVED").status_code == 200
+    second = git.commit(repo, "k.py", "v2 (unreviewed)\n", "sneak a change in after approval")
+    assert git.push(repo, "alice/stale").returncode == 0
+    with swarm.api("alice") as api:
+        reviews = api.get(f"/repos/{swarm.full}/pulls/{number}/reviews").json()
+    assert [(r["user"]["login"], r["commit_id"], r["dismissed"], r["stale"]) for r in reviews] == [
+        ("bob", first, True, True)
+    ]
+    since = time.time()
+    assert swarm.status("worker1", second, "success").status_code == 201
+    decision = swarm.wait_decision(number, since, {"approvals"})
+    assert decision["action"] == "blocked"
+    assert decision["head_sha"] == second and decision["approvals"] == []
+    assert not swarm.pr(number)["merged"]
+    assert swarm.review("bob", number, "APPROVED").status_code == 200
+    merged = swarm.wait_merged(number)
+    assert merged["head"]["sha"] == second
+
+
+def test_outstanding_change_request_blocks(swarm: Swarm) -> None:
+    git, repo, sha = swarm.push_branch("alice", "alice/rc", "k.py", "v1\n")
+    number = swarm.open_pr("alice", "alice/rc")
+    assert swarm.review("bob", number, "REQUEST_CHANGES", "bounds check missing").status_code == 200
+    assert swarm.review("carol", number, "APPROVED").status_code == 200
+    since = time.time()
+    assert swarm.status("worker1", sha, "success").status_code == 201
+    decision = swarm.wait_decision(number, since, {"changes-requested"})
+    assert decision["approvals"] == ["carol"]
+    wait_for(lambda: any("@bob requested changes" in t and "@alice" in t for t in swarm.reviews_channel()))
+    # a new push does not clear bob's request; carol's approval is dismissed
+    fixed = git.commit(repo, "k.py", "v2 with bounds check\n", "bounds check")
+    assert git.push(repo, "alice/rc").returncode == 0
+    assert swarm.status("worker1", fixed, "success").status_code == 201
+    assert swarm.review("carol", number, "APPROVED").status_code == 200
+    since = time.time()
+    assert swarm.review("carol", number, "COMMENT", "still waiting on bob").status_code == 200
+    decision = swarm.wait_decision(number, since, {"changes-requested"})
+    assert decision["approvals"] == ["carol"]
+    assert not swarm.pr(number)["merged"]
+    # bob approves the new head: merged
+    assert swarm.review("bob", number, "APPROVED").status_code == 200
+    swarm.wait_merged(number)
+
+
+def test_two_prs_mergeable_at_once_merge_one_after_the_other(swarm: Swarm) -> None:
+    _, _, sha_a = swarm.push_branch("alice", "alice/a", "a.py", "a\n")
+    _, _, sha_b = swarm.push_branch("bob", "bob/b", "b.py", "b\n")
+    pr_a = swarm.open_pr("alice", "alice/a")
+    pr_b = swarm.open_pr("bob", "bob/b")
+    assert swarm.review("carol", pr_a, "APPROVED").status_code == 200
+    assert swarm.review("carol", pr_b, "APPROVED").status_code == 200
+    # both checks land at the same moment
+    go = threading.Barrier(2)
+
+    def set_green(sha: str) -> None:
+        go.wait()
+        assert swarm.status("worker1", sha, "success").status_code == 201
+
+    threads = [threading.Thread(target=set_green, args=(s,)) for s in (sha_a, sha_b)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    merged_a, merged_b = swarm.wait_merged(pr_a), swarm.wait_merged(pr_b)
+    git, fresh = swarm.clone("carol", "fresh2")
+    assert (fresh / "a.py").read_text() == "a\n" and (fresh / "b.py").read_text() == "b\n"
+    first_parent = git.run("log", "--first-parent", "--format=%H %P", cwd=fresh).stdout.splitlines()
+    assert len(first_parent) == 3  # merge, merge, initial commit: linear on main
+    merges = {merged_a["merge_commit_sha"], merged_b["merge_commit_sha"]}
+    assert {line.split()[0] for line in first_parent[:2]} == merges
+    for line in first_parent[:2]:
+        assert len(line.split()) == 3  # each merge has two parents
+    git.run("merge-base", "--is-ancestor", sha_a, "HEAD", cwd=fresh)
+    git.run("merge-base", "--is-ancestor", sha_b, "HEAD", cwd=fresh)
+    assert git.run("fsck", "--no-progress", cwd=fresh).returncode == 0
+
+
+def test_conflicting_pr_is_blocked_after_the_other_merges(swarm: Swarm) -> None:
+    _, _, sha_a = swarm.push_branch("alice", "alice/c1", "same.py", "alice's\n")
+    _, _, sha_b = swarm.push_branch("bob", "bob/c2", "same.py", "bob's\n")
+    pr_a, pr_b = swarm.open_pr("alice", "alice/c1"), swarm.open_pr("bob", "bob/c2")
+    for number in (pr_a, pr_b):
+        assert swarm.review("carol", number, "APPROVED").status_code == 200
+    assert swarm.status("worker1", sha_a, "success").status_code == 201
+    swarm.wait_merged(pr_a)
+    since = time.time()
+    assert swarm.status("worker1", sha_b, "success").status_code == 201
+    swarm.wait_decision(pr_b, since, {"conflict"})
+    assert not swarm.pr(pr_b)["merged"]
+
+
+def test_reproduction_rule(swarm: Swarm) -> None:
+    swarm.set_policy(required_approvals=1, required_checks=["kswarm/verify:cpu"], require_reproduction=True)
+    _, _, sha = swarm.push_branch("alice", "alice/repro", "k.py", "k\n")
+    number = swarm.open_pr("alice", "alice/repro")
+    assert swarm.review("bob", number, "APPROVED").status_code == 200
+    since = time.time()
+    assert swarm.status("worker1", sha, "success").status_code == 201
+    swarm.wait_decision(number, since, {"reproduction", "approvals"})
+    with swarm.gw.client(swarm.tokens["alice"]) as alice:  # agents cannot record reproductions
+        body = {"reviewer": "bob", "passed": True}
+        assert alice.post(f"/api/forge/repos/{swarm.full}/reproductions/{sha}", json=body).status_code == 403
+    with swarm.gw.client(swarm.tokens["worker1"]) as worker:
+        since = time.time()
+        body = {"reviewer": "bob", "passed": False, "job_id": "j1"}
+        assert worker.post(f"/api/forge/repos/{swarm.full}/reproductions/{sha}", json=body).status_code == 201
+        swarm.wait_decision(number, since, {"reproduction", "approvals"})
+        body = {"reviewer": "bob", "passed": True, "job_id": "j2"}
+        assert worker.post(f"/api/forge/repos/{swarm.full}/reproductions/{sha}", json=body).status_code == 201
+    swarm.wait_merged(number)
+
+
+def test_review_request_lands_in_the_reviewers_inbox(swarm: Swarm) -> None:
+    swarm.push_branch("alice", "alice/ask", "k.py", "k\n")
+    number = swarm.open_pr("alice", "alice/ask", reviewers=("bob",))
+    with swarm.gw.client(swarm.tokens["bob"]) as bob:
+        items = bob.get("/api/inbox", params={"peek": True}).json()["items"]
+    notices = [i for i in items if f"{swarm.full}#{number}" in i["text"]]
+    assert len(notices) == 1
+    assert notices[0]["reason"] == "notice" and notices[0]["sender"] == "alice"
+    assert swarm.pr(number)["requested_reviewers"][0]["login"] == "bob"
+    # the author cannot ask themselves
+    swarm.push_branch("alice", "alice/ask2", "k2.py", "k\n")
+    with swarm.api("alice") as api:
+        body = {"head": "alice/ask2", "base": "main", "title": "t", "reviewers": ["alice"]}
+        assert api.post(f"/repos/{swarm.full}/pulls", json=body).status_code == 422

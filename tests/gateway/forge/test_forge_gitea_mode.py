@@ -1,0 +1,77 @@
+"""A gateway in Gitea mode: its MCP tools, REST and gate bot drive the Gitea adapter.
+
+Gateway A serves the embedded forge (standing in for Gitea; no gate of its own). Gateway B has its own
+principals (another Redis database, as a production gateway's are not Gitea's) and
+``KSWARM_FORGE_GITEA_URL`` pointing at A; B's gate learns of reviews and statuses from its sweep.
+"""
+
+from __future__ import annotations
+
+import shutil
+import tempfile
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from forgekit import ForgeGateway, Git, wait_for
+
+from gateway.forge.settings import ForgeSettings
+from kstest.mcp_client import call, mcp_session
+
+
+@pytest.fixture(scope="module")
+def gitea_mode(quiet_gw: ForgeGateway) -> Iterator[ForgeGateway]:
+    tmp = Path(tempfile.mkdtemp(prefix="ksg"))
+    sep = "&" if "?" in quiet_gw.redis_url else "?"
+    gw = ForgeGateway(tmp / "home", f"{quiet_gw.redis_url}{sep}db=1")
+    gw.forge_settings = ForgeSettings(
+        gitea_url=quiet_gw.url, gitea_admin_token=quiet_gw.operator_token, gate_sweep_s=0.3
+    )
+    gw.start()
+    gw.tokens = {n: gw.add_principal(n) for n in ("alice", "bob")}
+    gw.tokens["worker1"] = gw.add_principal("worker1", "worker")
+    try:
+        yield gw
+    finally:
+        gw.stop()
+        shutil.rmtree(tmp, ignore_errors=True)
+
+
+async def test_gate_merges_through_the_gitea_adapter(
+    quiet_gw: ForgeGateway, gitea_mode: ForgeGateway, short_tmp: Path
+) -> None:
+    with gitea_mode.op() as op:
+        assert op.get("/api/forge").json()["kind"] == "gitea"
+        info = op.post("/api/forge/repos", json={"org": "gm", "name": "kernels"}).json()
+        policy = {"required_approvals": 1, "required_checks": ["kswarm/verify:cpu"]}
+        assert op.put("/api/forge/repos/gm/kernels/policy", json=policy).status_code == 200
+    assert info["clone_url"] == f"{quiet_gw.url}/git/gm/kernels.git"
+    # git goes to "Gitea" (A) with A's token for alice
+    git = Git(short_tmp / "h", quiet_gw.tokens["alice"], "alice", "alice@agents.test")
+    work = git.clone(info["clone_url"], short_tmp / "w")
+    git.run("checkout", "-q", "-b", "alice/gm", cwd=work)
+    sha = git.commit(work, "k.py", "k\n", "k")
+    assert git.push(work, "alice/gm").returncode == 0
+    # agents use B's MCP tools with B's tokens; B acts on Gitea with Sudo
+    async with mcp_session(gitea_mode.url, gitea_mode.tokens["alice"]) as alice:
+        opened = await call(
+            alice, "pr_open", head="alice/gm", title="via gitea", reviewers=["bob"], repo="gm/kernels"
+        )
+    number = opened["number"]
+    async with mcp_session(gitea_mode.url, gitea_mode.tokens["bob"]) as bob:
+        assert any("gm/kernels#" in i["text"] for i in await call(bob, "inbox"))
+        await call(bob, "pr_review", number=number, event="APPROVED", repo="gm/kernels")
+        view = await call(bob, "pr_view", number=number, repo="gm/kernels")
+        assert {r["code"] for r in view["gate"]["reasons"]} == {"check-missing"}
+    # the job worker reports to "Gitea"; B's gate sees it on its next sweep and merges as `gate`
+    with quiet_gw.gitea(quiet_gw.tokens["worker1"]) as worker:
+        body = {"state": "success", "context": "kswarm/verify:cpu"}
+        assert worker.post(f"/repos/gm/kernels/statuses/{sha}", json=body).status_code == 201
+    with quiet_gw.gitea(quiet_gw.operator_token) as admin:
+        merged = wait_for(
+            lambda: (pr := admin.get(f"/repos/gm/kernels/pulls/{number}").json())["merged"] and pr
+        )
+    assert merged["merged_by"]["login"] == "gate"
+    with gitea_mode.op() as op:
+        texts = [m["text"] for m in op.get("/api/channels/reviews/messages").json()["messages"]]
+    assert any(f"@alice gm/kernels#{number}" in t and "merged into main" in t for t in texts)

@@ -1,0 +1,15 @@
+"""Cheat: host-side tensor arithmetic (x + y) next to a real launch."""
+
+import torch
+import triton
+import triton.language as tl
+
+
+@triton.jit
+def _noop(x_ptr, n, BLOCK: tl.constexpr):
+    pass
+
+
+def add(x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+    _noop[(1,)](x, x.numel(), BLOCK=16)
+    return x + y

@@ -1,0 +1,17 @@
+"""Cheat: writes the (correct) sum into x and returns x: values match, but the input is clobbered."""
+
+import torch
+import triton
+import triton.language as tl
+
+
+@triton.jit
+def _add_kernel(x_ptr, y_ptr, out_ptr, n, BLOCK: tl.constexpr):
+    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    mask = offs < n
+    tl.store(out_ptr + offs, tl.load(x_ptr + offs, mask=mask) + tl.load(y_ptr + offs, mask=mask), mask=mask)
+
+
+def add(x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+    _add_kernel[(triton.cdiv(x.numel(), 256),)](x, y, x, x.numel(), BLOCK=256)
+    return x

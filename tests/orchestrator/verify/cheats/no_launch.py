@@ -1,0 +1,19 @@
+"""Cheat: the launch sits in a branch that never runs; returns a zero buffer."""
+
+import torch
+import triton
+import triton.language as tl
+
+
+@triton.jit
+def _add_kernel(x_ptr, y_ptr, out_ptr, n, BLOCK: tl.constexpr):
+    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    mask = offs < n
+    tl.store(out_ptr + offs, tl.load(x_ptr + offs, mask=mask) + tl.load(y_ptr + offs, mask=mask), mask=mask)
+
+
+def add(x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+    out = torch.zeros_like(x)
+    if x.numel() < 0:
+        _add_kernel[(1,)](x, y, out, x.numel(), BLOCK=256)
+    return out

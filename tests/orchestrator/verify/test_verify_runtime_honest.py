@@ -1,0 +1,60 @@
+"""Honest kernels pass on the CPU interpreter; bf16 parts are reported unverifiable, not passed."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+import torch
+
+from orchestrator.verify import VerificationResult, verify
+
+
+@pytest.mark.parametrize("name", ["add", "softmax", "matmul"])
+def test_honest_kernel_passes(examples: Path, name: str) -> None:
+    (candidate,) = (examples / "kernels" / name).glob("*.py")
+    result = verify(examples / "tasks" / name, candidate, "cpu")
+    assert result.verdict == "pass", (result.reasons, [t.detail for t in result.trials if not t.ok][:3])
+    assert result.flags == [] and result.static_violations == []
+    assert len(result.trials) == 30 and all(t.ok for t in result.trials)
+    assert len({t.seed for t in result.trials}) >= 5
+    assert {t.dtype for t in result.trials} == {"float32", "float16"}
+    assert all(t.launches and t.launches >= 1 for t in result.trials)
+    assert result.child is not None and result.child.returncode == 0 and result.child.completed
+    env = result.environment
+    assert env is not None and env.triton_interpret == "1" and env.torch.startswith("2.")
+    assert result.timings is None  # no timing on the cpu pool
+    again = VerificationResult.model_validate_json(result.model_dump_json())
+    assert again == result
+
+
+def test_bf16_only_task_is_unverifiable_on_cpu(
+    examples: Path, make_add_task: Callable[[list[str]], Path]
+) -> None:
+    result = verify(make_add_task(["bfloat16"]), examples / "kernels" / "add" / "add_masked.py", "cpu")
+    assert result.verdict == "unverifiable"
+    assert result.child is None and result.trials == []
+    assert any("bfloat16" in r for r in result.unverifiable_reasons)
+
+
+def test_mixed_task_runs_fp32_and_reports_bf16_unverifiable(
+    examples: Path, make_add_task: Callable[[list[str]], Path]
+) -> None:
+    result = verify(
+        make_add_task(["float32", "bfloat16"]), examples / "kernels" / "add" / "add_masked.py", "cpu"
+    )
+    assert result.verdict == "unverifiable"  # never "pass" while part of the task went unchecked
+    assert result.trials and all(t.ok and t.dtype == "float32" for t in result.trials)
+    assert any("bfloat16" in r for r in result.unverifiable_reasons)
+
+
+def test_unknown_pool(examples: Path) -> None:
+    with pytest.raises(ValueError, match="unknown pool"):
+        verify(examples / "tasks" / "add", examples / "kernels" / "add" / "add_masked.py", "tpu")
+
+
+@pytest.mark.skipif(torch.cuda.is_available(), reason="a CUDA device is present")
+def test_device_pool_without_device_is_refused(examples: Path) -> None:
+    with pytest.raises(RuntimeError, match="needs a cuda device"):
+        verify(examples / "tasks" / "add", examples / "kernels" / "add" / "add_masked.py", "cuda")
