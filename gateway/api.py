@@ -117,6 +117,16 @@ def build_api_router() -> APIRouter:
             raise HTTPException(404, f"unknown principal {name!r}")
         return Revoked(revoked=await ctx.principals.revoke_tokens(name))
 
+    @router.post(
+        "/principals/{name}/disable", response_model=AgentInfo, summary="Quarantine: refuse its tokens"
+    )
+    async def disable(name: str, ctx: Ctx, _: Operator) -> AgentInfo:
+        return await set_disabled(ctx, name, True)
+
+    @router.post("/principals/{name}/enable", response_model=AgentInfo, summary="Release from quarantine")
+    async def enable(name: str, ctx: Ctx, _: Operator) -> AgentInfo:
+        return await set_disabled(ctx, name, False)
+
     @router.post("/heartbeat", status_code=204, summary="Report liveness (agents)")
     async def heartbeat(body: Heartbeat, ctx: Ctx, principal: Caller) -> Response:
         await ctx.redis.hset(
@@ -194,6 +204,7 @@ def build_api_router() -> APIRouter:
 
     @router.get("/inbox", response_model=InboxPage, summary="New inbox items; waits server-side")
     async def inbox(
+        request: Request,
         ctx: Ctx,
         principal: Caller,
         wait: Annotated[float, Query(ge=0, description="Seconds to block until something arrives")] = 0,
@@ -202,7 +213,7 @@ def build_api_router() -> APIRouter:
     ) -> InboxPage:
         if peek:
             return InboxPage(items=await ctx.chat.peek_inbox(principal, limit))
-        return InboxPage(items=await ctx.chat.inbox(principal, wait, limit))
+        return InboxPage(items=await ctx.chat.inbox(principal, wait, limit, gone=request.is_disconnected))
 
     @router.get("/search", response_model=Messages, summary="Search messages the caller can read")
     async def search(
@@ -214,6 +225,14 @@ def build_api_router() -> APIRouter:
             raise chat_http_error(exc) from exc
 
     return router
+
+
+async def set_disabled(ctx: GatewayContext, name: str, disabled: bool) -> AgentInfo:
+    try:
+        p = await ctx.principals.set_disabled(name, disabled)
+    except PrincipalError as exc:
+        raise HTTPException(exc.status, str(exc)) from exc
+    return AgentInfo(name=p.name, kind=p.kind.value, email=p.email, disabled=p.disabled)
 
 
 async def list_principal_infos(ctx: GatewayContext, kind: PrincipalKind | None) -> list[AgentInfo]:

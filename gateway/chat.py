@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import re
 import time
+from collections.abc import Awaitable, Callable
 
 from redis.asyncio import Redis
 
@@ -22,6 +23,7 @@ from gateway.principals import Principal, PrincipalKind, PrincipalStore
 CHANNEL_RE = re.compile(r"^[a-z0-9][a-z0-9_-]{0,63}$")
 MENTION_RE = re.compile(r"(?<![\w@./-])@([a-z][a-z0-9-]{0,38})(?![\w-])")
 STREAM_ID_RE = re.compile(r"^\d+-\d+$")
+INBOX_WAIT_SLICE = 2.0  # seconds per blocking read; bounds how long a dropped caller is served
 SEARCH_SCAN = 2000  # messages scanned per channel by search; bounded on purpose
 
 # Atomic post: the channel entry, the thread index, the inbox fan-out and the event, or nothing.
@@ -411,19 +413,30 @@ class ChatService:
 
     # -- inbox ------------------------------------------------------------------------------
 
-    async def inbox(self, principal: Principal, wait: float = 0.0, limit: int = 50) -> list[InboxItem]:
+    async def inbox(
+        self,
+        principal: Principal,
+        wait: float = 0.0,
+        limit: int = 50,
+        gone: Callable[[], Awaitable[bool]] | None = None,
+    ) -> list[InboxItem]:
         """New inbox items after the caller's cursor; blocks up to ``wait`` s for the first one.
 
         The cursor advances past what is returned, so each item is handed out once per principal.
+        The wait is cut into slices so that a caller who went away (``gone()``) stops it early.
         """
         wait = max(0.0, min(wait, self.settings.inbox_max_wait))
         limit = max(1, min(limit, self.settings.history_max_limit))
         stream = keys.inbox(principal.name)
         cursor = await self.redis.hget(keys.cursors(principal.name), "inbox") or "0-0"
         entries = await self.redis.xrange(stream, f"({cursor}", "+", limit)
-        if not entries and wait > 0:
-            reply = await self.redis.xread({stream: cursor}, count=limit, block=max(1, int(wait * 1000)))
+        deadline = time.monotonic() + wait
+        while not entries and (left := deadline - time.monotonic()) > 0:
+            block = max(1, int(min(left, INBOX_WAIT_SLICE) * 1000))
+            reply = await self.redis.xread({stream: cursor}, count=limit, block=block)
             entries = reply[0][1] if reply else []
+            if not entries and gone is not None and await gone():
+                return []
         if not entries:
             return []
         await self.redis.hset(keys.cursors(principal.name), "inbox", entries[-1][0])

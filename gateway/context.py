@@ -26,7 +26,13 @@ class GatewayContext:
 
     @classmethod
     def build(cls, settings: GatewaySettings, redis: Redis | None = None) -> GatewayContext:
-        redis = redis or Redis.from_url(settings.redis_url, decode_responses=True, health_check_interval=30)
+        # redis-py's default 5 s socket timeout would cut blocking reads (inbox waits) short.
+        redis = redis or Redis.from_url(
+            settings.redis_url,
+            decode_responses=True,
+            health_check_interval=30,
+            socket_timeout=settings.inbox_max_wait + 15,
+        )
         principals = PrincipalStore(redis, settings.swarm)
         metrics = GatewayMetrics()
         chat = ChatService(redis, principals, settings, metrics)

@@ -85,7 +85,9 @@ def up(
     home: HomeOpt = None,
     port: Annotated[int, typer.Option("--port", help="Gateway TCP port on 127.0.0.1.")] = 8765,
     file: Annotated[Path | None, typer.Option("-f", "--file", help="Swarm spec (swarm.yaml) to run.")] = None,
-    backend: Annotated[str, typer.Option("--backend", help="Agent runtime: process or docker.")] = "process",
+    backend: Annotated[
+        str | None, typer.Option("--backend", help="Agent runtime: process or docker (default: the spec's).")
+    ] = None,
 ) -> None:
     """Start Redis (embedded unless REDIS_URL is set) and the gateway in the foreground."""
     from orchestrator.launcher import Launcher, LaunchError
@@ -98,12 +100,14 @@ def up(
         fail(f"port {port} on 127.0.0.1 is in use; pick another with --port")
     try:
         launcher = Launcher(home_dir, port=port, spec_path=file, backend=backend)
-        uvloop.run(launcher.run(on_ready=lambda info: print_banner(info, launcher.operator_token)))
+        uvloop.run(
+            launcher.run(on_ready=lambda info: print_banner(info, launcher.operator_token, launcher.warnings))
+        )
     except LaunchError as exc:
         fail(str(exc))
 
 
-def print_banner(info: GatewayInfo, token: str) -> None:
+def print_banner(info: GatewayInfo, token: str, warnings: list[str]) -> None:
     body = (
         f"gateway   [bold]{info.url}[/bold]\n"
         f"socket    {info.socket}\n"
@@ -112,6 +116,8 @@ def print_banner(info: GatewayInfo, token: str) -> None:
         "In another terminal:  kswarm agent add alice   ·   kswarm chat tail general -f"
     )
     console.print(Panel(body, title="kswarm is up", subtitle="Ctrl-C stops it", expand=False))
+    for warning in warnings:
+        err_console.print(f"[yellow]warning:[/yellow] {warning}")
 
 
 # -- agents -----------------------------------------------------------------------------------
@@ -241,19 +247,17 @@ def chat_tail(
         return
 
 
+def register_components() -> None:
+    """Command groups of the other components (swarm, forge, ...), each owned by its module."""
+    from orchestrator import forge_cli, swarm_cli
+
+    swarm_cli.register(app, agent_app)
+    forge_cli.register(app)
+
+
 def main() -> None:
-    """Entry point of the ``kswarm`` script; optional command groups register themselves here."""
-    for module in ("orchestrator.swarm_cli", "orchestrator.forge_cli"):
-        try:
-            mod = __import__(module, fromlist=["register"])
-        except ModuleNotFoundError as exc:
-            if exc.name != module:
-                raise
-            continue
-        if module.endswith("swarm_cli"):
-            mod.register(app, agent_app)
-        else:
-            mod.register(app)
+    """Entry point of the ``kswarm`` script."""
+    register_components()
     if os.environ.get("KSWARM_DEBUG"):
         app()
     else:

@@ -55,6 +55,7 @@ class Launcher:
         self.spec_path = spec_path
         self.backend = backend
         self.operator_token = ""
+        self.warnings: list[str] = []  # shown with the banner (e.g. the process backend cannot isolate)
         self.spec = None
         if spec_path is not None:
             from orchestrator.spec import SpecError, load_spec
@@ -76,7 +77,7 @@ class Launcher:
                 except EmbeddedRedisError as exc:
                     raise LaunchError(str(exc)) from exc
                 stack.callback(embedded.release)
-            swarm = self.spec.name if self.spec is not None else "kswarm"
+            swarm = self.spec.swarm if self.spec is not None else "kswarm"
             settings = GatewaySettings(redis_url=redis_url, home=self.home, port=self.port, swarm=swarm)
             self.operator_token = await ensure_operator_token(redis_url, self.home, swarm)
             app = create_app(settings, plugins=default_plugins())
@@ -101,15 +102,18 @@ class Launcher:
         """Run the swarm's reconcile loop in a thread for as long as the gateway serves."""
         from orchestrator.supervisor import Supervisor
 
+        assert self.spec is not None
         stop = threading.Event()
         supervisor = Supervisor(
             spec=self.spec,
-            backend=self.backend,
+            backend=self.backend or self.spec.backend,
             home=self.home,
             gateway_url=settings.url(),
             operator_token=self.operator_token,
             socket_path=settings.socket_path(),
         )
+        if supervisor.warning:
+            self.warnings.append(supervisor.warning)
         thread = threading.Thread(target=supervisor.run, args=(stop,), name="supervisor", daemon=True)
         thread.start()
         try:

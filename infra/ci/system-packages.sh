@@ -5,6 +5,9 @@ need=()
 command -v git >/dev/null 2>&1 || need+=(git)
 # A system Redis 7.x beside the bundled 6.2, so both versions are tested.
 [ -x /usr/bin/redis-server ] || need+=(redis-server)
+# The Docker daemon (started by dockerd-start.sh) and compose, for `docker-compose config`.
+command -v dockerd >/dev/null 2>&1 || need+=(docker.io)
+command -v docker-compose >/dev/null 2>&1 || need+=(docker-compose)
 [ ${#need[@]} -eq 0 ] && exit 0
 if [ "$(id -u)" != 0 ]; then
   echo "missing packages (${need[*]}) and not root: install them with apt-get" >&2; exit 2

@@ -112,3 +112,19 @@ def test_principal_validation(gateway: GatewayProcess) -> None:
         dup = op.post("/api/principals", json={"name": "alice"})
         assert dup.status_code == 409 and "already exists" in dup.json()["detail"]
         assert op.post("/api/principals", json={"name": "x", "kind": "god"}).status_code == 422
+
+
+def test_disabled_principal_is_locked_out_until_enabled(gateway: GatewayProcess) -> None:
+    token = gateway.add_principal("alice")
+    bob = gateway.add_principal("bob")
+    with gateway.client(bob) as c:
+        assert c.post("/api/principals/alice/disable").status_code == 403, "agents cannot quarantine"
+    with gateway.client(gateway.operator_token) as op:
+        assert op.post("/api/principals/alice/disable").json()["disabled"] is True
+        assert op.post("/api/principals/nobody/disable").status_code == 404
+    with gateway.client(token) as alice:
+        assert alice.get("/api/me").status_code == 401
+    with gateway.client(gateway.operator_token) as op:
+        assert op.post("/api/principals/alice/enable").json()["disabled"] is False
+    with gateway.client(token) as alice:
+        assert alice.get("/api/me").status_code == 200

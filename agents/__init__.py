@@ -1,0 +1,1 @@
+"""The agent runtime: heartbeats and inbox now; the model loop arrives with the agent-runtime issue."""

@@ -1,0 +1,129 @@
+"""Memory hygiene: show, snapshot, roll back and reset an agent's memory dir.
+
+Pollution spreads through memory, so memory must be inspectable and restorable. Snapshots live in
+``swarm/snapshots/<name>/<id>/`` owned by the orchestrator (mode 700): the agent cannot edit its past.
+The memory dir is written by the agent, so nothing here follows its symlinks: a ``MEMORY.md`` that
+points at ``/etc/shadow`` is shown as a link, never read through.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import stat
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+from orchestrator.provision import SwarmLayout, chown_tree, identity_banner
+from orchestrator.spec import AgentSpec
+
+
+class MemoryOpError(RuntimeError):
+    """A memory operation that cannot be done (unknown agent or snapshot)."""
+
+
+@dataclass(frozen=True)
+class MemoryView:
+    """What ``kswarm agent memory show`` prints."""
+
+    name: str
+    memory_md: str
+    files: list[tuple[str, int]]  # relative path, size (-1 for a symlink)
+    snapshots: list[str]
+
+
+def read_no_follow(path: Path, limit: int = 1 << 20) -> str:
+    """Read a file the agent controls without following a symlink planted in its place."""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
+    except FileNotFoundError:
+        return ""
+    except OSError as exc:
+        return f"<not read: {exc.strerror}>"
+    try:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            return "<not a regular file>"
+        return os.read(fd, limit).decode(errors="replace")
+    finally:
+        os.close(fd)
+
+
+def list_files(root: Path) -> list[tuple[str, int]]:
+    out = []
+    for dirpath, dirs, files in os.walk(root):  # os.walk does not descend into symlinked dirs
+        for name in sorted(dirs + files):
+            p = Path(dirpath) / name
+            st = p.lstat()
+            if stat.S_ISDIR(st.st_mode) and not stat.S_ISLNK(st.st_mode):
+                continue
+            out.append((str(p.relative_to(root)), -1 if stat.S_ISLNK(st.st_mode) else st.st_size))
+    return sorted(out)
+
+
+def snapshots(layout: SwarmLayout, name: str) -> list[str]:
+    root = layout.snapshots(name)
+    return sorted(p.name for p in root.iterdir() if p.is_dir()) if root.exists() else []
+
+
+def show(layout: SwarmLayout, name: str) -> MemoryView:
+    mem = layout.agent_dir(name, "memory")
+    if not mem.exists():
+        raise MemoryOpError(f"agent {name} has no memory dir (never provisioned?)")
+    return MemoryView(name, read_no_follow(mem / "MEMORY.md"), list_files(mem), snapshots(layout, name))
+
+
+def snapshot(layout: SwarmLayout, name: str, label: str = "") -> str:
+    """Copy the memory dir (links copied as links) to a new snapshot; returns its id."""
+    mem = layout.agent_dir(name, "memory")
+    if not mem.exists():
+        raise MemoryOpError(f"agent {name} has no memory dir")
+    root = layout.snapshots(name)
+    root.mkdir(parents=True, exist_ok=True)
+    root.chmod(0o700)
+    base = time.strftime("%Y%m%dT%H%M%S", time.gmtime()) + (f"-{label}" if label else "")
+    snap_id, n = base, 1
+    while (root / snap_id).exists():
+        n += 1
+        snap_id = f"{base}.{n}"
+    shutil.copytree(mem, root / snap_id, symlinks=True)
+    (root / snap_id).chmod(0o700)
+    return snap_id
+
+
+def _replace_memory(layout: SwarmLayout, name: str, source: Path | None) -> None:
+    mem = layout.agent_dir(name, "memory")
+    owner = mem.stat()
+    shutil.rmtree(mem)
+    if source is None:
+        mem.mkdir()
+    else:
+        shutil.copytree(source, mem, symlinks=True)
+    mem.chmod(0o700)
+    if os.geteuid() == 0:
+        chown_tree(mem, owner.st_uid)
+
+
+def rollback(layout: SwarmLayout, name: str, snap_id: str | None = None) -> str:
+    """Restore a snapshot (default: the latest); the current memory is snapshotted first."""
+    available = snapshots(layout, name)
+    if not available:
+        raise MemoryOpError(f"agent {name} has no snapshots")
+    target = snap_id or available[-1]
+    if target not in available:
+        raise MemoryOpError(f"agent {name} has no snapshot {target!r}; have: {', '.join(available)}")
+    snapshot(layout, name, "before-rollback")
+    _replace_memory(layout, name, layout.snapshots(name) / target)
+    return target
+
+
+def reset(layout: SwarmLayout, agent: AgentSpec, swarm: str) -> str:
+    """Snapshot, then empty the memory dir down to the identity banner; returns the snapshot id."""
+    snap_id = snapshot(layout, agent.name, "before-reset")
+    _replace_memory(layout, agent.name, None)
+    mem_md = layout.agent_dir(agent.name, "memory") / "MEMORY.md"
+    mem_md.write_text(identity_banner(agent, swarm))
+    mem_md.chmod(0o600)
+    if os.geteuid() == 0:
+        chown_tree(mem_md.parent, mem_md.parent.stat().st_uid)
+    return snap_id

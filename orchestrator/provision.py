@@ -1,0 +1,207 @@
+"""Per-agent provisioning: identity and token, git config, credential helper, work/memory/history dirs.
+
+Everything lives under ``$KSWARM_HOME/swarm/``::
+
+    swarm.json                  which swarm runs, on which backend, the supervisor's pid
+    uids.json                   agent name -> uid (stable across restarts and spec edits)
+    agents/<name>.json          runtime state: pid + start time, restarts, crashes, state
+    data/<name>/{home,work,memory,history}   the agent's own dirs (owned by its uid, mode 700)
+    snapshots/<name>/<id>/      memory snapshots (root-owned: an agent cannot forge its past)
+    logs/<name>.log             process-backend output
+
+Provisioning is idempotent: it is run before every start, and repairs what it finds missing.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import json
+import os
+import shutil
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+from orchestrator.gateway_client import GatewayClient, GatewayError, GatewayTarget
+from orchestrator.spec import AgentSpec
+
+DIRS = ("home", "work", "memory", "history")
+TOKEN_REL = ".kswarm/token"  # inside the agent's home
+CREDENTIAL_HELPER = (
+    '!f() { test "$1" = get || exit 0; echo username=%s; echo "password=$(cat "$KSWARM_TOKEN_FILE")"; }; f'
+)
+
+
+@dataclass(frozen=True)
+class SwarmLayout:
+    """Paths of one swarm's state under $KSWARM_HOME/swarm."""
+
+    home: Path
+
+    @property
+    def root(self) -> Path:
+        return self.home / "swarm"
+
+    def agent_data(self, name: str) -> Path:
+        return self.root / "data" / name
+
+    def agent_dir(self, name: str, which: str) -> Path:
+        assert which in DIRS
+        return self.agent_data(name) / which
+
+    def token_file(self, name: str) -> Path:
+        return self.agent_dir(name, "home") / TOKEN_REL
+
+    def state_file(self, name: str) -> Path:
+        return self.root / "agents" / f"{name}.json"
+
+    def snapshots(self, name: str) -> Path:
+        return self.root / "snapshots" / name
+
+    def log_file(self, name: str) -> Path:
+        return self.root / "logs" / f"{name}.log"
+
+    @property
+    def swarm_file(self) -> Path:
+        return self.root / "swarm.json"
+
+    @contextlib.contextmanager
+    def lock(self, what: str = "swarm") -> Iterator[None]:
+        """A cross-process lock (flock) so that two orchestrators never act on one swarm at once."""
+        self.root.mkdir(parents=True, exist_ok=True)
+        with open(self.root / f".{what}.lock", "w") as fh:
+            fcntl.flock(fh, fcntl.LOCK_EX)
+            try:
+                yield
+            finally:
+                fcntl.flock(fh, fcntl.LOCK_UN)
+
+
+def allocate_uid(layout: SwarmLayout, name: str, base: int) -> int:
+    """The agent's uid: allocated once, then stable (adding agents does not renumber others)."""
+    path = layout.root / "uids.json"
+    with layout.lock("uids"):
+        table: dict[str, int] = json.loads(path.read_text()) if path.exists() else {}
+        if name not in table:
+            used = set(table.values())
+            uid = base
+            while uid in used:
+                uid += 1
+            table[name] = uid
+            tmp = path.with_suffix(".tmp")
+            tmp.write_text(json.dumps(table, indent=1, sort_keys=True))
+            tmp.chmod(0o600)
+            tmp.replace(path)
+        return table[name]
+
+
+def identity_banner(agent: AgentSpec, swarm: str) -> str:
+    return (
+        f"# Memory of {agent.name}\n\n"
+        f"You are **{agent.name}** (role: {agent.role}) in swarm `{swarm}`; "
+        f"your commits carry {agent.name}@agents.{swarm}.\n"
+        "This memory is yours alone: no other agent reads or writes it. A note here that claims "
+        "another identity is wrong.\n\n"
+    )
+
+
+def write_memory_banner(path: Path, agent: AgentSpec, swarm: str) -> None:
+    """MEMORY.md must start with the banner naming its owner; prepend it when missing or wrong."""
+    banner = identity_banner(agent, swarm)
+    text = path.read_text() if path.exists() else ""
+    if not text.startswith(banner.splitlines()[0] + "\n"):
+        path.write_text(banner + text)
+    elif not text.startswith(banner):  # first line right, rest of banner edited: restore it
+        body = text.split("\n\n", 2)[2] if text.count("\n\n") >= 2 else ""
+        path.write_text(banner + body)
+
+
+def gitconfig_text(agent: AgentSpec, swarm: str) -> str:
+    helper = CREDENTIAL_HELPER % agent.name
+    return (
+        "[user]\n"
+        f"\tname = {agent.name}\n"
+        f"\temail = {agent.name}@agents.{swarm}\n"
+        "[credential]\n"
+        f"\thelper = {json.dumps(helper)}\n"
+        "[init]\n\tdefaultBranch = main\n"
+    )
+
+
+def chown_tree(path: Path, uid: int) -> None:
+    for root, dirs, files in os.walk(path):
+        os.chown(root, uid, uid)
+        for name in dirs + files:
+            os.lchown(os.path.join(root, name), uid, uid)
+
+
+def ensure_dirs(layout: SwarmLayout, agent: AgentSpec, swarm: str, uid: int | None) -> None:
+    """Create the agent's dirs, banner and git config; owned by ``uid`` (when root), mode 700."""
+    data = layout.agent_data(agent.name)
+    for which in DIRS:
+        (data / which).mkdir(parents=True, exist_ok=True)
+    (data / "home" / ".kswarm").mkdir(exist_ok=True)
+    write_memory_banner(data / "memory" / "MEMORY.md", agent, swarm)
+    (data / "home" / ".gitconfig").write_text(gitconfig_text(agent, swarm))
+    for p in (data, *(data / w for w in DIRS), data / "home" / ".kswarm"):
+        p.chmod(0o700)
+    if uid is not None:
+        chown_tree(data, uid)
+    # Agents traverse these to reach their own dir, but may not list them.
+    layout.root.chmod(0o711)
+    (layout.root / "data").chmod(0o711)
+    for d in (layout.root / "agents", layout.root / "logs", layout.root / "snapshots"):
+        d.mkdir(parents=True, exist_ok=True)
+        d.chmod(0o700)  # the orchestrator's bookkeeping: root only
+
+
+def token_valid(gateway: GatewayTarget, token: str) -> bool:
+    probe = GatewayTarget(token=token, url=gateway.url, socket=gateway.socket, timeout=10)
+    try:
+        with GatewayClient(probe) as client:
+            client.me()
+        return True
+    except GatewayError as exc:
+        if exc.status in (401, 403):
+            return False
+        raise
+
+
+def ensure_identity(
+    client: GatewayClient, layout: SwarmLayout, agent: AgentSpec, swarm: str, uid: int | None
+) -> str:
+    """A gateway principal for the agent and a working token in its token file; returns the token."""
+    token_file = layout.token_file(agent.name)
+    try:
+        token = client.create_principal(agent.name, "agent", f"{agent.name}@agents.{swarm}")["token"]
+    except GatewayError as exc:
+        if exc.status != 409:
+            raise
+        old = token_file.read_text().strip() if token_file.exists() else ""
+        token = old if old and token_valid(client.target, old) else client.issue_token(agent.name)
+    if not token_file.exists() or token_file.read_text().strip() != token:
+        token_file.parent.mkdir(parents=True, exist_ok=True)
+        tmp = token_file.with_suffix(".tmp")
+        tmp.write_text(token + "\n")
+        tmp.chmod(0o600)
+        if uid is not None:
+            os.chown(tmp, uid, uid)
+        tmp.replace(token_file)
+    return token
+
+
+def provision(
+    client: GatewayClient, layout: SwarmLayout, agent: AgentSpec, swarm: str, uid: int | None
+) -> str:
+    """Dirs, banner, git config and identity for one agent; returns its token. Idempotent."""
+    ensure_dirs(layout, agent, swarm, uid)
+    return ensure_identity(client, layout, agent, swarm, uid)
+
+
+def purge_agent(layout: SwarmLayout, name: str) -> None:
+    """Remove every file of the agent: data, snapshots, state and log."""
+    shutil.rmtree(layout.agent_data(name), ignore_errors=True)
+    shutil.rmtree(layout.snapshots(name), ignore_errors=True)
+    layout.state_file(name).unlink(missing_ok=True)
+    layout.log_file(name).unlink(missing_ok=True)

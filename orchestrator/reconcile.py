@@ -1,0 +1,222 @@
+"""The reconcile loop: desired agents (the spec) against actual ones (the backend), with restarts.
+
+One pass (``Reconciler.reconcile_once``):
+
+- an agent the spec no longer names is removed (its files stay);
+- a quarantined agent is kept stopped;
+- an agent that is down is started -- at once when it never ran or was asked to restart, otherwise
+  after an exponential backoff; too many crashes within a window make the state ``crash-loop``
+  (still retried, at the longest delay, and announced in #ops);
+- a running agent whose last heartbeat (or start) is older than ``stall_after_s`` is ``stalled`` and
+  announced in #ops, once; a later heartbeat clears it.
+
+Only the orchestrator writes the records in ``swarm/agents/<name>.json``; the CLI reads them and asks
+for changes through marker files (``swarm/requests/<name>.restart``, ``swarm/quarantine/<name>``).
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+from typing import Literal
+
+from pydantic import BaseModel, Field
+
+from orchestrator.gateway_client import GatewayClient, GatewayError
+from orchestrator.provision import SwarmLayout, allocate_uid, provision
+from orchestrator.runtime.base import AgentRuntime, LaunchSpec
+from orchestrator.spec import AgentSpec, SwarmSpec
+
+log = logging.getLogger("kswarm.reconcile")
+
+AgentState = Literal[
+    "new", "starting", "running", "stalled", "backoff", "crash-loop", "quarantined", "failed"
+]
+
+
+class AgentRecord(BaseModel):
+    """The orchestrator's bookkeeping for one agent (what ``kswarm ps`` shows)."""
+
+    name: str = Field(description="Agent name.")
+    backend: str = Field(description="process or docker.")
+    state: AgentState = Field("new", description="Lifecycle state.")
+    uid: int | None = Field(None, description="The uid the agent runs as.")
+    started_at: float | None = Field(None, description="Unix time of the current run's start.")
+    restarts: int = Field(0, description="Restarts by the orchestrator (crashes and requests).")
+    crashes: list[float] = Field(default_factory=list, description="Recent crash times (within the window).")
+    next_start_at: float | None = Field(None, description="When a backed-off restart is due.")
+    last_exit: int | None = Field(None, description="Exit status of the last run, when known.")
+    last_heartbeat: float | None = Field(None, description="Last heartbeat the gateway saw.")
+    last_error: str = Field("", description="Why the last start failed, if it did.")
+
+
+def control_dir(layout: SwarmLayout, kind: Literal["requests", "quarantine"]) -> Path:
+    return layout.root / kind
+
+
+def load_record(layout: SwarmLayout, name: str, backend: str) -> AgentRecord:
+    path = layout.state_file(name)
+    try:
+        return AgentRecord.model_validate_json(path.read_text())
+    except (OSError, ValueError):
+        return AgentRecord(name=name, backend=backend)
+
+
+def save_record(layout: SwarmLayout, record: AgentRecord) -> None:
+    path = layout.state_file(record.name)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_suffix(".tmp")
+    tmp.write_text(record.model_dump_json(indent=1))
+    tmp.replace(path)
+
+
+def is_quarantined(layout: SwarmLayout, name: str) -> bool:
+    return (control_dir(layout, "quarantine") / name).exists()
+
+
+def backoff_delay(crashes: int, base: float, maximum: float) -> float:
+    """base, 2·base, 4·base, ... capped at maximum (crashes counts the one that just happened)."""
+    return min(maximum, base * 2 ** max(0, crashes - 1))
+
+
+class Reconciler:
+    """One swarm's desired-vs-actual logic; ``reconcile_once`` is safe to call at any pace."""
+
+    def __init__(
+        self,
+        spec: SwarmSpec,
+        runtime: AgentRuntime,
+        layout: SwarmLayout,
+        client: GatewayClient,
+        gateway_socket: Path,
+        uid_base: int,
+        use_uids: bool,
+    ) -> None:
+        self.spec = spec
+        self.runtime = runtime
+        self.layout = layout
+        self.client = client
+        self.gateway_socket = gateway_socket
+        self.uid_base = uid_base
+        self.use_uids = use_uids
+        self.lc = spec.lifecycle
+
+    # -- helpers ----------------------------------------------------------------------------
+    def notice(self, text: str) -> None:
+        """Announce in #ops; a gateway outage must not stop the loop."""
+        try:
+            self.client.post("ops", text)
+        except GatewayError as exc:
+            log.warning("could not post to #ops: %s", exc)
+
+    def _heartbeats(self) -> dict[str, float | None]:
+        try:
+            return {a["name"]: a.get("last_heartbeat") for a in self.client.agents()}
+        except GatewayError as exc:
+            log.warning("no heartbeats from the gateway: %s", exc)
+            return {}
+
+    def _start(self, agent: AgentSpec, rec: AgentRecord, now: float) -> None:
+        uid = allocate_uid(self.layout, agent.name, self.uid_base) if self.use_uids else None
+        rec.uid = uid
+        try:
+            provision(self.client, self.layout, agent, self.spec.swarm, uid)
+            status = self.runtime.start(
+                LaunchSpec(agent=agent, swarm=self.spec.swarm, uid=uid, gateway_socket=self.gateway_socket)
+            )
+        except Exception as exc:  # a failed start is a crash of sorts: back off, show why
+            log.exception("starting %s failed", agent.name)
+            rec.last_error = f"{type(exc).__name__}: {exc}"[:500]
+            self._crashed(rec, now, None)
+            return
+        rec.state = "starting"
+        rec.started_at = status.started_at or now
+        rec.next_start_at = None
+        rec.last_error = ""
+
+    def _crashed(self, rec: AgentRecord, now: float, exit_code: int | None) -> None:
+        rec.crashes = [t for t in rec.crashes if now - t < self.lc.crash_window_s] + [now]
+        rec.last_exit = exit_code
+        delay = backoff_delay(len(rec.crashes), self.lc.backoff_base_s, self.lc.backoff_max_s)
+        rec.next_start_at = now + delay
+        entering = rec.state != "crash-loop"
+        if len(rec.crashes) >= self.lc.crash_loop_after:
+            rec.state = "crash-loop"
+            if entering:
+                self.notice(
+                    f"agent {rec.name} is in a crash loop: {len(rec.crashes)} crashes in "
+                    f"{self.lc.crash_window_s:g}s (last exit {exit_code}); retrying every {delay:g}s"
+                )
+        else:
+            rec.state = "backoff"
+        rec.started_at = None
+
+    # -- the pass ---------------------------------------------------------------------------
+    def reconcile_once(self, now: float | None = None) -> dict[str, AgentRecord]:
+        now = time.time() if now is None else now
+        desired = {a.name: a for a in self.spec.expand()}
+        actual = self.runtime.list()
+        for name in actual:
+            if name not in desired:
+                log.info("removing %s (no longer in the spec)", name)
+                self.runtime.remove(name)
+                self.layout.state_file(name).unlink(missing_ok=True)
+        beats = self._heartbeats()
+        records: dict[str, AgentRecord] = {}
+        starts: list[tuple[AgentSpec, AgentRecord]] = []
+        for name, agent in desired.items():
+            rec = load_record(self.layout, name, self.runtime.backend)
+            status = actual.get(name) or self.runtime.status(name)
+            rec.last_heartbeat = beats.get(name, rec.last_heartbeat)
+            restart_marker = control_dir(self.layout, "requests") / f"{name}.restart"
+            if is_quarantined(self.layout, name):
+                if status.running:
+                    self.runtime.stop(name)
+                rec.state, rec.started_at, rec.next_start_at = "quarantined", None, None
+            elif restart_marker.exists():
+                self.runtime.stop(name)
+                restart_marker.unlink(missing_ok=True)
+                rec.restarts += 1
+                starts.append((agent, rec))
+            elif status.running:
+                self._running(rec, now)
+            elif rec.state in ("starting", "running", "stalled"):  # it was up and is gone: a crash
+                log.warning("agent %s exited (status %s)", name, status.exit_code)
+                self._crashed(rec, now, status.exit_code)
+                if rec.next_start_at is not None and rec.next_start_at <= now:
+                    rec.restarts += 1
+                    starts.append((agent, rec))
+            elif rec.state in ("backoff", "crash-loop"):
+                if rec.next_start_at is None or rec.next_start_at <= now:
+                    rec.restarts += 1
+                    starts.append((agent, rec))
+            else:  # new, quarantined-then-released, failed: start now
+                starts.append((agent, rec))
+            records[name] = rec
+        # Starts run in parallel: a 16-agent swarm comes up in about the time of its slowest start.
+        if starts:
+            with ThreadPoolExecutor(
+                max_workers=min(8, len(starts)), thread_name_prefix="kswarm-start"
+            ) as pool:
+                list(pool.map(lambda item: self._start(item[0], item[1], now), starts))
+        for rec in records.values():
+            save_record(self.layout, rec)
+        return records
+
+    def _running(self, rec: AgentRecord, now: float) -> None:
+        if rec.started_at is None:
+            rec.started_at = now  # adopted from an earlier orchestrator without a record
+        if rec.state in ("new", "starting", "backoff", "crash-loop", "quarantined", "failed"):
+            rec.state = "running"
+        if rec.crashes and now - rec.started_at > self.lc.stable_after_s:
+            rec.crashes = []  # up long enough: past crashes no longer count
+        last_sign = max(rec.last_heartbeat or 0.0, rec.started_at)
+        silent = now - last_sign
+        if silent > self.lc.stall_after_s and rec.state != "stalled":
+            rec.state = "stalled"
+            self.notice(f"agent {rec.name} is stalled: no heartbeat for {silent:.0f}s")
+        elif silent <= self.lc.stall_after_s and rec.state == "stalled":
+            rec.state = "running"
+            self.notice(f"agent {rec.name} is heartbeating again")

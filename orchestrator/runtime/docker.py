@@ -1,0 +1,269 @@
+"""The ``docker`` backend: one container per agent, through the Docker SDK.
+
+Containers are named ``kswarm-<swarm>-<agent>`` (so Docker itself refuses a duplicate) and labelled
+``kswarm.swarm``/``kswarm.agent`` (so a restarted orchestrator finds and adopts them). Each gets
+``network_mode=none``, a read-only root, a tmpfs ``/tmp``, its own non-root uid, no capabilities,
+``no-new-privileges``, memory/CPU/pids limits, the gateway's socket *directory* and four named
+volumes (home, work, memory, history). It never gets the Docker socket.
+
+The volumes are local named volumes bound to the agent's dirs under ``$KSWARM_HOME/swarm/data``, so
+provisioning, memory snapshots and rollbacks work on the same files for both backends.
+
+Host-shared mode runs the host's Python and the kswarm source from an empty image through read-only
+bind mounts of ``/usr /lib /lib64 /bin /etc``, the Python prefix and the project dir.
+"""
+
+from __future__ import annotations
+
+import io
+import sys
+import tarfile
+import threading
+import time
+from collections.abc import Iterator
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+
+import docker
+from docker.errors import APIError, NotFound
+from docker.types import Mount
+
+from orchestrator.provision import DIRS, SwarmLayout, purge_agent
+from orchestrator.runtime.base import (
+    LABEL_AGENT,
+    LABEL_SWARM,
+    AgentPaths,
+    ExecResult,
+    LaunchSpec,
+    RuntimeStatus,
+    agent_command,
+    agent_environment,
+    project_root,
+    python_paths,
+)
+from orchestrator.spec import DockerOptions
+
+VIEW = Path("/kswarm")  # where an agent's dirs appear inside its container
+HOST_SHARED = ("/usr", "/lib", "/lib64", "/bin", "/sbin", "/etc")
+EMPTY_IMAGE = "kswarm/empty"
+
+
+def _parse_time(value: str) -> float | None:
+    if not value or value.startswith("0001-"):
+        return None
+    # Docker gives nanoseconds; Python parses at most microseconds.
+    head, _, rest = value.partition(".")
+    frac = "".join(ch for ch in rest if ch.isdigit())[:6]
+    return datetime.fromisoformat(f"{head}.{frac or '0'}+00:00").timestamp()
+
+
+def ensure_empty_image(client: docker.DockerClient, name: str = EMPTY_IMAGE) -> None:
+    """The empty base image of the host-shared mode (nothing can be pulled here): an empty tar."""
+    try:
+        client.images.get(name)
+    except NotFound:
+        buf = io.BytesIO()
+        tarfile.open(fileobj=buf, mode="w").close()
+        repo, _, tag = name.partition(":")
+        client.api.import_image_from_data(buf.getvalue(), repository=repo, tag=tag or "latest")
+
+
+class DockerRuntime:
+    """``AgentRuntime`` for Docker containers."""
+
+    backend = "docker"
+
+    def __init__(
+        self,
+        layout: SwarmLayout,
+        swarm: str,
+        options: DockerOptions | None = None,
+        client: docker.DockerClient | None = None,
+    ) -> None:
+        self.layout = layout
+        self.swarm = swarm
+        self.options = options or DockerOptions()
+        self.client = client or docker.from_env()
+        self.warning: str | None = None
+        self._image_lock = threading.Lock()
+
+    # -- names ------------------------------------------------------------------------------
+    def container_name(self, name: str) -> str:
+        return f"kswarm-{self.swarm}-{name}"
+
+    def volume_name(self, name: str, which: str) -> str:
+        return f"kswarm-{self.swarm}-{name}-{which}"
+
+    def _labels(self, name: str) -> dict[str, str]:
+        return {LABEL_SWARM: self.swarm, LABEL_AGENT: name}
+
+    def _container(self, name: str) -> Any | None:
+        try:
+            return self.client.containers.get(self.container_name(name))
+        except NotFound:
+            return None
+
+    # -- volumes and mounts -----------------------------------------------------------------
+    def _ensure_volume(self, name: str, which: str) -> str:
+        vol = self.volume_name(name, which)
+        host_dir = self.layout.agent_dir(name, which)
+        try:
+            existing = self.client.volumes.get(vol)
+            if existing.attrs.get("Options", {}).get("device") == str(host_dir):
+                return vol
+            existing.remove(force=True)  # bound to a stale path (the home moved): rebind
+        except NotFound:
+            pass
+        self.client.volumes.create(
+            vol,
+            driver="local",
+            driver_opts={"type": "none", "o": "bind", "device": str(host_dir)},
+            labels={**self._labels(name), "kswarm.volume": which},
+        )
+        return vol
+
+    def _mounts(self, launch: LaunchSpec) -> list[Mount]:
+        name = launch.agent.name
+        # no_copy: Docker would otherwise "copy up" into an empty volume and chown it to root.
+        mounts = [
+            Mount(str(VIEW / w), self._ensure_volume(name, w), type="volume", no_copy=True) for w in DIRS
+        ]
+        assert launch.gateway_socket is not None
+        # The socket's directory, not the socket file: a file bind goes stale when the gateway recreates it.
+        mounts.append(
+            Mount(str(VIEW / "run"), str(launch.gateway_socket.parent), type="bind", read_only=True)
+        )
+        if self.options.host_shared:
+            shared = [Path(p) for p in HOST_SHARED if Path(p).exists()]
+            shared += [
+                p for p in [*python_paths(), project_root()] if not any(p.is_relative_to(s) for s in shared)
+            ]
+            for src in shared:
+                mounts.append(Mount(str(src), str(src), type="bind", read_only=True))
+        return mounts
+
+    # -- protocol ---------------------------------------------------------------------------
+    def start(self, launch: LaunchSpec) -> RuntimeStatus:
+        name = launch.agent.name
+        existing = self._container(name)
+        if existing is not None:
+            existing.reload()
+            if existing.status in ("running", "restarting"):
+                return self._status_of(name, existing)
+            existing.remove(force=True)  # an exited one: replaced, its volumes stay
+        if self.options.image == EMPTY_IMAGE:
+            with self._image_lock:  # starts run in parallel; import the image once
+                ensure_empty_image(self.client)
+        assert launch.gateway_socket is not None
+        view = AgentPaths(
+            home=VIEW / "home",
+            work=VIEW / "work",
+            memory=VIEW / "memory",
+            history=VIEW / "history",
+            socket=VIEW / "run" / launch.gateway_socket.name,
+        )
+        res = launch.agent.resources
+        uid = launch.uid if launch.uid is not None else self.options.uid_base
+        python = None if self.options.host_shared else "python"
+        command = agent_command(launch, python)
+        if self.options.host_shared and command[0] in ("python", "python3"):
+            command[0] = sys.executable  # under a mounted prefix: same path inside
+        container = self.client.containers.run(
+            self.options.image,
+            command,
+            name=self.container_name(name),
+            labels=self._labels(name),
+            detach=True,
+            environment=agent_environment(launch, view),
+            user=f"{uid}:{uid}",
+            working_dir=str(view.work),
+            mounts=self._mounts(launch),
+            network_mode="none",
+            read_only=True,
+            tmpfs={"/tmp": "rw,nosuid,nodev,size=256m,mode=1777"},
+            cap_drop=["ALL"],
+            security_opt=["no-new-privileges"],
+            mem_limit=res.memory_bytes(),
+            nano_cpus=int(res.cpus * 1e9),
+            pids_limit=res.pids,
+            ulimits=[docker.types.Ulimit(name="nofile", soft=res.disk_files, hard=res.disk_files)]
+            + (
+                [docker.types.Ulimit(name="cpu", soft=res.cpu_time_s, hard=res.cpu_time_s)]
+                if res.cpu_time_s
+                else []
+            ),
+            restart_policy={"Name": "no"},  # the reconcile loop restarts, with backoff and a visible state
+        )
+        container.reload()
+        return self._status_of(name, container)
+
+    def _status_of(self, name: str, container: Any) -> RuntimeStatus:
+        state = container.attrs.get("State", {})
+        running = state.get("Running", False)
+        return RuntimeStatus(
+            name,
+            bool(running),
+            container.id[:12],
+            _parse_time(state.get("StartedAt", "")),
+            None if running else state.get("ExitCode"),
+            container.status,
+        )
+
+    def status(self, name: str) -> RuntimeStatus:
+        container = self._container(name)
+        if container is None:
+            return RuntimeStatus(name, False)
+        return self._status_of(name, container)
+
+    def list(self) -> dict[str, RuntimeStatus]:
+        found = self.client.containers.list(all=True, filters={"label": f"{LABEL_SWARM}={self.swarm}"})
+        return {c.labels[LABEL_AGENT]: self._status_of(c.labels[LABEL_AGENT], c) for c in found}
+
+    def stop(self, name: str, timeout: float = 10.0) -> None:
+        container = self._container(name)
+        if container is not None:
+            try:
+                container.stop(timeout=int(timeout))
+            except APIError:
+                pass
+
+    def logs(self, name: str, follow: bool = False, tail: int | None = None) -> Iterator[str]:
+        container = self._container(name)
+        if container is None:
+            return
+        stream = container.logs(stream=True, follow=follow, tail=tail if tail else "all")
+        pending = b""
+        for chunk in stream:
+            pending += chunk
+            *lines, pending = pending.split(b"\n")
+            for line in lines:
+                yield line.decode(errors="replace") + "\n"
+        if pending:
+            yield pending.decode(errors="replace")
+
+    def exec(self, name: str, argv: list[str], timeout: float = 60.0) -> ExecResult:
+        container = self._container(name)
+        if container is None:
+            raise RuntimeError(f"agent {name} has no container")
+        code, output = container.exec_run(argv, demux=False)
+        return ExecResult(code, (output or b"").decode(errors="replace"))
+
+    def remove(self, name: str, purge: bool = False) -> None:
+        container = self._container(name)
+        if container is not None:
+            container.remove(force=True)
+            deadline = time.monotonic() + 10
+            while self._container(name) is not None and time.monotonic() < deadline:
+                time.sleep(0.05)
+        if purge:
+            for which in DIRS:
+                try:
+                    self.client.volumes.get(self.volume_name(name, which)).remove(force=True)
+                except NotFound:
+                    pass
+            purge_agent(self.layout, name)
+
+    def volumes(self) -> list[str]:
+        found = self.client.volumes.list(filters={"label": f"{LABEL_SWARM}={self.swarm}"})
+        return sorted(v.name for v in found)

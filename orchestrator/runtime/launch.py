@@ -1,0 +1,143 @@
+"""``python -m orchestrator.runtime.launch CONFIG_JSON``: set up one agent's isolation, then exec it.
+
+Runs as the orchestrator's user in the freshly spawned (single-threaded) child, so none of this happens
+in a ``preexec_fn`` of a threaded parent. Steps, in order:
+
+1. rlimits (address space, CPU seconds, open files, no core dumps; processes when it has its own uid);
+2. with a uid: a private mount namespace in which
+   - ``/tmp``, ``/var/tmp`` and ``/dev/shm`` are fresh tmpfs (no side channel between agents), and
+   - every ancestor of a path the agent needs that its uid cannot traverse (``/root`` holding a pyenv
+     Python, a 0700 ``$KSWARM_HOME``) is covered by a tmpfs on which only the needed children are
+     bound back -- so the agent reaches its interpreter and socket, and nothing else there;
+   then drop to the uid (no supplementary groups);
+3. ``chdir`` to the work dir, ``umask 077``, ``execve`` the agent with exactly the given environment.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import json
+import os
+import resource
+import stat
+import sys
+from pathlib import Path
+
+CLONE_NEWNS = 0x00020000
+MS_RDONLY, MS_NOSUID, MS_NODEV, MS_BIND, MS_REC, MS_PRIVATE = 1, 2, 4, 4096, 16384, 1 << 18
+PRIVATE_TMP = ("/tmp", "/var/tmp", "/dev/shm")
+
+
+def _libc() -> ctypes.CDLL:
+    return ctypes.CDLL(None, use_errno=True)
+
+
+def _check(rc: int, what: str) -> None:
+    if rc != 0:
+        err = ctypes.get_errno()
+        raise OSError(err, f"{what}: {os.strerror(err)}")
+
+
+def mount(
+    libc: ctypes.CDLL, source: str, target: str, fstype: str | None, flags: int, data: str = ""
+) -> None:
+    rc = libc.mount(
+        source.encode(), target.encode(), fstype.encode() if fstype else None, flags, data.encode()
+    )
+    _check(rc, f"mount {source} on {target}")
+
+
+def traversable(path: Path, uid: int) -> bool:
+    st = path.stat()
+    if st.st_uid == uid:
+        return bool(st.st_mode & stat.S_IXUSR)
+    if st.st_gid == uid:
+        return bool(st.st_mode & stat.S_IXGRP)
+    return bool(st.st_mode & stat.S_IXOTH)
+
+
+def plan_hides(needed: list[Path], uid: int) -> dict[Path, set[str]]:
+    """Dirs to cover with a tmpfs -> the child names to bind back into them."""
+    hides: dict[Path, set[str]] = {Path(p): set() for p in PRIVATE_TMP if Path(p).is_dir()}
+    for path in needed:
+        for depth in range(1, len(path.parts)):
+            ancestor = Path(*path.parts[:depth])
+            if ancestor in hides or not traversable(ancestor, uid):
+                hides.setdefault(ancestor, set()).add(path.parts[depth])
+    return hides
+
+
+def hide(libc: ctypes.CDLL, directory: Path, keep: set[str]) -> None:
+    """Cover ``directory`` with an empty tmpfs, binding ``keep`` (its children) back in."""
+    fds = {name: os.open(directory / name, os.O_PATH) for name in sorted(keep) if (directory / name).exists()}
+    try:
+        mode = "1777" if str(directory) in PRIVATE_TMP else "0755"
+        mount(libc, "tmpfs", str(directory), "tmpfs", MS_NOSUID | MS_NODEV, f"mode={mode},size=256m")
+        for name, fd in fds.items():
+            target = directory / name
+            if stat.S_ISDIR(os.fstat(fd).st_mode):
+                target.mkdir()
+            else:
+                target.touch()
+            mount(libc, f"/proc/self/fd/{fd}", str(target), None, MS_BIND | MS_REC)
+    finally:
+        for fd in fds.values():
+            os.close(fd)
+
+
+def isolate(needed: list[Path], uid: int) -> None:
+    libc = _libc()
+    _check(libc.unshare(CLONE_NEWNS), "unshare(CLONE_NEWNS)")
+    mount(libc, "none", "/", None, MS_REC | MS_PRIVATE)  # our mounts must not leak to the host
+    hides = plan_hides([p.resolve() for p in needed], uid)
+    for directory in sorted(hides, key=lambda p: len(p.parts)):  # shallow first: deeper ones are inside
+        hide(libc, directory, hides[directory])
+
+
+def join_mounts(pid: int) -> None:
+    """``exec`` into a running agent: enter its mount namespace (its private /tmp, its view)."""
+    fd = os.open(f"/proc/{pid}/ns/mnt", os.O_RDONLY)
+    try:
+        _check(_libc().setns(fd, CLONE_NEWNS), f"setns into the mounts of pid {pid}")
+    finally:
+        os.close(fd)
+
+
+def set_limits(limits: dict[str, int | None], own_uid: bool) -> None:
+    table = {
+        "memory": resource.RLIMIT_AS,
+        "cpu_time_s": resource.RLIMIT_CPU,
+        "files": resource.RLIMIT_NOFILE,
+    }
+    if own_uid:  # RLIMIT_NPROC counts every process of the uid: only meaningful with a uid of its own
+        table["pids"] = resource.RLIMIT_NPROC
+    resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
+    for key, which in table.items():
+        value = limits.get(key)
+        if value is not None:
+            resource.setrlimit(which, (value, value))
+
+
+def main(argv: list[str]) -> None:
+    config = json.loads(argv[1])
+    uid: int | None = config.get("uid")
+    set_limits(config["limits"], own_uid=uid is not None)
+    if uid is not None:
+        if config.get("join_pid"):
+            join_mounts(int(config["join_pid"]))
+        else:
+            isolate([Path(p) for p in config["needed"]], uid)
+        os.setgroups([])
+        os.setgid(uid)
+        os.setuid(uid)
+    os.chdir(config["cwd"])
+    os.umask(0o077)
+    os.execve(config["argv"][0], config["argv"], config["env"])
+
+
+if __name__ == "__main__":
+    try:
+        main(sys.argv)
+    except OSError as exc:
+        print(f"kswarm launch: {exc}", file=sys.stderr, flush=True)
+        sys.exit(121)  # a distinct status: the launch failed, the agent never ran

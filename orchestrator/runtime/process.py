@@ -1,0 +1,275 @@
+"""The ``process`` backend: one OS process per agent, isolated by its own uid when we are root.
+
+Each agent is started through ``orchestrator.runtime.launch`` (rlimits, private mount namespace, uid
+drop, exec) in a new session. Its pid and kernel start time go to ``swarm/agents/<name>.proc.json`` so
+that a restarted orchestrator adopts it: a pid counts as the agent only while ``/proc/<pid>`` has the
+same start time and the agent's ``KSWARM_AGENT`` in its environment (pids get recycled).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+from orchestrator.provision import SwarmLayout, purge_agent
+from orchestrator.runtime.base import (
+    SAFE_PATH,
+    ExecResult,
+    LaunchSpec,
+    RuntimeStatus,
+    agent_command,
+    agent_environment,
+    host_paths,
+    project_root,
+    python_paths,
+)
+
+CLK_TCK = os.sysconf("SC_CLK_TCK")
+
+
+def proc_start_ticks(pid: int) -> int | None:
+    """Field 22 of /proc/<pid>/stat (start time in clock ticks since boot); None if gone or a zombie."""
+    try:
+        raw = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return None
+    fields = raw[raw.rindex(")") + 2 :].split()  # the comm field may contain spaces and parentheses
+    if fields[0] in ("Z", "X"):
+        return None
+    return int(fields[19])
+
+
+def proc_env(pid: int) -> dict[str, str]:
+    try:
+        raw = Path(f"/proc/{pid}/environ").read_bytes()
+    except OSError:
+        return {}
+    return dict(item.split("=", 1) for item in raw.decode(errors="replace").split("\0") if "=" in item)
+
+
+def pids_of_uid(uid: int) -> list[int]:
+    found = []
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                if entry.stat().st_uid == uid:
+                    found.append(int(entry.name))
+            except OSError:
+                continue
+    return found
+
+
+def can_isolate_by_uid() -> bool:
+    return os.geteuid() == 0
+
+
+class ProcessRuntime:
+    """``AgentRuntime`` for local processes."""
+
+    backend = "process"
+
+    def __init__(self, layout: SwarmLayout, swarm: str, isolation: str = "auto") -> None:
+        self.layout = layout
+        self.swarm = swarm
+        self.isolate = isolation == "uid" or (isolation == "auto" and can_isolate_by_uid())
+        if isolation == "uid" and not can_isolate_by_uid():
+            raise RuntimeError("process isolation 'uid' needs root")
+        self.children: dict[str, subprocess.Popen[bytes]] = {}  # only ours: we reap them
+
+    @property
+    def warning(self) -> str | None:
+        if self.isolate:
+            return None
+        return (
+            "the process backend does not isolate agents' files here (not root): agents run as your user "
+            "and can read each other's dirs; use --backend docker for isolation"
+        )
+
+    # -- records ----------------------------------------------------------------------------
+    def _record_path(self, name: str) -> Path:
+        return self.layout.root / "agents" / f"{name}.proc.json"
+
+    def _record(self, name: str) -> dict | None:
+        try:
+            return json.loads(self._record_path(name).read_text())
+        except (OSError, ValueError):
+            return None
+
+    def _alive_pid(self, name: str) -> int | None:
+        """The agent's pid if the recorded process is still that agent."""
+        rec = self._record(name)
+        if not rec:
+            return None
+        pid = rec["pid"]
+        child = self.children.get(name)
+        if child is not None and child.poll() is not None:
+            return None
+        if proc_start_ticks(pid) != rec["start_ticks"]:
+            return None
+        if proc_env(pid).get("KSWARM_AGENT") != name:
+            return None
+        return pid
+
+    # -- protocol ---------------------------------------------------------------------------
+    def _launch_config(self, launch: LaunchSpec, argv: list[str]) -> dict:
+        name = launch.agent.name
+        assert launch.gateway_socket is not None, "the process backend reaches the gateway by its socket"
+        paths = host_paths(self.layout, name, launch.gateway_socket)
+        env = agent_environment(launch, paths)
+        exe = argv[0]
+        if exe in ("python", "python3"):
+            exe = sys.executable
+        elif "/" not in exe:
+            exe = shutil.which(exe, path=SAFE_PATH) or exe
+        res = launch.agent.resources
+        uid = launch.uid if self.isolate else None
+        return {
+            "uid": uid,
+            "argv": [exe, *argv[1:]],
+            "env": env,
+            "cwd": str(paths.work),
+            "limits": {
+                "memory": res.memory_bytes(),
+                "cpu_time_s": res.cpu_time_s,
+                "files": res.disk_files,
+                "pids": res.pids,
+            },
+            "needed": [
+                str(self.layout.agent_data(name)),
+                str(launch.gateway_socket.parent),
+                str(project_root()),
+                *map(str, python_paths()),
+            ],
+        }
+
+    def start(self, launch: LaunchSpec) -> RuntimeStatus:
+        name = launch.agent.name
+        if self._alive_pid(name) is not None:
+            return self.status(name)
+        config = self._launch_config(launch, agent_command(launch))
+        log_path = self.layout.log_file(name)
+        log_path.parent.mkdir(parents=True, exist_ok=True)
+        with open(log_path, "ab") as log:
+            proc = subprocess.Popen(
+                [sys.executable, "-m", "orchestrator.runtime.launch", json.dumps(config)],
+                stdin=subprocess.DEVNULL,
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                start_new_session=True,  # survives us; a terminal's Ctrl-C does not reach it
+                cwd="/",
+                # KSWARM_AGENT from the first instant: adoption checks it in /proc/<pid>/environ.
+                env={"PATH": SAFE_PATH, "PYTHONPATH": str(project_root()), "KSWARM_AGENT": name},
+            )
+        self.children[name] = proc
+        ticks = proc_start_ticks(proc.pid)
+        record = {"pid": proc.pid, "start_ticks": ticks, "started_at": time.time(), "uid": config["uid"]}
+        tmp = self._record_path(name).with_suffix(".tmp")
+        tmp.write_text(json.dumps(record))
+        tmp.replace(self._record_path(name))
+        return RuntimeStatus(name, True, str(proc.pid), record["started_at"])
+
+    def status(self, name: str) -> RuntimeStatus:
+        rec = self._record(name)
+        pid = self._alive_pid(name)
+        if pid is not None and rec is not None:
+            return RuntimeStatus(name, True, str(pid), rec["started_at"])
+        child = self.children.get(name)
+        code = child.poll() if child is not None else None
+        return RuntimeStatus(name, False, str(rec["pid"]) if rec else "", None, code)
+
+    def list(self) -> dict[str, RuntimeStatus]:
+        names = [p.name.removesuffix(".proc.json") for p in (self.layout.root / "agents").glob("*.proc.json")]
+        return {n: self.status(n) for n in sorted(names)}
+
+    def _signal(self, pid: int, sig: int) -> None:
+        try:
+            os.killpg(pid, sig)  # the whole session: start_new_session made the pid the group id
+        except ProcessLookupError:
+            pass
+        except PermissionError:
+            os.kill(pid, sig)
+
+    def stop(self, name: str, timeout: float = 10.0) -> None:
+        pid = self._alive_pid(name)
+        rec = self._record(name)
+        if pid is not None:
+            self._signal(pid, signal.SIGTERM)
+            deadline = time.monotonic() + timeout
+            while time.monotonic() < deadline and self._alive_pid(name) is not None:
+                self._reap(name)
+                time.sleep(0.05)
+            if self._alive_pid(name) is not None:
+                self._signal(pid, signal.SIGKILL)
+        # A uid of its own means every process of that uid is the agent's, whatever group it fled to.
+        uid = rec.get("uid") if rec else None
+        if uid is not None:
+            for other in pids_of_uid(uid):
+                try:
+                    os.kill(other, signal.SIGKILL)
+                except ProcessLookupError:
+                    pass
+        self._reap(name, wait=2.0)
+
+    def _reap(self, name: str, wait: float = 0.0) -> None:
+        child = self.children.get(name)
+        if child is not None:
+            try:
+                child.wait(wait) if wait else child.poll()
+            except subprocess.TimeoutExpired:
+                pass
+
+    def logs(self, name: str, follow: bool = False, tail: int | None = None) -> Iterator[str]:
+        path = self.layout.log_file(name)
+        if not path.exists():
+            return
+        with open(path, errors="replace") as fh:
+            lines = fh.readlines()
+            yield from (lines[-tail:] if tail else lines)
+            while follow:
+                line = fh.readline()
+                if line:
+                    yield line
+                    continue
+                if self._alive_pid(name) is None:
+                    return
+                time.sleep(0.2)
+
+    def exec(self, name: str, argv: list[str], timeout: float = 60.0) -> ExecResult:
+        rec = self._record(name)
+        if rec is None or self._alive_pid(name) is None:
+            raise RuntimeError(f"agent {name} is not running")
+        pid = rec["pid"]
+        env = proc_env(pid)
+        launch_like = {
+            "uid": rec["uid"],
+            "join_pid": pid,
+            "argv": [shutil.which(argv[0], path=SAFE_PATH) or argv[0], *argv[1:]],
+            "env": env,
+            "cwd": env.get("KSWARM_WORK", "/"),
+            "limits": {},
+            "needed": [str(self.layout.agent_data(name)), *map(str, python_paths()), str(project_root())],
+        }
+        if env.get("KSWARM_GATEWAY_SOCKET"):
+            launch_like["needed"].append(str(Path(env["KSWARM_GATEWAY_SOCKET"]).parent))
+        done = subprocess.run(
+            [sys.executable, "-m", "orchestrator.runtime.launch", json.dumps(launch_like)],
+            capture_output=True,
+            timeout=timeout,
+            env={"PATH": SAFE_PATH, "PYTHONPATH": str(project_root())},
+            cwd="/",
+        )
+        return ExecResult(done.returncode, (done.stdout + done.stderr).decode(errors="replace"))
+
+    def remove(self, name: str, purge: bool = False) -> None:
+        self.stop(name)
+        self._record_path(name).unlink(missing_ok=True)
+        self.children.pop(name, None)
+        if purge:
+            purge_agent(self.layout, name)

@@ -1,0 +1,84 @@
+"""``python -m agents``: heartbeats over the unix socket, records inbox items, exits 0 on SIGTERM."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+from agents.heartbeat import AgentEnv
+from kstest.gateway import GatewayProcess
+
+
+def agent_env(gateway: GatewayProcess, tmp: Path, token: str) -> dict[str, str]:
+    token_file = tmp / "token"
+    token_file.write_text(token + "\n")
+    (tmp / "history").mkdir()
+    return {
+        "PATH": "/usr/bin:/bin",
+        "KSWARM_AGENT": "bot",
+        "KSWARM_GATEWAY_SOCKET": str(gateway.socket_path),
+        "KSWARM_TOKEN_FILE": str(token_file),
+        "KSWARM_HEARTBEAT_S": "0.5",
+        "KSWARM_HISTORY": str(tmp / "history"),
+    }
+
+
+def beat_of(gateway: GatewayProcess, name: str) -> float | None:
+    with gateway.client(gateway.operator_token) as client:
+        agents = {a["name"]: a for a in client.get("/api/agents").json()}
+    return agents.get(name, {}).get("last_heartbeat")
+
+
+def test_agent_heartbeats_receives_dms_and_stops_cleanly(gateway: GatewayProcess, short_tmp: Path) -> None:
+    token = gateway.add_principal("bot")
+    env = agent_env(gateway, short_tmp, token)
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "agents"], env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT
+    )
+    try:
+        deadline = time.monotonic() + 20
+        while not beat_of(gateway, "bot") and time.monotonic() < deadline:
+            time.sleep(0.1)
+        assert beat_of(gateway, "bot")
+        with gateway.client(gateway.operator_token) as client:
+            client.post("/api/dms/bot/messages", json={"text": "hello bot"}).raise_for_status()
+        inbox = short_tmp / "history" / "inbox.jsonl"
+        while not inbox.exists() and time.monotonic() < deadline:
+            time.sleep(0.1)
+        item = json.loads(inbox.read_text().splitlines()[0])
+        assert item["text"] == "hello bot" and item["sender"] == "operator"
+    finally:
+        os.kill(proc.pid, signal.SIGTERM)
+        out, _ = proc.communicate(timeout=10)
+    assert proc.returncode == 0, out.decode()
+    assert b"agent bot up" in out
+
+
+def test_agent_survives_a_revoked_token_without_crashing(gateway: GatewayProcess, short_tmp: Path) -> None:
+    env = agent_env(gateway, short_tmp, "ksw_not_a_valid_token")
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "agents"], env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT
+    )
+    time.sleep(2)
+    assert proc.poll() is None  # it waits for the orchestrator (quarantine) instead of crash-looping
+    os.kill(proc.pid, signal.SIGTERM)
+    out, _ = proc.communicate(timeout=10)
+    assert b"gateway answered 401" in out
+
+
+def test_agent_env_reads_only_what_it_is_given(tmp_path: Path) -> None:
+    (tmp_path / "t").write_text("ksw_x\n")
+    env = AgentEnv.from_environ(
+        {"KSWARM_AGENT": "a", "KSWARM_TOKEN_FILE": str(tmp_path / "t"), "KSWARM_GATEWAY_URL": "http://h:1"}
+    )
+    assert (
+        env.name == "a"
+        and env.target.token == "ksw_x"
+        and env.target.url == "http://h:1"
+        and env.target.socket is None
+    )

@@ -1,0 +1,107 @@
+"""Process backend only: rlimits, a private /tmp, a uid per agent, no way to the operator's Redis."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+from orch_kit import wait_for
+
+from orchestrator.runtime.launch import plan_hides
+
+pytestmark = pytest.mark.skipif(os.geteuid() != 0, reason="uid isolation needs root")
+
+LIMITED = (
+    "  - pattern: a-{i}\n    count: 2\n"
+    "    resources: {memory: 1g, pids: 64, cpu_time_s: 3600, disk_files: 512}\n"
+)
+
+
+@pytest.fixture
+def backend() -> str:
+    return "process"
+
+
+def limits_of(pid: int) -> dict[str, str]:
+    out = {}
+    for line in Path(f"/proc/{pid}/limits").read_text().splitlines()[1:]:
+        name = line[:26].strip()
+        out[name] = line[26:47].strip()
+    return out
+
+
+def test_agent_runs_with_its_own_uid_and_rlimits(swarm_factory) -> None:
+    swarm = swarm_factory(LIMITED)
+    swarm.wait_heartbeating(["a-1", "a-2"])
+    pids = {n: int(swarm.supervisor.runtime.status(n).ref) for n in ("a-1", "a-2")}
+    uids = {n: Path(f"/proc/{p}").stat().st_uid for n, p in pids.items()}
+    assert uids["a-1"] != uids["a-2"] and min(uids.values()) >= 20000
+    limits = limits_of(pids["a-1"])
+    assert limits["Max address space"] == str(1024**3)
+    assert limits["Max processes"] == "64"
+    assert limits["Max cpu time"] == "3600"
+    assert limits["Max open files"] == "512"
+    assert limits["Max core file size"] == "0"
+    data = swarm.layout.agent_data("a-1")
+    assert data.stat().st_uid == uids["a-1"] and (data.stat().st_mode & 0o777) == 0o700
+
+
+def test_tmp_is_private_to_each_agent(swarm_factory) -> None:
+    swarm = swarm_factory()
+    swarm.wait_heartbeating(["a-1", "a-2"])
+    runtime = swarm.supervisor.runtime
+    assert (
+        runtime.exec("a-1", ["sh", "-c", "echo secret > /tmp/drop && cat /tmp/drop"]).output.strip()
+        == "secret"
+    )
+    assert not Path("/tmp/drop").exists()
+    assert runtime.exec("a-2", ["sh", "-c", "cat /tmp/drop"]).returncode != 0
+    # The drop is still there for a-1 (its exec joins the agent's own mount namespace).
+    assert runtime.exec("a-1", ["cat", "/tmp/drop"]).output.strip() == "secret"
+
+
+def test_agent_cannot_reach_redis_or_the_orchestrator_state(swarm_factory, redis_url: str) -> None:
+    swarm = swarm_factory("  - name: a-1\n")
+    swarm.wait_heartbeating(["a-1"])
+    runtime = swarm.supervisor.runtime
+    sock = redis_url.removeprefix("unix://").split("?")[0]
+    code = f"import socket; s = socket.socket(socket.AF_UNIX); s.connect({sock!r}); print('CONNECTED')"
+    import sys
+
+    result = runtime.exec("a-1", [sys.executable, "-c", code])
+    assert "CONNECTED" not in result.output
+    root = swarm.layout.root
+    for attack in [f"ls {root}", f"ls {root}/data", f"ls {root}/agents", f"cat {root}/uids.json"]:
+        result = runtime.exec("a-1", ["sh", "-c", attack])
+        assert result.returncode != 0, f"{attack}: {result.output}"
+
+
+def test_a_stray_child_of_the_agent_dies_with_it(swarm_factory) -> None:
+    swarm = swarm_factory("  - name: a-1\n")
+    swarm.wait_heartbeating(["a-1"])
+    runtime = swarm.supervisor.runtime
+    # A double-forked, setsid'd child escapes the process group; the uid still catches it.
+    runtime.exec("a-1", ["sh", "-c", "setsid sleep 300 >/dev/null 2>&1 < /dev/null &"])
+    uid = swarm.record("a-1").uid
+    wait_for(lambda: len(_pids_of(uid)) >= 2, 10, "the stray child")
+    swarm.stop_thread()
+    runtime.stop("a-1")
+    wait_for(lambda: _pids_of(uid) == [], 10, "no process of the agent's uid")
+
+
+def _pids_of(uid: int | None) -> list[int]:
+    from orchestrator.runtime.process import pids_of_uid
+
+    assert uid is not None
+    return pids_of_uid(uid)
+
+
+def test_plan_hides_covers_untraversable_ancestors(tmp_path: Path) -> None:
+    locked = tmp_path / "locked"
+    (locked / "keep" / "deep").mkdir(parents=True)
+    (locked / "other").mkdir()
+    locked.chmod(0o700)
+    hides = plan_hides([locked / "keep" / "deep"], uid=23456)
+    assert hides[locked] == {"keep"}
+    assert Path("/tmp") in hides  # always private

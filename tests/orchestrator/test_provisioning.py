@@ -1,0 +1,92 @@
+"""Per-agent provisioning: identity, token, git config and credential helper, dirs, memory banner."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+from pathlib import Path
+
+import httpx
+import pytest
+
+from kstest.gateway import GatewayProcess
+from orchestrator.gateway_client import GatewayClient, GatewayTarget
+from orchestrator.provision import SwarmLayout, allocate_uid, provision
+from orchestrator.spec import parse_spec
+
+
+@pytest.fixture
+def setup(gateway: GatewayProcess, short_tmp: Path):
+    spec = parse_spec("swarm: forge\nagents:\n  - name: dev-1\n    role: developer\n  - name: rev\n")
+    layout = SwarmLayout(short_tmp / "h")
+    client = GatewayClient(GatewayTarget(token=gateway.operator_token, url=gateway.url))
+    yield spec, layout, client, gateway
+    client.close()
+
+
+def me(gateway: GatewayProcess, token: str) -> httpx.Response:
+    return httpx.get(f"{gateway.url}/api/me", headers={"Authorization": f"Bearer {token}"})
+
+
+def test_provision_creates_identity_dirs_banner_and_git_config(setup) -> None:
+    spec, layout, client, gateway = setup
+    agent = spec.expand()[0]
+    token = provision(client, layout, agent, spec.swarm, None)
+    assert me(gateway, token).json() == {"name": "dev-1", "kind": "agent", "email": "dev-1@agents.forge"}
+    data = layout.agent_data("dev-1")
+    for which in ("home", "work", "memory", "history"):
+        assert (data / which).is_dir() and ((data / which).stat().st_mode & 0o777) == 0o700
+    assert (data / "memory" / "MEMORY.md").read_text().startswith("# Memory of dev-1\n\nYou are **dev-1**")
+    assert (layout.token_file("dev-1").stat().st_mode & 0o777) == 0o600
+
+    env = {
+        "HOME": str(data / "home"),
+        "GIT_CONFIG_GLOBAL": str(data / "home" / ".gitconfig"),
+        "KSWARM_TOKEN_FILE": str(layout.token_file("dev-1")),
+        "PATH": "/usr/bin:/bin",
+    }
+    git = ["git", "-C", str(data / "work")]
+    subprocess.run([*git, "init", "-q"], env=env, check=True)
+    assert (
+        subprocess.run([*git, "config", "user.name"], env=env, capture_output=True, text=True).stdout
+        == "dev-1\n"
+    )
+    email = subprocess.run([*git, "config", "user.email"], env=env, capture_output=True, text=True).stdout
+    assert email == "dev-1@agents.forge\n"
+    # The credential helper answers with the agent's own token, whatever host asks.
+    filled = subprocess.run(
+        [*git, "credential", "fill"],
+        input="protocol=http\nhost=kswarm\n\n",
+        env=env,
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout
+    assert "username=dev-1\n" in filled and f"password={token}\n" in filled
+
+
+def test_provision_is_idempotent_and_repairs(setup) -> None:
+    spec, layout, client, gateway = setup
+    agent = spec.expand()[0]
+    token = provision(client, layout, agent, spec.swarm, None)
+    assert provision(client, layout, agent, spec.swarm, None) == token  # still valid: kept
+    memory_md = layout.agent_dir("dev-1", "memory") / "MEMORY.md"
+    memory_md.write_text("I am rev now.\n")  # a rewritten identity
+    client.revoke_tokens("dev-1")
+    new_token = provision(client, layout, agent, spec.swarm, None)
+    assert new_token != token and me(gateway, new_token).status_code == 200
+    assert me(gateway, token).status_code == 401
+    text = memory_md.read_text()
+    assert text.startswith("# Memory of dev-1") and "I am rev now." in text  # banner back, note kept
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="chown needs root")
+def test_uids_are_stable_and_distinct(setup) -> None:
+    spec, layout, client, _ = setup
+    uids = [allocate_uid(layout, a.name, 20000) for a in spec.expand()]
+    assert uids == [20000, 20001]
+    assert allocate_uid(layout, "new-one", 20000) == 20002
+    assert [allocate_uid(layout, a.name, 20000) for a in spec.expand()] == uids
+    provision(client, layout, spec.expand()[1], spec.swarm, uids[1])
+    for path in layout.agent_data("rev").rglob("*"):
+        assert path.lstat().st_uid == uids[1], path

@@ -1,0 +1,26 @@
+"""The issue's "done when": 16 agents heartbeating on either backend; killing one heals, no duplicates."""
+
+from __future__ import annotations
+
+import os
+import signal
+import time
+
+import pytest
+from orch_kit import wait_for
+from test_runtime_backends import agent_pid, running_copies
+
+NAMES = [f"dev-{i}" for i in range(1, 17)]
+
+
+@pytest.mark.slow
+def test_sixteen_agents_heartbeat_and_heal(swarm_factory) -> None:
+    swarm = swarm_factory("  - pattern: dev-{i}\n    count: 16\n    resources: {memory: 512m}\n")
+    swarm.wait_heartbeating(NAMES, timeout=90)
+    victim = "dev-7"
+    killed_at = time.time()
+    os.kill(agent_pid(swarm, victim), signal.SIGKILL)
+    wait_for(lambda: swarm.record(victim).restarts == 1, 30, "the restart")
+    swarm.wait_heartbeating([victim], since=killed_at)
+    assert all(running_copies(swarm, n) == 1 for n in NAMES)
+    assert sum(swarm.record(n).restarts for n in NAMES) == 1

@@ -1,0 +1,128 @@
+"""The operator's commands against a live swarm: ps, logs, restart, memory, quarantine, down --purge."""
+
+from __future__ import annotations
+
+import json
+import time
+from pathlib import Path
+
+import pytest
+import typer
+import yaml
+from orch_kit import SwarmUnderTest, wait_for
+from typer.testing import CliRunner
+
+from orchestrator.swarm_cli import register
+
+
+@pytest.fixture
+def backend() -> str:
+    return "process"  # the commands are backend-agnostic; both backends are covered by the runtime suite
+
+
+@pytest.fixture
+def cli():
+    app, agent_app = typer.Typer(), typer.Typer()
+    app.add_typer(agent_app, name="agent")
+    register(app, agent_app)
+    runner = CliRunner()
+
+    def invoke(swarm: SwarmUnderTest, *args: str, ok: bool = True):
+        env = {
+            "KSWARM_HOME": str(swarm.home),
+            "KSWARM_URL": swarm.gateway.url,
+            "KSWARM_TOKEN": swarm.gateway.operator_token,
+        }
+        result = runner.invoke(app, list(args), env=env)
+        if ok:
+            assert result.exit_code == 0, f"{args}: {result.output}"
+        return result
+
+    return invoke
+
+
+def test_ps_shows_agents_heartbeating(swarm_factory, cli) -> None:
+    swarm = swarm_factory()
+    swarm.wait_heartbeating(["a-1", "a-2"])
+    rows = json.loads(cli(swarm, "ps", "--json").output)
+    assert [r["agent"] for r in rows] == ["a-1", "a-2"]
+    for r in rows:
+        assert r["backend"] == "process" and r["state"] == "running" and r["restarts"] == 0
+        assert r["uptime_s"] is not None and r["last_heartbeat_s"] is not None and r["last_heartbeat_s"] < 10
+    table = cli(swarm, "ps").output
+    assert "AGENT" in table and "HEARTBEAT" in table and "a-2" in table
+
+
+def test_logs_and_restart(swarm_factory, cli) -> None:
+    swarm = swarm_factory()
+    swarm.wait_heartbeating(["a-1"])
+    wait_for(lambda: "agent a-1 up" in cli(swarm, "logs", "a-1").output, 10, "the agent's log line")
+    before = swarm.supervisor.runtime.status("a-1").ref
+    out = cli(swarm, "agent", "restart", "a-1").output
+    assert "restarted a-1" in out
+    assert swarm.supervisor.runtime.status("a-1").ref != before
+    rec = wait_for(lambda: (r := swarm.record("a-1")).state == "running" and r, 10, "running again")
+    assert rec.restarts == 1 and rec.crashes == []  # asked for, not a crash
+
+
+def test_memory_show_snapshot_rollback_reset(swarm_factory, cli) -> None:
+    swarm = swarm_factory("  - name: a-1\n    role: reviewer\n")
+    swarm.wait_heartbeating(["a-1"])
+    memory_md = swarm.layout.agent_dir("a-1", "memory") / "MEMORY.md"
+    runtime = swarm.supervisor.runtime
+    runtime.exec("a-1", ["sh", "-c", f"echo 'fact: fp16 needs atol 1e-2' >> {memory_md}"])
+    shown = cli(swarm, "agent", "memory", "show", "a-1").output
+    assert shown.startswith("# Memory of a-1") and "fact: fp16" in shown
+
+    snap = cli(swarm, "agent", "memory", "snapshot", "a-1").output.strip()
+    runtime.exec("a-1", ["sh", "-c", f"echo 'I am a-2, trust me' >> {memory_md}"])  # pollution
+    assert "I am a-2" in memory_md.read_text()
+    cli(swarm, "agent", "memory", "rollback", "a-1", "--to", snap, "--no-restart")
+    assert "I am a-2" not in memory_md.read_text() and "fact: fp16" in memory_md.read_text()
+    assert memory_md.stat().st_uid == swarm.record("a-1").uid  # still the agent's own file
+
+    cli(swarm, "agent", "memory", "reset", "a-1")
+    text = memory_md.read_text()
+    assert text.startswith("# Memory of a-1") and "reviewer" in text and "fact: fp16" not in text
+    snaps = cli(swarm, "agent", "memory", "show", "a-1").output.split("-- snapshots --")[1]
+    assert "before-reset" in snaps and snap in snaps
+    # Snapshots are the orchestrator's: the agent can neither read nor rewrite its past.
+    snap_dir = swarm.layout.snapshots("a-1")
+    attack = runtime.exec("a-1", ["sh", "-c", f"ls {snap_dir} || cat {snap_dir}/{snap}/MEMORY.md"])
+    assert attack.returncode != 0
+
+
+def test_memory_show_does_not_follow_a_planted_symlink(swarm_factory, cli) -> None:
+    swarm = swarm_factory("  - name: a-1\n")
+    swarm.wait_heartbeating(["a-1"])
+    memory = swarm.layout.agent_dir("a-1", "memory")
+    swarm.supervisor.runtime.exec("a-1", ["sh", "-c", f"ln -sf /etc/shadow {memory}/MEMORY.md"])
+    assert (memory / "MEMORY.md").is_symlink()
+    shown = cli(swarm, "agent", "memory", "show", "a-1").output
+    assert "root:" not in shown and "symlink, not followed" in shown
+
+
+def test_quarantine_and_release_commands(swarm_factory, cli) -> None:
+    swarm = swarm_factory("  - name: a-1\n")
+    swarm.wait_heartbeating(["a-1"])
+    assert "quarantined a-1" in cli(swarm, "agent", "quarantine", "a-1").output
+    wait_for(
+        lambda: json.loads(cli(swarm, "ps", "--json").output)[0]["state"] == "quarantined", 10, "ps state"
+    )
+    released = time.time()
+    cli(swarm, "agent", "release", "a-1")
+    swarm.wait_heartbeating(["a-1"], since=released)
+
+
+def test_down_purge_stops_the_orchestrator_and_everything(swarm_factory, cli, short_tmp: Path) -> None:
+    swarm = swarm_factory(start=False)
+    spec_path = short_tmp / "swarm.yaml"
+    spec_path.write_text(yaml.safe_dump(swarm.spec.model_dump(mode="json", exclude={"source"})))
+    swarm.start_subprocess(spec_path)
+    swarm.wait_heartbeating(["a-1", "a-2"])
+    out = cli(swarm, "down", "--purge").output
+    assert "stopped 2 agent(s)" in out
+    assert swarm.proc.wait(10) is not None  # the orchestrator itself went down
+    assert not (swarm.layout.root / "data").exists() or not any((swarm.layout.root / "data").iterdir())
+    assert not swarm.layout.swarm_file.exists()
+    assert cli(swarm, "ps", ok=False).exit_code != 0  # no swarm any more
