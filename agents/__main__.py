@@ -1,20 +1,16 @@
-"""``python -m agents``: the entry point of every agent process or container."""
+"""``python -m agents``: the entry point of every agent process or container.
+
+Configuration comes from what the orchestrator passes (``KSWARM_*`` variables, the token file, an
+optional config file); see ``agents/config.py``. SIGTERM/SIGINT stop it with status 0.
+"""
 
 from __future__ import annotations
 
-import signal
-import sys
-
-from agents.heartbeat import AgentEnv, run
+from agents.loop import serve
 
 
 def main() -> None:
-    # SIGTERM interrupts a blocking inbox wait and exits cleanly (status 0 = stopped, not crashed).
-    signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))
-    try:
-        run(AgentEnv.from_environ())
-    except KeyboardInterrupt:
-        pass
+    raise SystemExit(serve())
 
 
 if __name__ == "__main__":

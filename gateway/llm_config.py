@@ -91,6 +91,9 @@ class LLMProxySettings(BaseSettings):
         600.0, gt=0, description="Upstream read timeout (s): the longest gap between response bytes."
     )
     connect_timeout: float = Field(10.0, gt=0, description="Upstream connect timeout (s).")
+    trust_env: bool = Field(
+        True, description="Honour HTTPS_PROXY/NO_PROXY/SSL_CERT_FILE from the environment for the upstream."
+    )
     prices: dict[str, ModelPrice] = Field(
         default_factory=default_prices,
         description="$/MTok by model-name prefix (longest wins, else 'default'), merged over the built-ins.",

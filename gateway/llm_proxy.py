@@ -28,7 +28,6 @@ from fastapi.responses import JSONResponse, Response, StreamingResponse
 from starlette.types import Receive, Scope, Send
 
 from gateway.auth import current_principal
-from gateway.chat import ChatError
 from gateway.context import GatewayContext
 from gateway.llm_config import LLMProxySettings
 from gateway.principals import Principal, PrincipalKind
@@ -41,6 +40,7 @@ RETRY_STATUSES = frozenset({429, 500, 502, 503, 504, 529})
 RETRY_ERRORS = (httpx.ConnectError, httpx.ConnectTimeout, httpx.RemoteProtocolError, httpx.ReadError)
 REQUEST_HEADERS = ("anthropic-version", "anthropic-beta", "content-type", "accept", "user-agent", "x-app")
 RESPONSE_HEADERS = ("content-type", "request-id", "retry-after", "retry-after-ms", "x-should-retry")
+SENDER = "gateway"  # the gate principal that posts budget notices to #ops
 ALLOWED_KINDS = (PrincipalKind.agent, PrincipalKind.operator)
 MAX_SSE_LINE = 1 << 20  # usage events are small; longer lines are passed through unparsed
 
@@ -138,8 +138,8 @@ def parse_retry_after(headers: httpx.Headers) -> float | None:
     return max(0.0, when.timestamp() - time.time())
 
 
-class UpstreamFailure(Exception):
-    """No usable upstream answer (connection errors, timeouts) after the retries."""
+class ProxyError(Exception):
+    """A refusal or failure answered in Anthropic's error format (bad token, unreachable upstream)."""
 
     def __init__(self, status: int, message: str) -> None:
         super().__init__(message)
@@ -174,7 +174,12 @@ class ProxyStream(StreamingResponse):
     """An upstream SSE stream passed through; usage recorded at the end, cleanup on every exit."""
 
     def __init__(
-        self, proxy: LLMProxy, upstream: httpx.Response, slot: Slot, principal: Principal, headers: dict
+        self,
+        proxy: LLMProxy,
+        upstream: httpx.Response,
+        slot: Slot,
+        principal: Principal,
+        headers: dict[str, str],
     ) -> None:
         self.proxy = proxy
         self.upstream = upstream
@@ -246,11 +251,13 @@ class LLMProxy:
         timeout = httpx.Timeout(self.settings.timeout, connect=self.settings.connect_timeout)
         limits = httpx.Limits(max_connections=None, max_keepalive_connections=64)
         async with httpx.AsyncClient(
-            base_url=self.settings.upstream_url.rstrip("/"), timeout=timeout, limits=limits, trust_env=False
+            base_url=self.settings.upstream_url.rstrip("/"),
+            timeout=timeout,
+            limits=limits,
+            trust_env=self.settings.trust_env,
         ) as client:
             self.client = client
             self.slots = asyncio.Semaphore(self.settings.max_concurrency)
-            self.sender, _ = await self.ctx.principals.ensure("gateway", PrincipalKind.gate)
             try:
                 yield
             finally:
@@ -288,20 +295,20 @@ class LLMProxy:
         try:
             principal = await current_principal(request)
         except HTTPException as exc:
-            raise UpstreamFailure(401, str(exc.detail)) from None
+            raise ProxyError(401, str(exc.detail)) from None
         if principal.kind not in ALLOWED_KINDS:
-            raise UpstreamFailure(403, f"{principal.kind.value} principals may not use the LLM proxy")
+            raise ProxyError(403, f"{principal.kind.value} principals may not use the LLM proxy")
         return principal
 
     async def post_notices(self, notices: list[str]) -> None:
         for text in notices:
             log.warning("%s", text)
-            if self.sender is None:
-                continue
             try:
+                if self.sender is None:  # created on first use: no side effect at start-up
+                    self.sender, _ = await self.ctx.principals.ensure(SENDER, PrincipalKind.gate)
                 await self.ctx.chat.notify(self.sender, self.settings.ops_channel, text)
-            except ChatError as exc:
-                log.error("could not post the budget notice to #%s: %s", self.settings.ops_channel, exc)
+            except Exception as exc:  # best effort: the refusal matters more than its notice
+                log.error("could not post the budget notice to #%s: %r", self.settings.ops_channel, exc)
 
     async def record(self, principal: Principal, model: str | None, usage: Usage) -> None:
         verdict = await self.usage.record(principal.name, model, usage)
@@ -322,12 +329,12 @@ class LLMProxy:
                 response = await self.client.send(upstream_request, stream=True)
             except RETRY_ERRORS as exc:
                 if attempt >= self.settings.max_retries:
-                    raise UpstreamFailure(502, f"upstream unreachable: {type(exc).__name__}") from None
+                    raise ProxyError(502, f"upstream unreachable: {type(exc).__name__}") from None
                 reason, delay = "connection", self.backoff(attempt)
             except httpx.TimeoutException as exc:
-                raise UpstreamFailure(504, f"upstream timed out: {type(exc).__name__}") from None
+                raise ProxyError(504, f"upstream timed out: {type(exc).__name__}") from None
             except httpx.HTTPError as exc:
-                raise UpstreamFailure(502, f"upstream error: {type(exc).__name__}") from None
+                raise ProxyError(502, f"upstream error: {type(exc).__name__}") from None
             else:
                 retryable = response.status_code in RETRY_STATUSES
                 if not retryable or attempt >= self.settings.max_retries:
@@ -360,7 +367,7 @@ class LLMProxy:
             except BaseException:
                 slot.release()
                 raise
-        except UpstreamFailure as exc:
+        except ProxyError as exc:
             kinds = {401: "authentication_error", 403: "permission_error", 504: "timeout_error"}
             error_type = kinds.get(exc.status, "api_error")
             return self.answer(anthropic_error(exc.status, error_type, self.scrub_text(str(exc))))
@@ -405,9 +412,7 @@ def make_llm_proxy_plugin(
 ) -> Callable[[FastAPI, GatewayContext, Any], Lifespan]:
     """A gateway plugin with explicit settings (tests, benchmarks); default: from the environment."""
 
-    def plugin(
-        app: FastAPI, ctx: GatewayContext, mcp: Any
-    ) -> Callable[[], AbstractAsyncContextManager[None]]:
+    def plugin(app: FastAPI, ctx: GatewayContext, mcp: Any) -> Lifespan:
         proxy = LLMProxy(ctx, settings or LLMProxySettings())
         ctx.extras["llm_proxy"] = proxy
         ctx.extras["llm_usage"] = proxy.usage

@@ -7,5 +7,6 @@ from gateway.app import GatewayPlugin
 
 def default_plugins() -> list[GatewayPlugin]:
     from gateway.forge.plugin import forge_plugin
+    from gateway.llm_proxy import llm_proxy_plugin
 
-    return [forge_plugin]
+    return [forge_plugin, llm_proxy_plugin]

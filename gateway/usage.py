@@ -151,6 +151,28 @@ class UsageMetrics:
         )
 
 
+# Add one response's usage to an agent and the swarm, and return the state a budget check needs,
+# in one round trip. KEYS: agent usage, swarm usage, agents set, budget override, agent flag, swarm
+# flag. ARGV: name, now, cost in nano-USD, then the four token counts in TOKEN_FIELDS order.
+_RECORD_SCRIPT = """
+local fields = {'input_tokens', 'output_tokens', 'cache_creation_input_tokens', 'cache_read_input_tokens'}
+for k = 1, 2 do
+  for i = 1, 4 do redis.call('HINCRBY', KEYS[k], fields[i], ARGV[3 + i]) end
+  redis.call('HINCRBY', KEYS[k], 'cost_nusd', ARGV[3])
+  redis.call('HINCRBY', KEYS[k], 'requests', 1)
+  redis.call('HSET', KEYS[k], 'last_request', ARGV[2])
+end
+redis.call('SADD', KEYS[3], ARGV[1])
+return {redis.call('HGETALL', KEYS[1]), redis.call('HGETALL', KEYS[2]),
+        redis.call('HMGET', KEYS[4], 'usd', 'tokens'), redis.call('EXISTS', KEYS[5]),
+        redis.call('EXISTS', KEYS[6])}
+"""
+
+
+def _pairs(flat: list[str]) -> dict[str, str]:
+    return dict(zip(flat[::2], flat[1::2], strict=True))
+
+
 def _int(value: str | None) -> int:
     return int(value) if value else 0
 
@@ -170,26 +192,20 @@ class UsageStore:
         self.redis = redis
         self.settings = settings
         self.metrics = metrics
+        self._record_script = redis.register_script(_RECORD_SCRIPT)
 
     # -- recording ---------------------------------------------------------------------------
 
     async def record(self, name: str, model: str | None, usage: Usage) -> Exhausted | None:
-        """Add one response's usage to ``name`` and the swarm (one transaction); like ``check``,
+        """Add one response's usage to ``name`` and the swarm (one atomic script); like ``check``,
         returns the budget this used up, if any, with the #ops notices of a fresh crossing."""
         price = self.settings.price_for(model)
         counts = [getattr(usage, f) for f in TOKEN_FIELDS]
         cost = price.cost(*counts)
-        now = repr(time.time())
-        async with self.redis.pipeline(transaction=True) as pipe:
-            for key in (usage_key(name), USAGE_SWARM):
-                for f, n in zip(TOKEN_FIELDS, counts, strict=True):
-                    pipe.hincrby(key, f, n)
-                pipe.hincrby(key, "cost_nusd", round(cost * NANO))
-                pipe.hincrby(key, "requests", 1)
-                pipe.hset(key, "last_request", now)
-            pipe.sadd(USAGE_AGENTS, name)
-            self._queue_state(pipe, name)
-            state = (await pipe.execute())[-5:]
+        keys = [usage_key(name), USAGE_SWARM, USAGE_AGENTS, *self._state_keys(name)[2:]]
+        args = [name, repr(time.time()), round(cost * NANO), *counts]
+        agent_flat, swarm_flat, *state = await self._record_script(keys=keys, args=args)
+        state = [_pairs(agent_flat), _pairs(swarm_flat), *state]
         if self.metrics is not None:
             for f, n in zip(TOKEN_FIELDS, counts, strict=True):
                 if n:
@@ -241,12 +257,16 @@ class UsageStore:
         )
 
     @staticmethod
-    def _queue_state(pipe: Any, name: str) -> None:
-        pipe.hgetall(usage_key(name))
-        pipe.hgetall(USAGE_SWARM)
-        pipe.hmget(budget_key(name), ["usd", "tokens"])
-        pipe.exists(exhausted_key(name))
-        pipe.exists(SWARM_EXHAUSTED)
+    def _state_keys(name: str) -> list[str]:
+        return [usage_key(name), USAGE_SWARM, budget_key(name), exhausted_key(name), SWARM_EXHAUSTED]
+
+    def _queue_state(self, pipe: Any, name: str) -> None:
+        usage, swarm, budget, flag, swarm_flag = self._state_keys(name)
+        pipe.hgetall(usage)
+        pipe.hgetall(swarm)
+        pipe.hmget(budget, ["usd", "tokens"])
+        pipe.exists(flag)
+        pipe.exists(swarm_flag)
 
     async def check(self, name: str) -> Exhausted | None:
         """None when ``name`` may spend; else which budget is used up (agent first, then swarm).

@@ -70,6 +70,9 @@ class RuntimeOptions(_Model):
         default_factory=dict, description="Extra environment (an allow-list adds it)."
     )
     heartbeat_s: float = Field(5.0, gt=0, description="Seconds between the agent's heartbeats.")
+    kind: Literal["loop", "claude-code"] = Field(
+        "loop", description="loop = kswarm's agent loop; claude-code = the Claude Code CLI as the agent."
+    )
 
     @field_validator("env")
     @classmethod

@@ -98,6 +98,14 @@ def agent_command(launch: LaunchSpec, python: str | None = None) -> list[str]:
     return list(launch.agent.runtime.command or [python or sys.executable, "-m", "agents"])
 
 
+def prompt_text(prompt: str) -> str:
+    """The role template to hand over: a file's text (agents cannot see the spec's dir), or the text."""
+    path = Path(prompt).expanduser()
+    if "\n" not in prompt and len(prompt) < 4096 and path.is_file():
+        return path.read_text()
+    return prompt
+
+
 def agent_environment(
     launch: LaunchSpec, paths: AgentPaths, gateway_url: str | None = None
 ) -> dict[str, str]:
@@ -119,6 +127,9 @@ def agent_environment(
         KSWARM_HEARTBEAT_S=repr(launch.agent.runtime.heartbeat_s),
         GIT_CONFIG_GLOBAL=str(paths.home / ".gitconfig"),
     )
+    env["KSWARM_AGENT_RUNTIME"] = launch.agent.runtime.kind
+    if launch.agent.prompt:
+        env["KSWARM_AGENT_PROMPT"] = prompt_text(launch.agent.prompt)
     if gateway_url:
         env["KSWARM_GATEWAY_URL"] = gateway_url
     else:

@@ -13,8 +13,8 @@ from typing import Any
 
 import anthropic
 import httpx
+import httpx2
 import pytest
-import uvicorn
 from redis.asyncio import Redis
 
 from gateway.app import create_app
@@ -22,7 +22,9 @@ from gateway.config import GatewaySettings
 from gateway.llm_config import LLMProxySettings, scrub_env
 from gateway.llm_proxy import KeyScrubber, SSEUsage, make_llm_proxy_plugin
 from gateway.principals import PrincipalKind, PrincipalStore
+from gateway.server import serve
 from kstest.gateway import GatewayProcess, free_port
+from kstest.mcp_client import call, mcp_session
 from kstest.upstream import ScriptedUpstream, error_reply, text_reply, tool_reply
 
 REAL_KEY = "sk-ant-test-" + secrets.token_hex(20)
@@ -30,26 +32,35 @@ MSG = [{"role": "user", "content": "hello"}]
 
 
 class ProxyGateway:
-    """The gateway app with the LLM proxy plugin, served by uvicorn in a thread on a free port."""
+    """The gateway app with the LLM proxy plugin, served (TCP and unix socket) from a thread."""
 
     def __init__(self, redis_url: str, home: Path, llm: LLMProxySettings) -> None:
         self.settings = GatewaySettings(redis_url=redis_url, home=home, port=free_port(), swarm="test")
         self.llm = llm
-        self.operator_token = asyncio.run(self._create("operator", PrincipalKind.operator))
-        app = create_app(self.settings, plugins=[make_llm_proxy_plugin(llm)])
-        config = uvicorn.Config(app, host="127.0.0.1", port=self.settings.port, log_level="warning")
-        self.server = uvicorn.Server(config)
-        self.thread = threading.Thread(target=self.server.run, daemon=True)
-        self.thread.start()
-        deadline = time.monotonic() + 20
-        while not self.server.started:
-            assert self.thread.is_alive() and time.monotonic() < deadline, "gateway did not start"
-            time.sleep(0.02)
+        self.operator_token = asyncio.run(self._create("operator", PrincipalKind.operator, ensure=True))
+        self.loop: asyncio.AbstractEventLoop | None = None
+        self.stop_event: asyncio.Event | None = None
+        ready = threading.Event()
 
-    async def _create(self, name: str, kind: PrincipalKind) -> str:
+        async def main() -> None:
+            self.loop, self.stop_event = asyncio.get_running_loop(), asyncio.Event()
+            app = create_app(self.settings, plugins=[make_llm_proxy_plugin(llm)])
+            started = asyncio.Event()
+            asyncio.get_running_loop().create_task(started.wait()).add_done_callback(lambda _: ready.set())
+            await serve(app, self.settings, ready=started, stop=self.stop_event)
+
+        self.thread = threading.Thread(target=asyncio.run, args=(main(),), daemon=True)
+        self.thread.start()
+        assert ready.wait(20), "gateway did not start"
+
+    async def _create(self, name: str, kind: PrincipalKind, ensure: bool = False) -> str:
         redis = Redis.from_url(self.settings.redis_url, decode_responses=True)
         try:
-            return (await PrincipalStore(redis, "test").create(name, kind))[1]
+            store = PrincipalStore(redis, "test")
+            if ensure:
+                await store.ensure(name, kind)
+                return await store.issue_token(name)
+            return (await store.create(name, kind))[1]
         finally:
             await redis.aclose()
 
@@ -73,7 +84,8 @@ class ProxyGateway:
         return [m for m in messages if m["kind"] == "notice" and m["sender"] == "gateway"]
 
     def stop(self) -> None:
-        self.server.should_exit = True
+        if self.loop is not None and self.stop_event is not None:
+            self.loop.call_soon_threadsafe(self.stop_event.set)
         self.thread.join(15)
 
 
@@ -113,7 +125,7 @@ def test_non_streaming_records_usage_and_cost(make_gateway, upstream: ScriptedUp
     token = gw.add("alice")
     usage = {"input_tokens": 1000, "output_tokens": 200, "cache_creation_input_tokens": 300}
     upstream.script(text_reply("hi alice", usage={**usage, "cache_read_input_tokens": 4000}))
-    reply = gw.sdk(token).messages.create(model="claude-sonnet-4-5-x", max_tokens=50, messages=MSG)
+    reply = gw.sdk(token).messages.create(model="claude-sonnet-4-test", max_tokens=50, messages=MSG)
     assert reply.content[0].text == "hi alice"
     assert reply.usage.cache_read_input_tokens == 4000
 
@@ -139,7 +151,7 @@ def test_streaming_passes_events_and_records_usage(make_gateway, upstream: Scrip
     token = gw.add("bob")
     usage = {"input_tokens": 50, "output_tokens": 70, "cache_read_input_tokens": 900}
     upstream.script(tool_reply("bash", {"command": "ls -la"}, text="let me look", usage=usage))
-    with gw.sdk(token).messages.stream(model="claude-haiku-4-5", max_tokens=50, messages=MSG) as stream:
+    with gw.sdk(token).messages.stream(model="claude-haiku-4-5-test", max_tokens=50, messages=MSG) as stream:
         text = "".join(stream.text_stream)
         final = stream.get_final_message()
     assert text == "let me look"
@@ -177,9 +189,30 @@ def test_stream_is_not_buffered(make_gateway, upstream: ScriptedUpstream) -> Non
                 first_event = time.monotonic() - started
             raw += chunk
     total = time.monotonic() - started
+    # The upstream sleeps 0.25 s before each of its 5 content events: a buffering proxy would hand
+    # over message_start only with the rest, at the end.
     assert first_event is not None and total > 1.0
-    assert first_event < 0.3, f"first event after {first_event:.2f}s of {total:.2f}s: buffered"
+    assert first_event + 0.75 < total, f"first event after {first_event:.2f}s of {total:.2f}s: buffered"
     assert raw.count(b"event: content_block_delta") == 4 and raw.endswith(b'{"type":"message_stop"}\n\n')
+
+
+def test_client_going_away_mid_stream_frees_its_slot_and_is_billed(make_gateway, upstream) -> None:
+    gw = make_gateway(max_concurrency=1)
+    token = gw.add("sam")
+    upstream.script(
+        text_reply("a b c d e f g h", chunk_delay=0.5, usage={"input_tokens": 77}), text_reply("next")
+    )
+    body = {"model": "m", "max_tokens": 5, "messages": MSG, "stream": True}
+    with (
+        httpx.Client(timeout=30, trust_env=False) as client,
+        client.stream("POST", f"{gw.url}/v1/messages", json=body, headers={"x-api-key": token}) as r,
+    ):
+        assert b"message_start" in next(r.iter_raw())
+    # The stream was abandoned after its first event; with one slot, the next request still runs.
+    reply = gw.sdk(token, max_retries=0, timeout=10).messages.create(model="m", max_tokens=5, messages=MSG)
+    assert reply.content[0].text == "next"
+    with gw.api(token) as client:
+        assert client.get("/api/usage/sam").json()["input_tokens"] >= 77
 
 
 def test_agent_token_accepted_from_x_api_key_and_never_forwarded(make_gateway, upstream) -> None:
@@ -205,15 +238,16 @@ def test_missing_bad_revoked_tokens_and_wrong_kinds_are_refused(make_gateway, up
     worker = gw.add("worker-1", PrincipalKind.worker)
     with gw.api() as op:
         assert op.delete("/api/principals/erin/tokens").json()["revoked"] == 1
-    for key in (None, "ksw_not-a-token", "sk-ant-whatever", token):
-        client = anthropic.Anthropic(base_url=gw.url, api_key=key or "", max_retries=0)
+    for key in ("ksw_not-a-token", "sk-ant-whatever", token):
+        client = anthropic.Anthropic(base_url=gw.url, api_key=key, max_retries=0)
         with pytest.raises(anthropic.AuthenticationError) as err:
             client.messages.create(model="m", max_tokens=5, messages=MSG)
-        assert err.value.status_code == 401 and err.value.body["type"] == "authentication_error"
+        assert err.value.status_code == 401 and err.value.body["error"]["type"] == "authentication_error"
     with pytest.raises(anthropic.PermissionDeniedError):
         gw.sdk(worker, max_retries=0).messages.create(model="m", max_tokens=5, messages=MSG)
     with httpx.Client(trust_env=False) as client:
-        assert client.post(f"{gw.url}/v1/messages", json={}).status_code == 401
+        missing = client.post(f"{gw.url}/v1/messages", json={})
+        assert missing.status_code == 401 and missing.json()["error"]["type"] == "authentication_error"
     assert upstream.requests(path=None) == []
 
 
@@ -270,15 +304,15 @@ def test_sse_usage_parser_reads_split_events() -> None:
 
 
 def test_budget_exhaustion_refuses_without_retry_and_posts_one_notice(make_gateway, upstream) -> None:
-    gw = make_gateway(agent_budget_usd=0.001)
+    gw = make_gateway(agent_budget_usd=0.001, agent_budgets_usd={"grace": 1.0})
     token = gw.add("frank")
     other = gw.add("grace")
     upstream.script(default=text_reply("ok", usage={"input_tokens": 1000, "output_tokens": 100}))
     client = gw.sdk(token)  # default SDK retries: the refusal must not be retried
-    client.messages.create(model="claude-sonnet-4-5", max_tokens=5, messages=MSG)  # $0.0045 spent
+    client.messages.create(model="claude-sonnet-4-test", max_tokens=5, messages=MSG)  # $0.0045 spent
     for _ in range(3):
         with pytest.raises(anthropic.RateLimitError) as err:
-            client.messages.create(model="claude-sonnet-4-5", max_tokens=5, messages=MSG)
+            client.messages.create(model="claude-sonnet-4-test", max_tokens=5, messages=MSG)
         assert "budget exhausted" in err.value.message and "frank" in err.value.message
         assert err.value.response.headers["x-should-retry"] == "false"
         assert "retry-after" not in err.value.response.headers
@@ -288,7 +322,8 @@ def test_budget_exhaustion_refuses_without_retry_and_posts_one_notice(make_gatew
     assert len(upstream.requests()) == 1
     gw.sdk(other).messages.create(model="m", max_tokens=5, messages=MSG)  # others are unaffected
     notices = gw.ops_notices()
-    assert len(notices) == 1 and "frank" in notices[0]["text"] and "budget exhausted" in notices[0]["text"]
+    assert len(notices) == 1, [n["text"] for n in notices]
+    assert "frank" in notices[0]["text"] and "budget exhausted" in notices[0]["text"]
 
     with gw.api() as op:
         assert op.get("/api/usage/frank").json()["exhausted"] is True
@@ -373,11 +408,20 @@ def test_connection_failures_are_retried_until_the_upstream_is_up(make_gateway, 
     assert err.value.status_code == 502 and "unreachable" in err.value.message
 
 
-async def test_concurrency_limit_queues_instead_of_failing(make_gateway, upstream) -> None:
+def test_concurrency_limit_queues_instead_of_failing(make_gateway, upstream) -> None:
     gw = make_gateway(max_concurrency=1)
     token = gw.add("mia")
     upstream.script(default=text_reply("slow", delay=0.3, chunk_delay=0.05))
-    client = anthropic.AsyncAnthropic(base_url=gw.url, api_key=token, max_retries=0)
+    started = time.monotonic()
+    answers = asyncio.run(four_concurrent_requests(gw.url, token))
+    assert answers == ["slow"] * 4
+    assert time.monotonic() - started >= 1.2
+    stats = upstream.stats()
+    assert stats["max_in_flight"] == 1 and stats["requests"] == 4
+
+
+async def four_concurrent_requests(url: str, token: str) -> list[str]:
+    client = anthropic.AsyncAnthropic(base_url=url, api_key=token, max_retries=0)
 
     async def plain() -> str:
         reply = await client.messages.create(model="m", max_tokens=5, messages=MSG)
@@ -387,13 +431,10 @@ async def test_concurrency_limit_queues_instead_of_failing(make_gateway, upstrea
         async with client.messages.stream(model="m", max_tokens=5, messages=MSG) as stream:
             return (await stream.get_final_message()).content[0].text
 
-    started = time.monotonic()
-    answers = await asyncio.gather(plain(), plain(), streamed(), streamed())
-    assert answers == ["slow"] * 4
-    assert time.monotonic() - started >= 1.2
-    stats = await asyncio.to_thread(upstream.stats)
-    assert stats["max_in_flight"] == 1 and stats["requests"] == 4
-    await client.close()
+    try:
+        return list(await asyncio.gather(plain(), plain(), streamed(), streamed()))
+    finally:
+        await client.close()
 
 
 def test_count_tokens_is_proxied_and_not_billed(make_gateway, upstream) -> None:
@@ -419,6 +460,23 @@ def test_usage_visibility(make_gateway, upstream) -> None:
     with gw.api() as op:
         report = op.get("/api/usage").json()
     assert sorted(report["agents"]) == ["olga", "pete"] and report["swarm"]["requests"] == 2
+
+
+def test_unix_socket_and_mcp_usage_tool(make_gateway, upstream) -> None:
+    gw = make_gateway()
+    token = gw.add("rosa")
+    upstream.script(text_reply("via the socket", usage={"input_tokens": 11, "output_tokens": 3}))
+    transport = httpx2.HTTPTransport(uds=str(gw.settings.socket_path()))
+    with httpx2.Client(transport=transport) as http:
+        sdk = anthropic.Anthropic(base_url="http://kswarm", api_key=token, http_client=http)
+        assert sdk.messages.create(model="m", max_tokens=5, messages=MSG).content[0].text == "via the socket"
+
+    async def usage_tool() -> Any:
+        async with mcp_session(gw.url, token, uds=gw.settings.socket_path()) as session:
+            return await call(session, "llm_usage")
+
+    mine = asyncio.run(usage_tool())
+    assert mine["name"] == "rosa" and (mine["input_tokens"], mine["output_tokens"]) == (11, 3)
 
 
 def test_settings_from_environment(monkeypatch) -> None:
@@ -447,7 +505,7 @@ def test_python_m_gateway_serves_the_proxy(clean_redis: str, short_tmp: Path, up
         token = gw.add_principal("quinn")
         with httpx.Client(trust_env=False) as client:
             if client.post(f"{gw.url}/v1/messages", json={}).status_code == 404:
-                pytest.skip("gateway/__main__.py does not register llm_proxy_plugin yet")
+                pytest.skip("gateway.plugins.default_plugins() does not include llm_proxy_plugin yet")
         reply = anthropic.Anthropic(base_url=gw.url, api_key=token).messages.create(
             model="m", max_tokens=5, messages=MSG
         )

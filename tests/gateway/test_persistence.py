@@ -13,7 +13,8 @@ from orchestrator.embedded_redis import EmbeddedRedis
 def test_kill_9_of_gateway_and_redis_loses_no_acknowledged_message(short_tmp: Path) -> None:
     redis_server = EmbeddedRedis(short_tmp / "r")
     url = redis_server.ensure_running()
-    gw = GatewayProcess(short_tmp / "home", url)
+    # 51 posts in a burst: above the default rate limit, which is not what this test is about.
+    gw = GatewayProcess(short_tmp / "home", url, extra_env={"KSWARM_GATEWAY_RATE_LIMIT_BURST": "1000"})
     try:
         gw.start()
         alice = gw.add_principal("alice")
