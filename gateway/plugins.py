@@ -8,5 +8,6 @@ from gateway.app import GatewayPlugin
 def default_plugins() -> list[GatewayPlugin]:
     from gateway.forge.plugin import forge_plugin
     from gateway.llm_proxy import llm_proxy_plugin
+    from gateway.ui import ui_plugin
 
-    return [forge_plugin, llm_proxy_plugin]
+    return [forge_plugin, llm_proxy_plugin, ui_plugin]

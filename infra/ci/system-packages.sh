@@ -8,6 +8,8 @@ command -v git >/dev/null 2>&1 || need+=(git)
 # The Docker daemon (started by dockerd-start.sh) and compose, for `docker-compose config`.
 command -v dockerd >/dev/null 2>&1 || need+=(docker.io)
 command -v docker-compose >/dev/null 2>&1 || need+=(docker-compose)
+# The UI tests drive Debian's Chromium with Playwright (no browser download is possible here).
+[ -x /usr/bin/chromium ] || need+=(chromium)
 [ ${#need[@]} -eq 0 ] && exit 0
 if [ "$(id -u)" != 0 ]; then
   echo "missing packages (${need[*]}) and not root: install them with apt-get" >&2; exit 2

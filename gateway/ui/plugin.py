@@ -1,0 +1,155 @@
+"""``ui_plugin``: the operator's live web UI at /ui (login, panels, SSE, actions, an /api bridge).
+
+Register with ``create_app(settings, plugins=[..., ui_plugin])``. Routes:
+
+- ``/ui/login`` (GET form, POST token -> cookie session), ``/ui/logout`` (POST);
+- ``/ui/chat``, ``/ui/agents``, ``/ui/jobs``, ``/ui/prs``, ``/ui/dataset``: server-rendered panels;
+- ``/ui/events``: ``/api/events`` for the cookie session, each message with its rendered HTML;
+- ``/ui/api/...``: the gateway's ``/api`` for the cookie session (CSRF-checked unless GET);
+- ``/ui/static/...``: the CSS and JavaScript (no secrets, no auth).
+"""
+
+from typing import Annotated, Any
+from urllib.parse import quote
+
+from fastapi import APIRouter, Depends, FastAPI, Request
+from fastapi.responses import HTMLResponse, JSONResponse, RedirectResponse, Response
+from fastapi.staticfiles import StaticFiles
+
+from gateway.context import GatewayContext
+from gateway.principals import PrincipalKind
+from gateway.ui.auth import COOKIE, UiAuthError, UiSettings, UiUser, form_fields, same_origin, wants_html
+from gateway.ui.chat_routes import build_chat_router
+from gateway.ui.internal import MAX_BODY
+from gateway.ui.panel_routes import build_panel_router
+from gateway.ui.render import HERE, SECURITY_HEADERS
+from gateway.ui.service import UiService
+
+API_PASSTHROUGH = ("GET", "POST", "PUT", "DELETE")
+
+
+def safe_next(value: str | None) -> str:
+    """Only redirect back into the UI (no open redirect)."""
+    if value and value.startswith("/ui") and not value.startswith("//") and "\\" not in value:
+        return value
+    return "/ui/chat"
+
+
+def build_auth_router(ui: UiService) -> APIRouter:
+    router = APIRouter(prefix="/ui")
+
+    def login_page(status: int = 200, error: str = "", next_url: str = "/ui/chat") -> HTMLResponse:
+        return ui.renderer.page(
+            "login.html", status, error=error, next=safe_next(next_url), swarm=ui.ctx.settings.swarm
+        )
+
+    @router.get("", include_in_schema=False)
+    async def root() -> RedirectResponse:
+        return RedirectResponse("/ui/chat", status_code=303)
+
+    @router.get("/login", response_class=HTMLResponse, summary="The login form")
+    async def login_form(next: str = "/ui/chat") -> HTMLResponse:
+        return login_page(next_url=next)
+
+    @router.post("/login", response_class=HTMLResponse, summary="Log in with an operator token")
+    async def login(request: Request) -> Response:
+        form = await form_fields(request)
+        next_url = form.get("next", "/ui/chat")
+        if not same_origin(request):
+            ui.metrics.logins.labels(outcome="cross-site").inc()
+            return login_page(403, "cross-site login refused", next_url)
+        token = form.get("token", "").strip()
+        principal = await ui.ctx.principals.verify(token) if token else None
+        if principal is None:
+            ui.metrics.logins.labels(outcome="bad-token").inc()
+            return login_page(401, "invalid or revoked token", next_url)
+        if principal.kind != PrincipalKind.operator:
+            ui.metrics.logins.labels(outcome="not-operator").inc()
+            return login_page(403, f"{principal.kind.value}s may not open the operator UI", next_url)
+        session_id, _ = await ui.sessions.create(principal, token)
+        ui.metrics.logins.labels(outcome="ok").inc()
+        reply = RedirectResponse(safe_next(next_url), status_code=303)
+        reply.set_cookie(
+            COOKIE,
+            session_id,
+            max_age=ui.settings.session_ttl_s,
+            path="/ui",
+            httponly=True,
+            samesite="strict",
+            secure=ui.settings.cookie_secure or request.url.scheme == "https",
+        )
+        return reply
+
+    @router.post("/logout", summary="End this browser's session")
+    async def logout(request: Request, user: Annotated[UiUser, Depends(ui.auth.csrf_user)]) -> Response:
+        session_id = request.cookies.get(COOKIE)
+        if session_id:
+            await ui.sessions.delete(session_id)
+        reply = RedirectResponse("/ui/login", status_code=303)
+        reply.delete_cookie(COOKIE, path="/ui")
+        return reply
+
+    return router
+
+
+def build_api_bridge(ui: UiService) -> APIRouter:
+    """``/ui/api/<path>`` -> ``/api/<path>`` as the session's operator: the page's scripts hold no token."""
+    router = APIRouter(prefix="/ui/api")
+
+    async def forward(request: Request, path: str, user: UiUser) -> Response:
+        if path == "events" or path.startswith("events/"):
+            return JSONResponse({"detail": "use /ui/events for the event stream"}, status_code=404)
+        if any(part in ("", ".", "..") for part in path.split("/")):
+            return JSONResponse({"detail": f"no route /api/{path}"}, status_code=404)
+        body = await request.body()
+        if len(body) > MAX_BODY:
+            return JSONResponse({"detail": "request too large"}, status_code=413)
+        reply = await ui.api(user).request(
+            request.method,
+            f"/api/{path}",
+            dict(request.query_params),
+            body,
+            request.headers.get("content-type", "application/json"),
+        )
+        return Response(reply.body, status_code=reply.status, media_type=reply.content_type)
+
+    @router.get("/{path:path}", summary="GET /api/<path> as the session's operator")
+    async def bridge_get(
+        request: Request, path: str, user: Annotated[UiUser, Depends(ui.auth.user)]
+    ) -> Response:
+        return await forward(request, path, user)
+
+    @router.api_route(
+        "/{path:path}", methods=list(API_PASSTHROUGH[1:]), summary="Change something through /api (CSRF)"
+    )
+    async def bridge_change(
+        request: Request, path: str, user: Annotated[UiUser, Depends(ui.auth.csrf_user)]
+    ) -> Response:
+        return await forward(request, path, user)
+
+    return router
+
+
+def ui_plugin(app: FastAPI, ctx: GatewayContext, mcp: Any, settings: UiSettings | None = None) -> None:
+    ui = UiService.build(app, ctx, settings)
+    ctx.extras["ui"] = ui
+
+    @app.exception_handler(UiAuthError)
+    async def refused(request: Request, exc: UiAuthError) -> Response:
+        if exc.login and wants_html(request):
+            target = request.url.path + (f"?{request.url.query}" if request.url.query else "")
+            return RedirectResponse(f"/ui/login?next={quote(target, safe='/')}", status_code=303)
+        headers = {"WWW-Authenticate": 'Bearer realm="kswarm"'} if exc.status == 401 else {}
+        if wants_html(request):
+            page = ui.renderer.page("error.html", exc.status, code=exc.status, detail=exc.detail)
+            page.headers.update(headers)
+            return page
+        return JSONResponse(
+            {"detail": exc.detail}, status_code=exc.status, headers=headers | SECURITY_HEADERS
+        )
+
+    app.include_router(build_auth_router(ui))
+    app.include_router(build_chat_router(ui))
+    app.include_router(build_panel_router(ui))
+    app.include_router(build_api_bridge(ui))
+    app.mount("/ui/static", StaticFiles(directory=HERE / "static"), name="ui-static")

@@ -1,0 +1,79 @@
+"""What every /ui route shares: the app, its context, templates, sessions and the orchestrator view."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from fastapi import FastAPI, Request
+from fastapi.responses import HTMLResponse
+from prometheus_client import Counter
+
+from gateway.context import GatewayContext
+from gateway.ui.auth import SessionStore, UiAuth, UiSettings, UiUser
+from gateway.ui.internal import InternalApi
+from gateway.ui.render import Renderer
+from gateway.ui.swarm import SwarmControl
+
+PANELS = (
+    ("chat", "Chat", "/ui/chat"),
+    ("agents", "Agents", "/ui/agents"),
+    ("jobs", "Jobs", "/ui/jobs"),
+    ("prs", "PRs", "/ui/prs"),
+    ("dataset", "Dataset", "/ui/dataset"),
+)
+
+
+class UiMetrics:
+    """UI metrics, in the gateway's registry (SSE clients of /ui/events count in kswarm_sse_clients)."""
+
+    def __init__(self, ctx: GatewayContext) -> None:
+        registry = ctx.metrics.registry
+        self.logins = Counter("kswarm_ui_logins", "UI login attempts", ["outcome"], registry=registry)
+        self.actions = Counter(
+            "kswarm_ui_actions", "Operator actions taken in the UI", ["action", "outcome"], registry=registry
+        )
+
+
+@dataclass
+class UiService:
+    app: FastAPI
+    ctx: GatewayContext
+    settings: UiSettings
+    renderer: Renderer
+    sessions: SessionStore
+    auth: UiAuth
+    control: SwarmControl
+    metrics: UiMetrics
+
+    @classmethod
+    def build(cls, app: FastAPI, ctx: GatewayContext, settings: UiSettings | None = None) -> UiService:
+        settings = settings or UiSettings()
+        sessions = SessionStore(ctx.redis, ctx.principals, settings.session_ttl_s)
+        return cls(
+            app=app,
+            ctx=ctx,
+            settings=settings,
+            renderer=Renderer(),
+            sessions=sessions,
+            auth=UiAuth(sessions),
+            control=SwarmControl(ctx.settings.home),
+            metrics=UiMetrics(ctx),
+        )
+
+    def api(self, user: UiUser) -> InternalApi:
+        return InternalApi(self.app, user.principal)
+
+    def page(self, template: str, request: Request, user: UiUser, panel: str, **context: Any) -> HTMLResponse:
+        """A full page (or, with ``?fragment=1``, only its panel body for a live refresh)."""
+        fragment = request.query_params.get("fragment") == "1"
+        return self.renderer.page(
+            template,
+            user=user,
+            csrf=user.csrf or "",
+            panel=panel,
+            panels=PANELS,
+            swarm=self.ctx.settings.swarm,
+            fragment=fragment,
+            **context,
+        )

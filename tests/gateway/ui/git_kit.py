@@ -1,0 +1,52 @@
+"""A real PR on the embedded forge, made with the git CLI (for the PR panel's tests and screenshots)."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+from pathlib import Path
+
+import httpx
+
+from kstest.gateway import GatewayThread
+
+
+def git(home: Path, token: str, name: str, email: str, *args: str, cwd: Path | None = None) -> str:
+    helper = f"!f() {{ echo username=x; echo password={token}; }}; f"
+    env = {k: v for k, v in os.environ.items() if not k.startswith("GIT_")}
+    env.update(HOME=str(home), GIT_CONFIG_NOSYSTEM="1", GIT_TERMINAL_PROMPT="0", LC_ALL="C")
+    argv = ["git", "-c", "credential.helper=", "-c", f"credential.helper={helper}", "-c", f"user.name={name}"]
+    argv += ["-c", f"user.email={email}", "-c", "init.defaultBranch=main", *args]
+    result = subprocess.run(argv, cwd=cwd, env=env, capture_output=True, text=True, timeout=60)
+    assert result.returncode == 0, f"git {' '.join(args)}:\n{result.stdout}\n{result.stderr}"
+    return result.stdout
+
+
+def open_demo_pr(gw: GatewayThread, tmp: Path, token: str, name: str = "dev-1") -> int:
+    """Repo kswarm/kernels, a branch of ``name`` with a kernel, a PR; returns its number."""
+    with gw.client(gw.operator_token) as op:
+        reply = op.post("/api/forge/repos", json={"org": "kswarm", "name": "kernels"})
+        assert reply.status_code == 201, reply.text
+    email = f"{name}@agents.{gw.swarm}"
+    work = tmp / "pr-work"
+    git(tmp / "git-home", token, name, email, "clone", "-q", f"{gw.url}/git/kswarm/kernels.git", str(work))
+    branch = f"{name}/softmax"
+    git(tmp / "git-home", token, name, email, "checkout", "-q", "-b", branch, cwd=work)
+    (work / "softmax.py").write_text(
+        "import triton\nimport triton.language as tl\n\n\n@triton.jit\ndef softmax(x_ptr, y_ptr, n):\n"
+        "    offs = tl.arange(0, 1024)\n    x = tl.load(x_ptr + offs, mask=offs < n, other=-float('inf'))\n"
+        "    e = tl.exp(x - tl.max(x, 0))\n    tl.store(y_ptr + offs, e / tl.sum(e, 0), mask=offs < n)\n"
+    )
+    git(tmp / "git-home", token, name, email, "add", "softmax.py", cwd=work)
+    git(tmp / "git-home", token, name, email, "commit", "-q", "-m", "softmax: one-block kernel", cwd=work)
+    git(tmp / "git-home", token, name, email, "push", "-q", "origin", branch, cwd=work)
+    with httpx.Client(base_url=f"{gw.url}/api/v1", headers={"Authorization": f"token {token}"}) as api:
+        body = {
+            "head": branch,
+            "base": "main",
+            "title": "Softmax: one-block kernel",
+            "body": "fp32, n <= 1024",
+        }
+        reply = api.post("/repos/kswarm/kernels/pulls", json=body)
+    assert reply.status_code == 201, reply.text
+    return reply.json()["number"]

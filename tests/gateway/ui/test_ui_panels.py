@@ -1,0 +1,209 @@
+"""The panels over plain HTTP: what they show with and without the other components' backends."""
+
+from __future__ import annotations
+
+import asyncio
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+from ui_kit import UiGateway
+
+from kstest.sse import read_events
+
+HTML = {"Accept": "text/html"}
+
+
+def test_missing_backends_say_not_available_yet(ui_gateway: UiGateway) -> None:
+    with ui_gateway.login() as browser:
+        for panel, what in (("jobs", "GET /api/jobs"), ("dataset", "GET /api/dataset")):
+            page = browser.get(f"/ui/{panel}")
+            assert page.status_code == 200
+            assert "Not available yet" in page.text and what in page.text, panel
+        agents = browser.get("/ui/agents").text
+        assert "orchestrator: not available here" in agents
+
+
+def test_a_component_that_adds_its_routes_shows_up_without_a_ui_change(
+    clean_redis: str, short_tmp: Path
+) -> None:
+    def jobs_plugin(app: Any, ctx: Any, mcp: Any) -> None:
+        @app.get("/api/jobs")
+        async def jobs() -> list[dict[str, Any]]:
+            return [{"id": "j-1", "pool": "cpu", "state": "running", "devices": [0, 1]}]
+
+        @app.get("/api/jobs/pools")
+        async def pools() -> dict[str, Any]:
+            return {"pools": {"cpu": {"depth": 3, "workers": 2}}}
+
+    gw = UiGateway(short_tmp / "home", clean_redis)
+    gw.extra_plugins = (jobs_plugin,)
+    gw.start()
+    try:
+        with gw.login() as browser:
+            page = browser.get("/ui/jobs").text
+    finally:
+        gw.stop()
+    assert "Not available yet" not in page
+    assert "j-1" in page and "running" in page and "[0,1]" in page
+    assert "/api/jobs/pools" in page and "depth" in page
+
+
+def test_agents_panel_without_an_orchestrator_disables_actions_with_a_reason(ui_gateway: UiGateway) -> None:
+    token = ui_gateway.add_principal("dev-1")
+    with ui_gateway.client(token) as agent:
+        agent.post("/api/heartbeat", json={"state": "working", "doing": "tiling the matmul"})
+    with ui_gateway.login() as browser:
+        page = browser.get("/ui/agents").text
+        assert "dev-1" in page and "tiling the matmul" in page and "working" in page
+        assert 'data-action="restart" data-agent="dev-1" disabled' in page
+        assert "no swarm in" in page  # the tooltip says why
+        refused = browser.post("/ui/agents/dev-1/restart", headers={"X-CSRF-Token": browser.csrf})
+        assert refused.status_code == 409 and "no swarm in" in refused.json()["message"]
+
+
+def test_pages_escape_agent_text_and_forbid_inline_scripts(ui_gateway: UiGateway) -> None:
+    token = ui_gateway.add_principal("mallory")
+    evil = "<script>alert(1)</script><img src=x onerror=alert(2)> @operator"
+    with ui_gateway.client(token) as agent:
+        assert agent.post("/api/channels/general/messages", json={"text": evil}).status_code == 201
+    with ui_gateway.login() as browser:
+        page = browser.get("/ui/chat?c=general")
+        assert "<script>alert(1)" not in page.text and "&lt;script&gt;alert(1)" in page.text
+        assert "<img src=x" not in page.text
+        assert '<span class="mention mention-me">@operator</span>' in page.text
+        csp = page.headers["content-security-policy"]
+        assert "script-src 'self'" in csp and "unsafe-inline" not in csp
+
+
+async def test_ui_events_stream_rendered_messages_to_the_cookie_session(ui_gateway: UiGateway) -> None:
+    token = ui_gateway.add_principal("dev-1")
+    with ui_gateway.login() as sync_browser:
+        cookies = dict(sync_browser.cookies)
+    async with (
+        httpx.AsyncClient(base_url=ui_gateway.url, cookies=cookies, timeout=30) as browser,
+        ui_gateway.async_client(token) as agent,
+    ):
+
+        async def first_event() -> Any:
+            async with browser.stream("GET", "/ui/events") as response:
+                assert response.status_code == 200
+                async for event in read_events(response):
+                    return event
+            return None
+
+        task = asyncio.create_task(first_event())
+        await asyncio.sleep(0.5)
+        await agent.post("/api/channels/general/messages", json={"text": "live <b>now</b> @dev-1"})
+        event = await asyncio.wait_for(task, 10)
+    assert event.data["type"] == "message" and event.data["sender"] == "dev-1"
+    assert "live &lt;b&gt;now&lt;/b&gt;" in event.data["html"]
+    assert f'data-event="{event.id}"' in event.data["html"]
+
+
+def test_operator_sees_dms_read_only_unless_a_member(ui_gateway: UiGateway) -> None:
+    a = ui_gateway.add_principal("alice")
+    ui_gateway.add_principal("bob")
+    with ui_gateway.client(a) as alice:
+        assert alice.post("/api/dms/bob/messages", json={"text": "psst"}).status_code == 201
+    with ui_gateway.login() as browser:
+        page = browser.get("/ui/chat?c=dm:alice:bob").text
+        assert "psst" in page and "read-only" in page and 'id="composer"' not in page
+        mine = browser.get("/ui/chat?dm=alice").text
+        assert 'data-post="/ui/api/dms/alice/messages"' in mine
+        sent = browser.post(
+            "/ui/api/dms/alice/messages", json={"text": "hi alice"}, headers={"X-CSRF-Token": browser.csrf}
+        )
+        assert sent.status_code == 201 and sent.json()["channel"] == "dm:alice:operator"
+
+
+def test_history_paging_threads_and_search(ui_gateway: UiGateway) -> None:
+    agent = ui_gateway.add_principal("dev-1")
+    url = "/api/channels/ops/messages"
+    with ui_gateway.client(ui_gateway.operator_token) as op, ui_gateway.client(agent) as dev:
+        # Two senders: each stays inside the chat rate limit's burst.
+        ids = [(op, dev)[i % 2].post(url, json={"text": f"line {i}"}).json()["id"] for i in range(60)]
+        op.post(url, json={"text": "a reply", "reply_to": ids[-1]})
+    with ui_gateway.login() as browser:
+        page = browser.get("/ui/chat?c=ops").text
+        assert "line 59" in page and "line 10" not in page and 'data-more="1"' in page
+        assert '<span class="count">1</span> reply' in page
+        older = browser.get("/ui/chat/history", params={"c": "ops", "before": ids[11]})
+        assert "line 10" in older.text and "line 0" in older.text and older.headers["x-more"] == "0"
+        thread = browser.get("/ui/chat/thread", params={"c": "ops", "root": ids[-1]}).text
+        assert "line 59" in thread and "a reply" in thread and f'data-reply-to="{ids[-1]}"' in thread
+        found = browser.get("/ui/chat/search", params={"q": "LINE 4"}).text
+        assert "line 4" in found and "line 42" in found and "line 5<" not in found
+        around = browser.get("/ui/chat", params={"c": "ops", "at": ids[5]}).text
+        assert "line 5" in around and "Jump to latest" in around
+
+
+@pytest.mark.parametrize("path", ["/ui/chat/history?c=ops&before=nope", "/ui/chat?c=ops&at=1-x"])
+def test_bad_ids_are_400(ui_gateway: UiGateway, path: str) -> None:
+    with ui_gateway.login() as browser:
+        assert browser.get(path).status_code == 400
+
+
+def test_ui_metrics_count_logins(ui_gateway: UiGateway) -> None:
+    with ui_gateway.login():
+        pass
+    with ui_gateway.client(ui_gateway.operator_token) as op:
+        text = op.get("/metrics").text
+    assert 'kswarm_ui_logins_total{outcome="ok"} 1.0' in text
+
+
+def test_agents_panel_shows_tokens_and_cost_when_the_llm_proxy_is_registered(
+    clean_redis: str, short_tmp: Path
+) -> None:
+    from gateway.llm_proxy import llm_proxy_plugin
+    from gateway.usage import Usage
+
+    gw = UiGateway(short_tmp / "home", clean_redis)
+    gw.extra_plugins = (llm_proxy_plugin,)
+    gw.start()
+    try:
+        gw.add_principal("dev-1")
+        store = gw.app.state.ctx.extras["llm_usage"]
+        usage = Usage(input_tokens=12_000, output_tokens=3_456)
+        assert gw._loop is not None
+        asyncio.run_coroutine_threadsafe(store.record("dev-1", None, usage), gw._loop).result(10)
+        with gw.login() as browser:
+            page = browser.get("/ui/agents").text
+    finally:
+        gw.stop()
+    assert "not available yet (no LLM proxy" not in page
+    assert "15,456" in page and "$" in page
+
+
+def test_all_activity_interleaves_every_channel_and_dm(ui_gateway: UiGateway) -> None:
+    a = ui_gateway.add_principal("alice")
+    ui_gateway.add_principal("bob")
+    with ui_gateway.client(a) as alice:
+        alice.post("/api/channels/general/messages", json={"text": "one in general"})
+        alice.post("/api/channels/ops/messages", json={"text": "two in ops"})
+        alice.post("/api/dms/bob/messages", json={"text": "three in a DM"})
+    with ui_gateway.login() as browser:
+        page = browser.get("/ui/chat").text  # the default view
+    assert page.index("one in general") < page.index("two in ops") < page.index("three in a DM")
+    assert 'class="messages feed"' in page and "dm:alice:bob" in page
+    assert 'data-event="' in page and "pick a channel or DM to write in" in page
+
+
+def test_the_supervisor_lock_is_probed_without_being_taken(tmp_path: Path) -> None:
+    import fcntl
+
+    from gateway.ui.swarm import supervised
+    from orchestrator.provision import SwarmLayout
+    from orchestrator.supervisor import SupervisorLock
+
+    lock = SupervisorLock(SwarmLayout(tmp_path))
+    assert supervised(lock) is False  # no lock file yet
+    lock.path.parent.mkdir(parents=True)
+    lock.path.touch()
+    assert supervised(lock) is False
+    with open(lock.path) as held:
+        fcntl.flock(held, fcntl.LOCK_EX)
+        assert supervised(lock) is True
+        assert supervised(lock) is True, "probing did not take or drop the lock"
+    assert supervised(lock) is False

@@ -1,0 +1,163 @@
+"""Test support for the UI: a gateway with the UI (and the forge) plugin, logins, a swarm, a browser."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import re
+import threading
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any, TypeVar
+
+import httpx
+
+from gateway.app import create_app
+from gateway.forge.plugin import forge_plugin
+from gateway.plugins import default_plugins
+from gateway.server import serve
+from gateway.ui import ui_plugin
+from kstest.gateway import GatewayThread
+
+REPO = Path(__file__).resolve().parents[3]
+ARTIFACTS = REPO / "test-artifacts" / "ui"
+CHROMIUM = Path("/usr/bin/chromium")
+CHROMIUM_ARGS = [
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-quic",
+    "--no-first-run",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+]
+T = TypeVar("T")
+
+
+def ui_plugins(*extra: Any) -> list[Any]:
+    """The default plugins, plus the forge, the UI and ``extra`` unless gateway/plugins.py has them."""
+    plugins = default_plugins()
+    names = {getattr(p, "__name__", "") for p in plugins}
+    if "forge_plugin" not in names:
+        plugins.append(forge_plugin)
+    if ui_plugin not in plugins:
+        plugins.append(ui_plugin)
+    return [*plugins, *(p for p in extra if getattr(p, "__name__", "") not in names)]
+
+
+class UiGateway(GatewayThread):
+    """``GatewayThread`` (real uvicorn in a thread) with the UI plugin and any ``extra`` plugins."""
+
+    extra_plugins: tuple[Any, ...] = ()
+
+    def start(self, timeout: float = 30) -> None:
+        self.home.mkdir(parents=True, exist_ok=True)
+        started = threading.Event()
+        failure: list[BaseException] = []
+
+        async def main() -> None:
+            self._loop = asyncio.get_running_loop()
+            self._stop = asyncio.Event()
+            ready = asyncio.Event()
+            self.app = create_app(self.settings, plugins=ui_plugins(*self.extra_plugins))
+            waiter = asyncio.create_task(ready.wait())
+            waiter.add_done_callback(lambda _: started.set())
+            await serve(self.app, self.settings, ready=ready, stop=self._stop)
+
+        def run() -> None:
+            try:
+                asyncio.run(main())
+            except BaseException as exc:  # reported to the starting test
+                failure.append(exc)
+            finally:
+                started.set()
+
+        self._thread = threading.Thread(target=run, name=f"ui-gateway-{self.port}", daemon=True)
+        self._thread.start()
+        if not started.wait(timeout) or failure:
+            raise RuntimeError(f"gateway did not start: {failure!r}")
+
+    @contextmanager
+    def login(self, token: str | None = None) -> Iterator[httpx.Client]:
+        """An httpx client logged in through the form (cookie session); ``.csrf`` holds its CSRF token."""
+        with httpx.Client(base_url=self.url, timeout=30) as client:
+            yield self._log_in(client, token)
+
+    def _log_in(self, client: httpx.Client, token: str | None) -> httpx.Client:
+        reply = client.post("/ui/login", data={"token": token or self.operator_token, "next": "/ui/chat"})
+        assert reply.status_code == 303, reply.text
+        page = client.get("/ui/chat", headers={"Accept": "text/html"})
+        assert page.status_code == 200, page.text
+        match = re.search(r'<meta name="csrf-token" content="([^"]+)">', page.text)
+        assert match, "no CSRF token on the page"
+        client.csrf = match.group(1)  # type: ignore[attr-defined]
+        return client
+
+
+def wait_for(predicate: Callable[[], T], timeout: float = 20.0, what: str = "condition") -> T:
+    deadline = time.monotonic() + timeout
+    last: Any = None
+    while time.monotonic() < deadline:
+        try:
+            last = predicate()
+        except Exception as exc:  # transient: a record half-written
+            last = exc
+        if last and not isinstance(last, Exception):
+            return last
+        time.sleep(0.1)
+    raise AssertionError(f"timed out after {timeout}s waiting for {what}; last: {last!r}")
+
+
+@contextmanager
+def running_swarm(gw: GatewayThread, agents_yaml: str) -> Iterator[Any]:
+    """The real orchestrator (process backend) supervising ``agents_yaml`` on ``gw``'s home."""
+    import yaml
+
+    from orchestrator.spec import parse_spec
+    from orchestrator.supervisor import Supervisor, stop_swarm
+
+    lifecycle = {"reconcile_s": 0.2, "backoff_base_s": 0.2, "backoff_max_s": 1.0, "stall_after_s": 60}
+    # Agents run as root-allocated uids, and stopping one kills every process of its uid: a uid range
+    # of our own keeps other swarms on this machine (other suites running now) out of each other's way.
+    process = {"uid_base": 40000 + (os.getpid() % 2000) * 10}
+    options = yaml.safe_dump({"lifecycle": lifecycle, "process": process})
+    spec = parse_spec(f"swarm: {gw.swarm}\nagents:\n{agents_yaml}\n{options}")
+    supervisor = Supervisor(spec, "process", gw.home, gw.url, gw.operator_token, gw.socket_path)
+    stop = threading.Event()
+    thread = threading.Thread(target=supervisor.run, args=(stop,), daemon=True)
+    thread.start()
+    try:
+        yield supervisor
+    finally:
+        stop.set()
+        thread.join(30)
+        stop_swarm(supervisor.layout, supervisor.runtime, purge=True)
+
+
+@contextmanager
+def browser_page(gw: UiGateway, token: str | None = None, login: bool = True) -> Iterator[Any]:
+    """A headless Debian Chromium page (Playwright), logged in through the form unless ``login=False``."""
+    from playwright.sync_api import sync_playwright
+
+    with sync_playwright() as pw:
+        browser = pw.chromium.launch(executable_path=str(CHROMIUM), headless=True, args=CHROMIUM_ARGS)
+        try:
+            context = browser.new_context(viewport={"width": 1400, "height": 860})
+            page = context.new_page()
+            if login:
+                page.goto(f"{gw.url}/ui/login")
+                page.fill("#token", token or gw.operator_token)
+                page.click("button[type=submit]")
+                page.wait_for_url(re.compile(r".*/ui/chat.*"))
+            yield page
+        finally:
+            browser.close()
+
+
+def shot(page: Any, name: str) -> Path:
+    ARTIFACTS.mkdir(parents=True, exist_ok=True)
+    path = ARTIFACTS / f"{name}.png"
+    page.screenshot(path=str(path), full_page=False)
+    return path
