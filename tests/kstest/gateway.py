@@ -94,6 +94,10 @@ class GatewayThread(GatewayClients):
     def socket_path(self) -> Path:
         return self.settings.socket_path()
 
+    def plugins(self) -> list:
+        """The gateway's plugins; suites that configure a component differently override this."""
+        return default_plugins()
+
     def start(self, timeout: float = 30) -> None:
         self.home.mkdir(parents=True, exist_ok=True)
         started = threading.Event()
@@ -103,7 +107,7 @@ class GatewayThread(GatewayClients):
             self._loop = asyncio.get_running_loop()
             self._stop = asyncio.Event()
             ready = asyncio.Event()
-            self.app = create_app(self.settings, plugins=default_plugins())
+            self.app = create_app(self.settings, plugins=self.plugins())
             waiter = asyncio.create_task(ready.wait())
             waiter.add_done_callback(lambda _: started.set())
             await serve(self.app, self.settings, ready=ready, stop=self._stop)
