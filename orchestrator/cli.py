@@ -250,9 +250,15 @@ def chat_tail(
 def register_components() -> None:
     """Command groups of the other components (swarm, forge, ...), each owned by its module."""
     from orchestrator import forge_cli, swarm_cli
+    from orchestrator.catalogue import cli as tasks_cli
+    from orchestrator.dataset import cli as dataset_cli
+    from orchestrator.jobs import cli as jobs_cli
 
     swarm_cli.register(app, agent_app)
     forge_cli.register(app)
+    jobs_cli.register(app)
+    tasks_cli.register(app)
+    dataset_cli.register(app)
 
 
 def main() -> None:

@@ -1,0 +1,182 @@
+"""Job-runner benchmark: submit→start latency, submissions per second, harness overhead.
+
+Run: ``.venv/bin/python bench/jobs.py [--repeats 3]`` (starts its own Redis, a gateway with the forge
+and jobs plugins, and worker processes; a few minutes on a small machine, most of it in Triton's
+interpreter).
+
+1. Submit→start latency on an idle pool: one worker long-polls; each job is submitted alone and the
+   gap between the gateway's ``submitted`` and ``started`` times is measured (p50/p90).
+2. Submissions per second: 16 concurrent clients submit to a pool no worker serves (each submission
+   resolves the ref and checks the kernel file in the forge's repository).
+3. Harness overhead: the same kernel's CPU trials (``add``, honest, TRITON_INTERPRET=1) run bare in one
+   interpreter process, against the harness CLI, against a whole job (checkout, confinement, harness,
+   result recorded), as ratios.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import os
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import httpx
+from _common import ROOT, pct
+
+sys.path.insert(0, str(ROOT / "tests" / "orchestrator" / "jobs"))
+sys.path.insert(0, str(ROOT))  # the real packages before tests/gateway (a namespace dir of that name)
+from jobkit import HONEST_ADD, JobsGateway, WorkerProc, push_kernels
+
+from orchestrator.embedded_redis import EmbeddedRedis
+from orchestrator.jobs.pools import JobsSettings, NodeConfig, PoolConfig, PoolRules
+
+TASK = ROOT / "orchestrator" / "verify" / "examples" / "tasks" / "add"
+NOOP = [
+    "{python}",
+    "-c",
+    "import json, sys; open(sys.argv[1], 'w').write(json.dumps(dict(verdict='pass')))",
+    "{out}",
+]
+BARE = """
+import importlib.util, sys, time
+from orchestrator.verify.tasks import load_task, torch_dtype
+task = load_task(sys.argv[1])
+spec = importlib.util.spec_from_file_location("candidate", sys.argv[2])
+mod = importlib.util.module_from_spec(spec); spec.loader.exec_module(mod)
+entry = getattr(mod, task.entry)
+for trial in task.trials(cpu=True):
+    inputs = task.make_inputs(trial.case, torch_dtype(trial.dtype), trial.seed)
+    entry(*inputs)
+"""
+
+
+def pools() -> list[PoolConfig]:
+    one = [NodeConfig(name="local", devices=[0])]
+    return [
+        PoolConfig(name="cpu", nodes=one, harness_command=NOOP),
+        PoolConfig(
+            name="sink",
+            nodes=one,
+            rules=PoolRules(allowed_device_counts=[1], kinds=["verify"], max_queued_per_agent=100_000),
+        ),
+        PoolConfig(name="cpu-real", nodes=one, timeout_s=600),
+    ]
+
+
+def submit(gw: JobsGateway, sha: str, pool: str, kernel: str = "kernels/add/add_masked.py") -> dict:
+    with gw.as_("bench") as c:
+        reply = c.post("/api/jobs", json={"task": "add", "kernel": kernel, "ref": sha, "pool": pool})
+    reply.raise_for_status()
+    return reply.json()
+
+
+def latency(gw: JobsGateway, sha: str, n: int) -> list[float]:
+    gaps = []
+    for i in range(n + 2):
+        job = submit(gw, sha, "cpu")
+        done = gw.wait_job(job["id"], ("succeeded", "failed", "error"), timeout=60)
+        if i >= 2:  # the first two warm the worker's paths
+            gaps.append(done["started"] - done["submitted"])
+    return gaps
+
+
+async def throughput(gw: JobsGateway, sha: str, total: int, clients: int) -> float:
+    headers = {"Authorization": f"Bearer {gw.tokens['bench']}"}
+    body = {"task": "add", "kernel": "kernels/add/add_masked.py", "ref": sha, "pool": "sink"}
+    left = iter(range(total))
+
+    async def one_client() -> None:
+        async with httpx.AsyncClient(base_url=gw.url, headers=headers, timeout=60) as client:
+            for _ in left:
+                (await client.post("/api/jobs", json=body)).raise_for_status()
+
+    started = time.perf_counter()
+    await asyncio.gather(*(one_client() for _ in range(clients)))
+    return total / (time.perf_counter() - started)
+
+
+def timed(argv: list[str], env: dict[str, str]) -> float:
+    started = time.perf_counter()
+    subprocess.run(argv, env=env, check=True, capture_output=True, cwd=tempfile.gettempdir())
+    return time.perf_counter() - started
+
+
+def harness_overhead(gw: JobsGateway, sha: str, kernel: Path, repeats: int) -> dict[str, float]:
+    env = {"PATH": os.environ["PATH"], "PYTHONPATH": str(ROOT), "TRITON_INTERPRET": "1", "HOME": "/tmp"}
+    out = Path(tempfile.mkdtemp()) / "r.json"
+    cli = [sys.executable, "-m", "orchestrator.verify", "--task", str(TASK), "--candidate", str(kernel)]
+    cli += ["--pool", "cpu", "--out", str(out), "--no-timing"]
+    bare: list[float] = []
+    harness: list[float] = []
+    jobs: list[float] = []
+    for _ in range(repeats):  # interleaved, so that the machine's load hits all three alike
+        bare.append(timed([sys.executable, "-c", BARE, str(TASK), str(kernel)], env))
+        harness.append(timed(cli, env))
+        job = submit(gw, sha, "cpu-real")
+        done = gw.wait_job(job["id"], ("succeeded", "failed", "error", "timeout"), timeout=900)
+        assert done["state"] == "succeeded", done["error"]
+        jobs.append(done["finished"] - done["submitted"])
+    return {
+        "bare": statistics.median(bare),
+        "harness": statistics.median(harness),
+        "job": statistics.median(jobs),
+    }
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument("--latency-jobs", type=int, default=30)
+    parser.add_argument("--submissions", type=int, default=300)
+    parser.add_argument("--repeats", type=int, default=3)
+    args = parser.parse_args()
+    tmp = Path(tempfile.mkdtemp(prefix="ksbj"))
+    tmp.chmod(0o711)
+    redis = EmbeddedRedis(tmp / "redis")
+    gw = JobsGateway(tmp / "home", redis.ensure_running(), swarm="bench")
+    gw.jobs_settings = JobsSettings(pools_file=None, pools=pools())
+    gw.start()
+    workers: list[WorkerProc] = []
+    try:
+        gw.tokens = {"bench": gw.add_principal("bench"), "w1": gw.add_principal("w1", "worker")}
+        with gw.as_("operator") as op:
+            op.post("/api/forge/repos", json={"org": "kswarm", "name": "kernels"}).raise_for_status()
+        files = {"kernels/add/add_masked.py": HONEST_ADD}
+        sha = push_kernels(gw, tmp, "kswarm/kernels", "bench", "bench/add", files)
+        kernel = tmp / "add_masked.py"
+        kernel.write_text(HONEST_ADD)
+        for pool in ("cpu", "cpu-real"):
+            workers.append(WorkerProc(gw, pool, tmp / "w", gw.tokens["w1"]))
+        gaps = latency(gw, sha, args.latency_jobs)
+        print(
+            f"submit→start on an idle pool ({len(gaps)} jobs): p50 {pct(gaps, 50) * 1000:.1f} ms, "
+            f"p90 {pct(gaps, 90) * 1000:.1f} ms"
+        )
+        rate = asyncio.run(throughput(gw, sha, args.submissions, 16))
+        print(f"submissions: {rate:.0f}/s ({args.submissions} by 16 concurrent clients, ref resolved each)")
+        times = harness_overhead(gw, sha, kernel, args.repeats)
+        print(
+            f"add (CPU trials, interpreter), median of {args.repeats}: bare {times['bare']:.1f} s, "
+            f"harness {times['harness']:.1f} s, whole job {times['job']:.1f} s"
+        )
+        print(
+            f"ratios: harness/bare {times['harness'] / times['bare']:.2f}, "
+            f"job/bare {times['job'] / times['bare']:.2f}, job/harness {times['job'] / times['harness']:.2f}"
+        )
+    finally:
+        for w in workers:
+            w.stop()
+        gw.stop()
+        redis.release()
+        shutil.rmtree(tmp, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,172 @@
+"""The knowledge base: a repo in the forge, searched only at its protected branch's head.
+
+Notes change like code: a branch, a PR, a review, the gate's merge. Search reads the branch the gate
+protects (``main``) and nothing else, so a note on an unmerged branch is never returned. The index
+is keyed by that branch's head commit and rebuilt when the head moves (checked on every search: one
+``git rev-parse``), so a merge is searchable on the next call.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Callable, Mapping
+from typing import Any
+
+from pydantic import Field
+from pydantic_settings import BaseSettings, SettingsConfigDict
+
+from gateway.context import GatewayContext
+from gateway.forge.models import ForgeError, RepoInfo
+from gateway.forge.protocol import Forge
+from gateway.kb.index import Bm25Index, split_passages
+from gateway.kb.repo import bare_repo, read_file, read_tree, seed_branch
+
+log = logging.getLogger("kswarm.kb")
+
+SeedFiles = Callable[[], Mapping[str, bytes]]
+
+
+class KBSettings(BaseSettings):
+    """Knowledge-base settings (environment prefix ``KSWARM_KB_``)."""
+
+    model_config = SettingsConfigDict(env_prefix="KSWARM_KB_", extra="ignore")
+
+    repo: str = Field("kswarm/kb", description="org/name of the knowledge repo in the forge.")
+    branch: str = Field("main", description="The reviewed branch that search reads (protected).")
+    ensure_on_start: bool = Field(
+        False, description="Create and seed the repo at start; else on first use or POST /api/kb/seed."
+    )
+    seed: bool = Field(True, description="Seed a new repo with the project's notes (kb_seed/*.md).")
+    suffixes: list[str] = Field(
+        default_factory=lambda: [".md", ".markdown", ".txt", ".rst"], description="Files that are notes."
+    )
+    max_results: int = Field(20, ge=1, description="Most passages one search returns.")
+    read_max_chars: int = Field(20_000, ge=100, description="Longest note text kb_read returns.")
+
+
+def default_seed_files() -> Mapping[str, bytes]:
+    from orchestrator.catalogue import kb_files
+
+    return kb_files()
+
+
+class KnowledgeBase:
+    """Search and read the knowledge repo at its protected branch; one per gateway app."""
+
+    def __init__(
+        self, ctx: GatewayContext, settings: KBSettings, seed_files: SeedFiles | None = None
+    ) -> None:
+        self.ctx = ctx
+        self.settings = settings
+        self.seed_files = seed_files or default_seed_files
+        org, _, name = settings.repo.partition("/")
+        if not org or not name:
+            raise ValueError(f"KSWARM_KB_REPO must be org/name, not {settings.repo!r}")
+        self.org, self.name = org, name
+        self._ensured = False
+        self._lock = asyncio.Lock()
+        self._cache: tuple[str, Bm25Index] | None = None
+
+    @property
+    def forge(self) -> Forge:
+        forge = self.ctx.extras.get("forge")
+        if forge is None:
+            raise ForgeError("the knowledge base needs the forge plugin", 503)
+        return forge
+
+    async def ensure(self) -> tuple[RepoInfo, str | None]:
+        """Create the repo if missing and seed it while it is new; (repo, seed commit or None)."""
+        info = await self.forge.ensure_repo(self.org, self.name, self.settings.branch)
+        seeded = None
+        if self.settings.seed:
+            bare = bare_repo(self.forge, self.org, self.name)
+            gate = f"gate@bots.{self.ctx.settings.swarm}"
+            seeded = await seed_branch(
+                bare, self.settings.branch, self.seed_files(), "Seed the knowledge base\n", "gate", gate
+            )
+            if seeded:
+                log.info("seeded %s with %s", self.settings.repo, seeded)
+        self._ensured = True
+        return info, seeded
+
+    async def head(self) -> str:
+        if not self._ensured:
+            async with self._lock:
+                if not self._ensured:
+                    await self.ensure()
+        branch = self.settings.branch
+        if await self.forge.get_protection(self.org, self.name, branch) is None:
+            raise ForgeError(
+                f"{self.settings.repo}:{branch} is not protected, so its notes are not reviewed: "
+                "the knowledge base serves only a branch the review gate guards",
+                409,
+            )
+        sha = await bare_repo(self.forge, self.org, self.name).branch_sha(branch)
+        if sha is None:
+            raise ForgeError(f"{self.settings.repo} has no branch {self.settings.branch}", 404)
+        return sha
+
+    async def index(self) -> tuple[str, Bm25Index]:
+        """The index of the branch's current head (rebuilt when the head has moved)."""
+        sha = await self.head()
+        cached = self._cache
+        if cached is not None and cached[0] == sha:
+            return cached
+        async with self._lock:
+            if self._cache is not None and self._cache[0] == sha:
+                return self._cache
+            bare = bare_repo(self.forge, self.org, self.name)
+            files = await read_tree(bare, sha, tuple(s.lower() for s in self.settings.suffixes))
+            passages = [p for f in files for p in split_passages(f.path, f.text)]
+            self._cache = (sha, Bm25Index(passages))
+            log.info(
+                "indexed %s@%s: %d files, %d passages",
+                self.settings.repo,
+                sha[:10],
+                len(files),
+                len(passages),
+            )
+            return self._cache
+
+    async def search(self, query: str, limit: int = 5) -> dict[str, Any]:
+        sha, index = await self.index()
+        limit = max(1, min(limit, self.settings.max_results))
+        results = [
+            {
+                "file": p.file,
+                "line": p.line,
+                "heading": p.heading,
+                "score": score,
+                "commit": sha,
+                "text": p.text,
+            }
+            for score, p in index.search(query, limit)
+        ]
+        return {"repo": self.settings.repo, "branch": self.settings.branch, "commit": sha, "results": results}
+
+    async def read(self, path: str) -> dict[str, Any]:
+        sha = await self.head()
+        text = await read_file(bare_repo(self.forge, self.org, self.name), sha, path.strip("/"))
+        if text is None:
+            raise ForgeError(f"no note {path!r} on {self.settings.branch} of {self.settings.repo}", 404)
+        limit = self.settings.read_max_chars
+        return {
+            "repo": self.settings.repo,
+            "file": path.strip("/"),
+            "commit": sha,
+            "text": text[:limit],
+            "truncated": len(text) > limit,
+        }
+
+    async def info(self) -> dict[str, Any]:
+        sha, index = await self.index()
+        repo = await self.forge.ensure_repo(self.org, self.name, self.settings.branch)
+        return {
+            "repo": self.settings.repo,
+            "branch": self.settings.branch,
+            "commit": sha,
+            "clone_url": repo.clone_url,
+            "files": sorted({p.file for p in index.passages}),
+            "passages": len(index.passages),
+        }

@@ -1,0 +1,1 @@
+"""The task board: tasks posted by operators and leads, claimed by agents under leases (docs/tasks.md)."""

@@ -1,0 +1,78 @@
+"""Task board models and settings. The claimant of a task is always the caller's principal."""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+from pydantic_settings import BaseSettings, SettingsConfigDict
+
+TASK_ID_PATTERN = r"^[a-z0-9][a-z0-9_.-]{0,63}$"
+TaskState = Literal["open", "claimed", "done"]
+
+
+class TasksSettings(BaseSettings):
+    """Task board settings (environment prefix ``KSWARM_TASKS_``)."""
+
+    model_config = SettingsConfigDict(env_prefix="KSWARM_TASKS_", extra="ignore")
+
+    claim_ttl_s: float = Field(300.0, gt=0, description="Lease of a claim; it lapses unless renewed.")
+    sweep_s: float = Field(5.0, gt=0, description="How often lapsed claims are looked for and announced.")
+    renew_on_heartbeat: bool = Field(
+        True, description="Renew the claims of agents whose heartbeat is fresh (crashed agents stop beating)."
+    )
+    heartbeat_fresh_s: float = Field(30.0, gt=0, description="A heartbeat younger than this counts as alive.")
+    heartbeat_renew_max_s: float = Field(
+        3600.0, gt=0, description="Heartbeats keep a claim at most this long after its last claim/renew."
+    )
+    channel: str = Field("general", description="Channel for board announcements (posted, done, expired).")
+    bot: str = Field("board", description="Principal (kind gate, no token handed out) that announces.")
+    leads: list[str] = Field(
+        default_factory=list, description="Agents allowed to post tasks (besides operators)."
+    )
+    dataset_repo: str = Field("kswarm/kernels", description="org/name of the dataset repo the tasks live in.")
+
+
+class TaskSpec(BaseModel):
+    """A task as posted by an operator or a lead agent."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    id: str = Field(pattern=TASK_ID_PATTERN, description="Task id; for catalogue tasks the task's name.")
+    title: str = Field(min_length=1, max_length=200, description="One line.")
+    description: str = Field("", max_length=8000, description="What to build and how it is judged.")
+    repo: str | None = Field(
+        None, description="org/name of the repo the work goes to (default: dataset repo)."
+    )
+    labels: list[str] = Field(default_factory=list, max_length=20, description="Free-form labels.")
+
+
+class BoardTask(TaskSpec):
+    """A task with its current state on the board."""
+
+    model_config = ConfigDict(extra="ignore")
+
+    posted_by: str = Field(description="Principal that posted it.")
+    created: float = Field(description="Unix time it was posted.")
+    state: TaskState = Field(description="open, claimed (a live lease) or done.")
+    holder: str | None = Field(None, description="Agent holding the claim (state claimed).")
+    claimed_at: float | None = Field(None, description="Start of the current claim.")
+    expires_at: float | None = Field(None, description="When the current lease lapses unless renewed.")
+    claims: int = Field(0, description="How many times the task was claimed.")
+    done_by: str | None = Field(None, description="Agent that marked it done.")
+    done_at: float | None = Field(None, description="When.")
+    result: str | None = Field(None, description="What the agent reported (e.g. 'PR #4').")
+
+
+class DoneBody(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    result: str = Field("", max_length=2000, description="What came of it, e.g. 'PR #4 merged'.")
+
+
+class SeedBody(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    repo: str | None = Field(None, description="org/name of the dataset repo (default: settings).")
+    post_tasks: bool = Field(True, description="Also post every catalogue task on the board.")
+    only: list[str] | None = Field(None, description="Post only these catalogue tasks.")

@@ -1,0 +1,24 @@
+"""Elementwise add: one masked block per program, any length."""
+
+import torch
+import triton
+import triton.language as tl
+
+
+@triton.jit
+def _add_kernel(x_ptr, y_ptr, out_ptr, n, BLOCK: tl.constexpr):
+    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    mask = offs < n
+    x = tl.load(x_ptr + offs, mask=mask)
+    y = tl.load(y_ptr + offs, mask=mask)
+    tl.store(out_ptr + offs, x + y, mask=mask)
+
+
+def add(x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+    x = x.contiguous()
+    y = y.contiguous()
+    out = torch.empty_like(x)
+    n = x.numel()
+    block = 1024
+    _add_kernel[(triton.cdiv(n, block),)](x, y, out, n, BLOCK=block)
+    return out

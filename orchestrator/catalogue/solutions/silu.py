@@ -1,0 +1,23 @@
+"""SiLU in float32: x * sigmoid(x)."""
+
+import torch
+import triton
+import triton.language as tl
+
+
+@triton.jit
+def _silu_kernel(x_ptr, out_ptr, n, BLOCK: tl.constexpr):
+    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    mask = offs < n
+    x = tl.load(x_ptr + offs, mask=mask, other=0.0).to(tl.float32)
+    y = x / (1.0 + tl.exp(-x))
+    tl.store(out_ptr + offs, y.to(out_ptr.dtype.element_ty), mask=mask)
+
+
+def silu(x: torch.Tensor) -> torch.Tensor:
+    x = x.contiguous()
+    out = torch.empty_like(x)
+    n = x.numel()
+    block = 1024
+    _silu_kernel[(triton.cdiv(n, block),)](x, out, n, BLOCK=block)
+    return out

@@ -1,0 +1,30 @@
+"""Elementwise add: out = x + y."""
+
+from __future__ import annotations
+
+import torch
+
+NAME = "add"
+CATEGORY = "elementwise"
+DESCRIPTION = (
+    "out = x + y elementwise; x and y are 1-D tensors of the same length and dtype; out has that dtype"
+)
+ENTRY = "add"
+DTYPES = ["float32", "float16"]
+SEEDS = [0, 1, 2, 3, 4]
+# Two lengths that are not block multiples, one far smaller than any block (another scale).
+CPU_SHAPES = [{"n": 1000}, {"n": 3001}, {"n": 37}]
+SHAPES = [{"n": 98_765}, {"n": 1_000_003}, {"n": 16_777_216}]
+
+
+def make_inputs(
+    case: dict[str, int], dtype: torch.dtype, seed: int, device: str = "cpu"
+) -> tuple[torch.Tensor, ...]:
+    g = torch.Generator().manual_seed(seed)
+    x = torch.randn(case["n"], generator=g).to(dtype)
+    y = torch.randn(case["n"], generator=g).to(dtype)
+    return x.to(device), y.to(device)
+
+
+def reference(x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+    return x + y

@@ -1,0 +1,34 @@
+"""Row argmax: out[r] = argmax(x[r, :]) (first index on ties)."""
+
+from __future__ import annotations
+
+import torch
+
+NAME = "argmax_rows"
+CATEGORY = "reduction"
+DESCRIPTION = (
+    "out[r] = index of the largest x[r, c] (the first one on ties) for a 2-D float32 x; out is int64 (rows,)"
+)
+ENTRY = "argmax_rows"
+DTYPES = ["float32"]
+SEEDS = [0, 1, 2, 3, 4]
+# Rows of odd widths (masking on the last block), and one case a scale larger.
+CPU_SHAPES = [{"rows": 7, "cols": 33}, {"rows": 13, "cols": 100}, {"rows": 24, "cols": 1000}]
+SHAPES = [
+    {"rows": 1000, "cols": 1000},
+    {"rows": 4097, "cols": 513},
+    {"rows": 123, "cols": 8191},
+    {"rows": 32768, "cols": 1024},
+]
+
+
+def make_inputs(
+    case: dict[str, int], dtype: torch.dtype, seed: int, device: str = "cpu"
+) -> tuple[torch.Tensor, ...]:
+    g = torch.Generator().manual_seed(seed)
+    x = (1.0 * torch.randn(case["rows"], case["cols"], generator=g)).to(dtype)
+    return (x.to(device),)
+
+
+def reference(x: torch.Tensor) -> torch.Tensor:
+    return torch.argmax(x, dim=-1)

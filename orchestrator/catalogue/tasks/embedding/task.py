@@ -1,0 +1,39 @@
+"""Embedding lookup: out[i, :] = weight[ids[i], :]."""
+
+from __future__ import annotations
+
+import torch
+
+NAME = "embedding"
+CATEGORY = "gather"
+DESCRIPTION = (
+    "out = weight[ids] for a table weight (vocab, dim) and int64 ids (n,) with 0 <= ids < vocab; out is "
+    "(n, dim) in weight's dtype; ids repeat"
+)
+ENTRY = "embedding"
+DTYPES = ["float32", "float16"]
+SEEDS = [0, 1, 2, 3, 4]
+CPU_SHAPES = [
+    {"n": 37, "vocab": 100, "dim": 33},
+    {"n": 100, "vocab": 1000, "dim": 64},
+    {"n": 9, "vocab": 50, "dim": 7},
+]
+SHAPES = [
+    {"n": 8191, "vocab": 32000, "dim": 4096},
+    {"n": 4097, "vocab": 151_936, "dim": 1000},
+    {"n": 65_536, "vocab": 50_257, "dim": 768},
+]
+
+
+def make_inputs(
+    case: dict[str, int], dtype: torch.dtype, seed: int, device: str = "cpu"
+) -> tuple[torch.Tensor, ...]:
+    g = torch.Generator().manual_seed(seed)
+    weight = torch.randn(case["vocab"], case["dim"], generator=g).to(dtype)
+    ids = torch.randint(0, case["vocab"], (case["n"],), generator=g, dtype=torch.int64)
+    ids[0] = case["vocab"] - 1  # the last row is always read: an off-by-one in the table bound shows
+    return weight.to(device), ids.to(device)
+
+
+def reference(weight: torch.Tensor, ids: torch.Tensor) -> torch.Tensor:
+    return torch.nn.functional.embedding(ids, weight)

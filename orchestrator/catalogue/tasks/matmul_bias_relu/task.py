@@ -1,0 +1,35 @@
+"""Matrix multiply with a bias and a ReLU epilogue: out = relu(a @ b + bias)."""
+
+from __future__ import annotations
+
+import torch
+
+NAME = "matmul_bias_relu"
+CATEGORY = "matmul"
+DESCRIPTION = (
+    "out = relu(a @ b + bias) for a (M, K), b (K, N) and bias (N,) of the same dtype; out is (M, N) in "
+    "that dtype, accumulated in float32 with the bias and ReLU applied before rounding"
+)
+ENTRY = "matmul_bias_relu"
+DTYPES = ["float32", "float16"]
+SEEDS = [0, 1, 2, 3, 4]
+CPU_SHAPES = [{"M": 33, "N": 47, "K": 29}, {"M": 70, "N": 45, "K": 19}, {"M": 5, "N": 3, "K": 7}]
+SHAPES = [
+    {"M": 1000, "N": 1000, "K": 1000},
+    {"M": 1023, "N": 517, "K": 333},
+    {"M": 4096, "N": 4096, "K": 4096},
+]
+
+
+def make_inputs(
+    case: dict[str, int], dtype: torch.dtype, seed: int, device: str = "cpu"
+) -> tuple[torch.Tensor, ...]:
+    g = torch.Generator().manual_seed(seed)
+    a = torch.randn(case["M"], case["K"], generator=g).to(dtype)
+    b = torch.randn(case["K"], case["N"], generator=g).to(dtype)
+    bias = torch.randn(case["N"], generator=g).to(dtype)
+    return a.to(device), b.to(device), bias.to(device)
+
+
+def reference(a: torch.Tensor, b: torch.Tensor, bias: torch.Tensor) -> torch.Tensor:
+    return torch.relu(a.float() @ b.float() + bias.float()).to(a.dtype)

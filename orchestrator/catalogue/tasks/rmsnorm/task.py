@@ -1,0 +1,38 @@
+"""RMS normalisation over the last dimension, with weight (eps = 1e-6)."""
+
+from __future__ import annotations
+
+import torch
+
+NAME = "rmsnorm"
+CATEGORY = "normalization"
+DESCRIPTION = (
+    "out = x / sqrt(mean(x^2, -1) + 1e-6) * weight for a 2-D x (rows, cols) and a 1-D weight (cols,); "
+    "computed in float32, out in x's dtype"
+)
+ENTRY = "rmsnorm"
+EPS = 1e-6
+DTYPES = ["float32", "float16"]
+SEEDS = [0, 1, 2, 3, 4]
+CPU_SHAPES = [{"rows": 7, "cols": 33}, {"rows": 13, "cols": 100}, {"rows": 24, "cols": 1000}]
+SHAPES = [
+    {"rows": 1000, "cols": 1000},
+    {"rows": 4097, "cols": 513},
+    {"rows": 123, "cols": 8191},
+    {"rows": 32768, "cols": 4096},
+]
+
+
+def make_inputs(
+    case: dict[str, int], dtype: torch.dtype, seed: int, device: str = "cpu"
+) -> tuple[torch.Tensor, ...]:
+    g = torch.Generator().manual_seed(seed)
+    x = (2.0 * torch.randn(case["rows"], case["cols"], generator=g)).to(dtype)
+    weight = (1.0 + 0.1 * torch.randn(case["cols"], generator=g)).to(dtype)
+    return x.to(device), weight.to(device)
+
+
+def reference(x: torch.Tensor, weight: torch.Tensor) -> torch.Tensor:
+    xf = x.float()
+    out = xf * torch.rsqrt(xf.pow(2).mean(dim=-1, keepdim=True) + EPS) * weight.float()
+    return out.to(x.dtype)

@@ -1,0 +1,264 @@
+"""What the REST routes and the MCP tools share: submission checks, worker calls, views.
+
+Identity is always the caller's principal: the submitter of a job, the consumer that runs it
+(``<worker principal>/<instance>``) and who may cancel it are derived from the token, never from a body.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from typing import Any
+
+from gateway.context import GatewayContext
+from gateway.principals import Principal, PrincipalKind
+from orchestrator.jobs.models import (
+    SHA_RE,
+    Assignment,
+    FinishReply,
+    FinishRequest,
+    HeartbeatReply,
+    HeartbeatRequest,
+    Job,
+    JobRequest,
+    TakeRequest,
+    new_job_id,
+)
+from orchestrator.jobs.pools import JobsSettings, PoolConfig, RuleViolation
+from orchestrator.jobs.queue import JobQueue
+
+log = logging.getLogger("kswarm.jobs")
+
+
+class JobError(Exception):
+    """A refused job operation; ``status`` is the HTTP status it maps to."""
+
+    def __init__(self, message: str, status: int = 400) -> None:
+        super().__init__(message)
+        self.status = status
+
+
+class ForgeRefs:
+    """Resolves ``org/name`` + ref to a sha through the gateway's forge (looked up at call time)."""
+
+    def __init__(self, ctx: GatewayContext, default_repo: str | None) -> None:
+        self.ctx = ctx
+        self.default_repo = default_repo
+
+    @property
+    def forge(self) -> Any:
+        return self.ctx.extras.get("forge")
+
+    async def repo(self, repo: str | None) -> str:
+        repo = repo or self.default_repo
+        if self.forge is None:
+            if not repo:
+                raise JobError("name the repo as org/name")
+            return repo
+        from gateway.forge.models import ForgeError
+        from gateway.forge.service import resolve_repo
+
+        try:
+            org, name = await resolve_repo(self.ctx, repo)
+            if hasattr(self.forge, "repo_info"):  # the embedded forge: fail early on a missing repo
+                await self.forge.repo_info(org, name)
+        except ForgeError as exc:
+            raise JobError(str(exc), exc.status) from exc
+        return f"{org}/{name}"
+
+    async def resolve(self, repo: str, ref: str, path: str) -> tuple[str, bool | None]:
+        """(sha of ``ref``, whether ``path`` exists there or None when unknown); one git process.
+
+        A branch name wins over a tag or sha of the same spelling, as the forge resolves it."""
+        bare = self._bare(repo)
+        if bare is None:
+            if SHA_RE.match(ref):
+                return ref, None
+            raise JobError(f"cannot resolve {ref!r} without the embedded forge: give the full 40-hex sha")
+        if "\n" in ref or "\n" in path:
+            raise JobError("bad ref or path")
+        from gateway.forge.gitrepo import run_git
+
+        names = [f"refs/heads/{ref}", ref]
+        query = "".join(f"{n}^{{commit}}\n{n}:{path}\n" for n in names)
+        result = await run_git("cat-file", "--batch-check", git_dir=bare.path, stdin=query.encode())
+        kinds = [[*line.split(), "", ""][:2] for line in result.out.splitlines()]  # [object, type]
+        for i in range(len(names)):
+            (commit, kind), (_, blob) = [*kinds[2 * i : 2 * i + 2], ["", ""], ["", ""]][:2]
+            if kind == "commit":
+                return commit, blob == "blob"
+        raise JobError(f"no commit {ref!r} in {repo}", 404)
+
+    async def pull(self, repo: str, number: int) -> Any:
+        if self.forge is None:
+            raise JobError("no forge: reproductions need the forge plugin")
+        from gateway.forge.models import ForgeError
+
+        org, _, name = repo.partition("/")
+        try:
+            return await self.forge.get_pr(org, name, number)
+        except ForgeError as exc:
+            raise JobError(str(exc), exc.status) from exc
+
+    def _bare(self, repo: str) -> Any:
+        if self.forge is None or not hasattr(self.forge, "bare"):
+            return None
+        org, _, name = repo.partition("/")
+        return self.forge.bare(org, name)
+
+
+class JobService:
+    def __init__(self, ctx: GatewayContext, settings: JobsSettings, pools: list[PoolConfig]) -> None:
+        self.ctx = ctx
+        self.settings = settings
+        self.pools = {p.name: p for p in pools}
+        self.queue = JobQueue(
+            ctx.redis, log_max_bytes=settings.log_max_bytes, recent_kept=settings.recent_kept
+        )
+        self.refs = ForgeRefs(ctx, settings.default_repo)
+
+    def pool(self, name: str) -> PoolConfig:
+        try:
+            return self.pools[name]
+        except KeyError:
+            raise JobError(f"unknown pool {name!r}; pools: {', '.join(sorted(self.pools))}", 404) from None
+
+    # -- agents and operators -----------------------------------------------------------------
+
+    async def submit(self, principal: Principal, request: JobRequest) -> Job:
+        if principal.kind not in (PrincipalKind.agent, PrincipalKind.operator):
+            raise JobError(f"{principal.kind.value} principals do not submit jobs", 403)
+        pool = self.pool(request.pool)
+        devices, timeout = pool.admit(request)
+        task_dir = pool.task_root() / request.task
+        if pool.task_root().is_dir() and not (task_dir / "task.py").is_file():
+            raise JobError(f"pool {pool.name} has no task {request.task!r}", 404)
+        repo = await self.refs.repo(request.repo)
+        ref = request.ref
+        priority = "normal"
+        if request.reproduce_pr is not None:
+            pr = await self.refs.pull(repo, request.reproduce_pr)
+            if pr.author == principal.name:
+                raise RuleViolation(
+                    "reproduction_by_reviewer", "a PR's author does not reproduce their own PR"
+                )
+            if "ref" not in request.model_fields_set:
+                ref = pr.head_sha or ref
+            if pool.rules.reproduction_priority:
+                priority = "reproduction"
+        sha, has_kernel = await self.refs.resolve(repo, ref, request.kernel)
+        if has_kernel is False:
+            raise JobError(f"no file {request.kernel} at {sha[:12]} in {repo}", 404)
+        job = Job(
+            id=new_job_id(),
+            submitter=principal.name,
+            repo=repo,
+            ref=ref,
+            sha=sha,
+            task=request.task,
+            kernel=request.kernel,
+            entry=request.entry,
+            pool=pool.name,
+            nodes=request.nodes,
+            devices=devices,
+            kind=request.kind,
+            timeout_s=timeout,
+            priority=priority,  # type: ignore[arg-type]
+            reproduce_pr=request.reproduce_pr,
+            max_attempts=pool.max_attempts,
+            submitted=time.time(),
+        )
+        return await self.queue.submit(job, pool.rules.max_queued_per_agent)
+
+    async def get(self, job_id: str) -> Job:
+        job = await self.queue.get(job_id)
+        if job is None:
+            raise JobError(f"no job {job_id}", 404)
+        return job
+
+    async def cancel(self, principal: Principal, job_id: str) -> Job:
+        job = await self.get(job_id)
+        if principal.name != job.submitter and principal.kind != PrincipalKind.operator:
+            raise JobError(f"only {job.submitter} (the submitter) or an operator cancels {job_id}", 403)
+        await self.queue.cancel(job_id)
+        return await self.get(job_id)
+
+    async def pools_view(self) -> list[dict[str, Any]]:
+        out = []
+        for pool in self.pools.values():
+            depth = await self.queue.depth(pool.name)
+            out.append({**depth, "config": pool.model_dump(mode="json", exclude={"harness_command"})})
+        return out
+
+    # -- workers ----------------------------------------------------------------------------
+
+    @staticmethod
+    def consumer(principal: Principal, instance: str) -> str:
+        if principal.kind != PrincipalKind.worker:
+            raise JobError("only worker principals run jobs", 403)
+        return f"{principal.name}/{instance}"
+
+    async def take(self, principal: Principal, pool_name: str, body: TakeRequest) -> Assignment | None:
+        consumer = self.consumer(principal, body.instance)
+        pool = self.pool(pool_name)
+        node = pool.node(body.node) if pool.executor != "slurm" else None
+        capacity = len(node.devices) if node is not None else None
+        deadline = time.monotonic() + body.wait_s
+        while True:
+            lease_ms = int(self.settings.claim_idle_s * 1000)
+            holder = await self.queue.lease_node(pool.name, body.node, consumer, lease_ms)
+            if holder is not None:
+                raise JobError(f"node {body.node} of pool {pool.name} is served by {holder}", 409)
+            bell = await self.queue.bell_id(pool.name)
+            taken = await self.queue.take(
+                pool.name,
+                consumer,
+                body.node,
+                body.free_devices,
+                pool.rules.max_running_per_agent,
+                capacity,
+                body.free_ids,
+            )
+            if taken is not None:
+                return Assignment(job=taken.job, attempt=taken.attempt, consumer=consumer)
+            left = deadline - time.monotonic()
+            if left <= 0:
+                return None
+            await self.queue.wait_bell(pool.name, bell, min(left, self.settings.claim_idle_s / 3))
+
+    async def heartbeat(self, principal: Principal, job_id: str, body: HeartbeatRequest) -> HeartbeatReply:
+        consumer = self.consumer(principal, body.instance)
+        ok, cancel = await self.queue.heartbeat(job_id, consumer, body.attempt, body.log)
+        if ok:
+            job = await self.queue.get(job_id)
+            if job is not None and job.node:
+                lease_ms = int(self.settings.claim_idle_s * 1000)
+                await self.queue.lease_node(job.pool, job.node, consumer, lease_ms)
+        return HeartbeatReply(ok=ok, cancel=cancel)
+
+    async def finish(self, principal: Principal, job_id: str, body: FinishRequest) -> FinishReply:
+        consumer = self.consumer(principal, body.instance)
+        recorded, state = await self.queue.finish(
+            job_id,
+            consumer,
+            body.attempt,
+            body.state,
+            verdict=body.verdict,
+            error=body.error,
+            exit_code=body.exit_code,
+            result=body.result,
+            log=body.log,
+        )
+        return FinishReply(recorded=recorded, state=state or "error")  # type: ignore[arg-type]
+
+    async def reclaim_loop(self) -> None:
+        """Requeue or dead-letter the jobs of silent workers, in every pool, forever."""
+        idle_ms = int(self.settings.claim_idle_s * 1000)
+        while True:
+            for pool in self.pools:
+                try:
+                    await self.queue.reclaim(pool, idle_ms)
+                except Exception:  # a bad pass must not stop reclaiming; the next one retries
+                    log.exception("reclaim of pool %s failed", pool)
+            await asyncio.sleep(self.settings.reclaim_every_s)

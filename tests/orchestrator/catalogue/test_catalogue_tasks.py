@@ -1,0 +1,131 @@
+"""The task catalogue: every task loads in the harness's format and its reference runs; the reference
+solutions pass the real harness on the cpu pool and the deliberately wrong one is flagged."""
+
+from __future__ import annotations
+
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+import pytest
+import torch
+
+from orchestrator.catalogue import (
+    catalogue,
+    dataset_files,
+    kb_files,
+    solution_names,
+    solution_path,
+    task_dir,
+    task_names,
+    wrong_solution_names,
+    wrong_solution_path,
+)
+from orchestrator.verify.harness import verify
+from orchestrator.verify.static_gate import check_source
+from orchestrator.verify.tasks import load_task, torch_dtype
+
+REQUIRED = {
+    "add", "mul", "relu", "gelu", "silu", "sum_rows", "max_rows", "argmax_rows", "softmax", "log_softmax",
+    "layernorm", "rmsnorm", "matmul", "bmm", "matmul_bias_relu", "embedding", "rope", "moe_topk_routing",
+    "masked_cross_entropy",
+}  # fmt: skip
+
+
+def outputs(value: object) -> list[torch.Tensor]:
+    return list(value) if isinstance(value, tuple) else [value]  # type: ignore[list-item]
+
+
+def test_catalogue_covers_the_required_operators() -> None:
+    names = task_names()
+    assert len(names) >= 24 and REQUIRED <= set(names)
+    infos = {t.name: t for t in catalogue()}
+    assert set(infos) == set(names), "NAME matches the directory"
+    assert {i.category for i in infos.values()} >= {
+        "elementwise", "activation", "reduction", "normalization", "matmul", "gather", "routing", "loss",
+    }  # fmt: skip
+    assert all(i.title and i.description and i.entry for i in infos.values())
+
+
+@pytest.mark.parametrize("name", task_names())
+def test_catalogue_task_loads_and_reference_runs(name: str) -> None:
+    task = load_task(task_dir(name))
+    assert task.entry == name and task.name == name
+    assert "bfloat16" not in task.dtypes, "bf16 cannot be verified on the cpu pool: device-only tasks"
+    for case in task.cpu_shapes:
+        for dtype in task.dtypes:
+            first = task.make_inputs(dict(case), torch_dtype(dtype), 0, "cpu")
+            again = task.make_inputs(dict(case), torch_dtype(dtype), 0, "cpu")
+            other = task.make_inputs(dict(case), torch_dtype(dtype), 1, "cpu")
+            tensors = [(a, b) for a, b in zip(first, again, strict=True) if isinstance(a, torch.Tensor)]
+            assert all(torch.equal(a, b) for a, b in tensors), "inputs are a function of the seed"
+            assert any(
+                not torch.equal(a, b)
+                for a, b in zip(first, other, strict=True)
+                if isinstance(a, torch.Tensor)
+            ), "seeds differ"
+            with torch.no_grad():
+                for out in outputs(task.reference(*first)):
+                    assert isinstance(out, torch.Tensor) and bool(torch.isfinite(out.double()).all())
+    # Device shapes are only generated on devices; their metadata must at least be consistent.
+    assert len(task.shapes) >= 3 and all(
+        set(c) >= set(task.cpu_shapes[0]) - {"zero_mask"} for c in task.shapes
+    )
+
+
+def test_catalogue_masked_cross_entropy_defines_the_all_zero_mask() -> None:
+    task = load_task(task_dir("masked_cross_entropy"))
+    for cases in (task.cpu_shapes, task.shapes):
+        assert any(c.get("zero_mask") for c in cases) and any(not c.get("zero_mask") for c in cases)
+    case = next(c for c in task.cpu_shapes if c.get("zero_mask"))
+    for dtype in task.dtypes:
+        logits, targets, mask = task.make_inputs(dict(case), torch_dtype(dtype), 3, "cpu")
+        assert float(mask.sum()) == 0.0
+        loss = task.reference(logits, targets, mask)
+        assert loss.shape == () and loss.dtype == torch.float32 and float(loss) == 0.0, "defined, never NaN"
+        naive = (torch.nn.functional.cross_entropy(logits.float(), targets, reduction="none") * mask).sum()
+        assert torch.isnan(naive / mask.sum()), "the naive formula is exactly the production NaN"
+    case = next(c for c in task.cpu_shapes if not c.get("zero_mask"))
+    logits, targets, mask = task.make_inputs(dict(case), torch.float32, 0, "cpu")
+    expected = torch.nn.functional.cross_entropy(logits[mask.bool()], targets[mask.bool()])
+    assert torch.allclose(task.reference(logits, targets, mask), expected, atol=1e-5)
+
+
+def test_catalogue_solutions_pass_the_static_gate() -> None:
+    assert len(solution_names()) >= 8 and set(solution_names()) <= set(task_names())
+    for name in solution_names():
+        report = check_source(solution_path(name).read_text(), load_task(task_dir(name)).entry)
+        assert not report.violations and not report.unverifiable, (name, report)
+
+
+def test_catalogue_dataset_template_and_kb_seed() -> None:
+    files = dataset_files()
+    for name in task_names():
+        assert files[f"tasks/{name}/task.py"] == (task_dir(name) / "task.py").read_bytes()
+        assert f"kernels/{name}/" in files[f"kernels/{name}/README.md"].decode()
+    readme = files["README.md"].decode()
+    assert "$task" not in readme and all(f"`{n}`" in readme for n in task_names())
+    assert "kernels/README.md" in files and "tasks/README.md" in files
+    notes = kb_files()
+    assert "README.md" in notes and len([p for p in notes if p.startswith("notes/")]) >= 5
+    text = b"\n".join(notes.values()).decode()
+    for topic in ("tl.arange", "tl.program_id", "tl.constexpr", "TRITON_INTERPRET=1", "torch_npu", "8 cards"):
+        assert topic in text, topic
+
+
+def _verify(task: str, candidate: Path) -> tuple[str, str, list[str], list[str]]:
+    result = verify(task_dir(task), candidate, "cpu")
+    return task, result.verdict, [str(f) for f in result.flags], result.reasons
+
+
+def test_catalogue_reference_solutions_pass_and_the_wrong_one_is_flagged() -> None:
+    """Every solution through the real harness (a child process each, two at a time)."""
+    jobs = [(n, solution_path(n)) for n in solution_names()]
+    jobs += [(n, wrong_solution_path(n)) for n in wrong_solution_names()]
+    assert wrong_solution_names(), "at least one deliberately wrong solution"
+    with ThreadPoolExecutor(max_workers=2) as pool:
+        results = list(pool.map(lambda job: _verify(*job), jobs))
+    honest = results[: len(solution_names())]
+    wrong = results[len(solution_names()) :]
+    assert [(t, v) for t, v, _, _ in honest if v != "pass"] == [], honest
+    for task, verdict, flags, reasons in wrong:
+        assert verdict == "fail" and "mismatch" in flags, (task, verdict, flags, reasons)

@@ -1,0 +1,90 @@
+"""A stand-in for ``python -m orchestrator.verify`` in the job-runner tests.
+
+It keeps the harness's contract (the result record at ``--out``, exit code 0 pass / 1 fail / 2 error /
+3 unverifiable) and does what the candidate's ``# standin: ...`` lines say:
+``sleep S``, ``verdict V``, ``connect PORT`` (report whether 127.0.0.1:PORT answered),
+``marker PATH`` (append a line per run), ``crash`` (exit 2, no record), ``liar`` (record pass, exit 1),
+``write PATH`` (try to write into the checkout).
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import json
+import os
+import socket
+import sys
+import time
+from pathlib import Path
+
+EXIT = {"pass": 0, "fail": 1, "error": 2, "unverifiable": 3}
+ENV_SEEN = (
+    "CUDA_VISIBLE_DEVICES",
+    "ASCEND_RT_VISIBLE_DEVICES",
+    "SLURM_JOB_ID",
+    "HOME",
+    "KSWARM_SECRET_PROBE",
+)
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--task")
+    parser.add_argument("--candidate", required=True)
+    parser.add_argument("--out", required=True)
+    parser.add_argument("--pool", default="cpu")
+    parser.add_argument("--timeout", default=None)
+    args = parser.parse_args()
+    source = Path(args.candidate).read_bytes()
+    verdict, extra = "pass", {}
+    print(f"standin: candidate {args.candidate} pool {args.pool}", flush=True)
+    for line in source.decode().splitlines():
+        if not line.startswith("# standin:"):
+            continue
+        word, _, rest = line.removeprefix("# standin:").strip().partition(" ")
+        if word == "sleep":
+            time.sleep(float(rest))
+        elif word == "verdict":
+            verdict = rest.strip()
+        elif word == "connect":
+            s = socket.socket()
+            s.settimeout(2)
+            try:
+                s.connect(("127.0.0.1", int(rest)))
+                extra["connect"] = "connected"
+            except OSError as exc:
+                extra["connect"] = f"failed: {exc}"
+        elif word == "marker":
+            with open(rest.strip(), "a") as fh:
+                fh.write(f"{os.getpid()} {time.time()}\n")
+        elif word == "crash":
+            print("standin: crashing", flush=True)
+            return 2
+        elif word == "liar":
+            Path(args.out).write_text(json.dumps({"verdict": "pass"}))
+            return 1
+        elif word == "write":
+            try:
+                Path(args.candidate).write_text("overwritten")
+                extra["write"] = "written"
+            except OSError as exc:
+                extra["write"] = f"failed: {exc}"
+        elif word == "spam":
+            sys.stdout.write("x" * int(rest))
+    record = {
+        "verdict": verdict,
+        "candidate_sha256": hashlib.sha256(source).hexdigest(),
+        "reasons": [] if verdict == "pass" else [f"standin said {verdict}"],
+        "flags": [] if verdict == "pass" else ["mismatch"],
+        "env": {k: os.environ.get(k) for k in ENV_SEEN},
+        "uid": os.getuid(),
+        **extra,
+    }
+    Path(args.out).write_text(json.dumps(record))
+    print(f"standin: {verdict}", flush=True)
+    return EXIT[verdict]
+
+
+if __name__ == "__main__":
+    sys.exit(main())
