@@ -16,6 +16,16 @@ find_python() {
   return 1
 }
 
+# pip, keeping only what matters: its warnings about this machine's index settings are noise.
+pip_quiet() {
+  local log
+  log="$(mktemp)"
+  if ! "$VENV/bin/python" -m pip -q "$@" >"$log" 2>&1; then
+    cat "$log" >&2; rm -f "$log"; return 1
+  fi
+  rm -f "$log"
+}
+
 # bootstrap_venv EXTRAS: e.g. "" for the main job, "dev,verify" for the tests.
 bootstrap_venv() {
   local extras="${1:-}"
@@ -29,14 +39,14 @@ bootstrap_venv() {
     return 0
   fi
   echo "kswarm: installing into $VENV (first run, or pyproject.toml changed)..." >&2
-  "$VENV/bin/python" -m pip install -q --upgrade pip >/dev/null
+  "$VENV/bin/python" -m pip install -q --upgrade pip >/dev/null 2>&1 || true
   if [[ ",$extras," == *",verify,"* ]]; then
     # The CPU build that lies on this disk; a bare "torch" would pull a multi-GB CUDA build.
-    "$VENV/bin/python" -m pip install -q "torch==2.13.0"
+    pip_quiet install "torch==2.13.0"
   fi
   local target="$KSWARM_ROOT"
   [ -n "$extras" ] && target="$KSWARM_ROOT[$extras]"
-  "$VENV/bin/python" -m pip install -q -e "$target"
+  pip_quiet install -e "$target"
   # Every accepted extras set is recorded, so switching between the two commands stays cheap.
   echo "$want" >>"$stamp"
 }

@@ -252,6 +252,7 @@ def register_components() -> None:
     from orchestrator import forge_cli, swarm_cli
     from orchestrator.catalogue import cli as tasks_cli
     from orchestrator.dataset import cli as dataset_cli
+    from orchestrator.demo import command as demo_command
     from orchestrator.jobs import cli as jobs_cli
 
     swarm_cli.register(app, agent_app)
@@ -259,6 +260,7 @@ def register_components() -> None:
     jobs_cli.register(app)
     tasks_cli.register(app)
     dataset_cli.register(app)
+    demo_command.register(app)
 
 
 def main() -> None:

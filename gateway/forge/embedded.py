@@ -350,9 +350,7 @@ class EmbeddedForge:
             target_url=target_url,
             creator=setter.name,
         )
-        status = await self.store.add_status(f"{org}/{repo}", status)
-        await emit_event(self.redis, "status", f"{org}/{repo}", sha=sha, context=context, state=state)
-        return status
+        return await self.store.add_status(f"{org}/{repo}", status)
 
     async def statuses(self, org: str, repo: str, sha: str) -> list[CommitStatus]:
         await self.repo_info(org, repo)

@@ -240,6 +240,11 @@ class ReviewGate:
                     await self.redis.xack(keys.EVENTS, keys.GATE_GROUP, entry_id)
             except asyncio.CancelledError:
                 raise
-            except Exception:
+            except Exception as exc:
+                if "NOGROUP" in str(exc) or "UNBLOCKED" in str(exc):
+                    # The events stream vanished (a flushed or replaced Redis): recreate our group.
+                    log.warning("gate: events stream gone (%s); recreating the consumer group", exc)
+                    await self.ensure_group()
+                    continue
                 log.exception("gate loop error")
                 await asyncio.sleep(1)

@@ -17,7 +17,7 @@ class ForgeSettings(BaseSettings):
     gitea_admin_token: str | None = Field(None, description="Gitea admin token (acts for users via Sudo).")
     gitea_admin_token_file: Path | None = Field(None, description="File holding the admin token instead.")
     repos: list[str] = Field(
-        default_factory=list, description='Repos ensured at start-up, e.g. ["kswarm/kernels"].'
+        default_factory=list, description='Repos ensured at start-up, e.g. ["kswarm/dataset"].'
     )
     default_repo: str | None = Field(
         None, description="org/name the agents' PR tools use when they name no repo (default: the only one)."

@@ -18,9 +18,15 @@ EVENTS_MAXLEN = 100_000
 
 async def emit_event(redis: Redis, type_: str, repo: str, **fields: Any) -> str:
     """Append a forge event for the gate (and anyone tailing ``ks:forge:events``)."""
+    return await redis.xadd(
+        keys.EVENTS, event_fields(type_, repo, **fields), maxlen=EVENTS_MAXLEN, approximate=True
+    )
+
+
+def event_fields(type_: str, repo: str, **fields: Any) -> dict[str, str]:
     flat = {"type": type_, "repo": repo, "ts": repr(time.time())}
     flat.update({k: "" if v is None else str(v) for k, v in fields.items()})
-    return await redis.xadd(keys.EVENTS, flat, maxlen=EVENTS_MAXLEN, approximate=True)
+    return flat
 
 
 def _hash_password(password: str, salt: str) -> str:
@@ -125,9 +131,15 @@ class ForgeStore:
     # -- statuses ---------------------------------------------------------------------------
 
     async def add_status(self, repo: str, status: CommitStatus) -> CommitStatus:
+        """Store a status and announce it in one transaction, so that the latest stored status and
+        the last status event always agree, however many workers set statuses at once."""
         status.id = int(await self.redis.incr(keys.STATUS_SEQ))
         status.created = time.time()
-        await self.redis.hset(keys.statuses(repo, status.sha), status.context, status.model_dump_json())
+        event = event_fields("status", repo, sha=status.sha, context=status.context, state=status.state)
+        async with self.redis.pipeline(transaction=True) as pipe:
+            pipe.hset(keys.statuses(repo, status.sha), status.context, status.model_dump_json())
+            pipe.xadd(keys.EVENTS, event, maxlen=EVENTS_MAXLEN, approximate=True)
+            await pipe.execute()
         return status
 
     async def statuses(self, repo: str, sha: str) -> list[CommitStatus]:

@@ -30,7 +30,7 @@ class TasksSettings(BaseSettings):
     leads: list[str] = Field(
         default_factory=list, description="Agents allowed to post tasks (besides operators)."
     )
-    dataset_repo: str = Field("kswarm/kernels", description="org/name of the dataset repo the tasks live in.")
+    dataset_repo: str = Field("kswarm/dataset", description="org/name of the dataset repo the tasks live in.")
 
 
 class TaskSpec(BaseModel):

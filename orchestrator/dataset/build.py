@@ -54,13 +54,19 @@ def agent_of(email: str | None) -> str | None:
 
 
 def link_pulls(pulls: list[PullInfo], mirror: GitMirror) -> dict[str, PullInfo]:
-    """Commit -> the PR it belongs to: a PR's head wins over a PR that merely contains the commit."""
+    """Commit -> the PR it belongs to: a PR's head wins over a PR that merely contains the commit.
+
+    A commit a force-push removed from every branch is still linked through the reviews pinned to it
+    (a REQUEST_CHANGES on the rejected attempt is exactly such a review)."""
     owner: dict[str, PullInfo] = {}
     for pr in sorted(pulls, key=lambda p: p.number):
         for sha in mirror.commits_between(pr.merge_base or pr.base_sha, pr.head_sha):
             current = owner.get(sha)
             if current is None or current.head_sha != sha:
                 owner[sha] = pr
+        for review in pr.reviews:
+            if review.commit_id:
+                owner.setdefault(review.commit_id, pr)
     return owner
 
 
@@ -100,7 +106,9 @@ def make_row(
     result: dict[str, Any] = job.result or {}
     code = mirror.file_at(job.sha, job.kernel)
     digest = hashlib.sha256(code).hexdigest() if code is not None else result.get("candidate_sha256")
-    author = agent_of(mirror.author_email(job.sha))
+    # The forge only accepts commits authored by their pusher; when the commit is gone from every
+    # branch (force-pushed away), the job's submitter — the one who pushed it — is the author.
+    author = agent_of(mirror.author_email(job.sha)) or (job.submitter if code is None else None)
     on_main = False
     if main_sha and code is not None:
         merged = mirror.file_at(main_sha, job.kernel)

@@ -31,7 +31,7 @@ def register(app: typer.Typer) -> None:
     def build(
         repo: Annotated[
             str, typer.Option("--repo", "-r", help="org/name of the dataset repo.")
-        ] = "kswarm/kernels",
+        ] = "kswarm/dataset",
         out: Annotated[
             Path | None, typer.Option("--out", "-o", help="Output dir (default $KSWARM_HOME/dataset).")
         ] = None,

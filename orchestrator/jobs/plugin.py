@@ -96,9 +96,9 @@ def build_jobs_router() -> APIRouter:
         return await svc.queue.dead_letters(pool)
 
     @r.post("/pools/{pool}/take", response_model=Assignment, summary="Next job for a worker (long poll)")
-    async def take(pool: str, body: TakeRequest, svc: Svc, principal: Worker) -> Any:
+    async def take(pool: str, body: TakeRequest, request: Request, svc: Svc, principal: Worker) -> Any:
         with http_errors():
-            assignment = await svc.take(principal, pool, body)
+            assignment = await svc.take(principal, pool, body, gone=request.is_disconnected)
         return assignment if assignment is not None else Response(status_code=204)
 
     @r.get("/{job_id}", response_model=Job, summary="One job with its result record")

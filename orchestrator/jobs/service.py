@@ -9,6 +9,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 from gateway.context import GatewayContext
@@ -199,7 +200,16 @@ class JobService:
             raise JobError("only worker principals run jobs", 403)
         return f"{principal.name}/{instance}"
 
-    async def take(self, principal: Principal, pool_name: str, body: TakeRequest) -> Assignment | None:
+    async def take(
+        self,
+        principal: Principal,
+        pool_name: str,
+        body: TakeRequest,
+        gone: Callable[[], Awaitable[bool]] | None = None,
+    ) -> Assignment | None:
+        """The next job for this worker, waiting up to ``body.wait_s``; ``gone()`` says the worker hung
+        up, so that a dead worker's long-poll never takes a job it cannot run (it would sit until
+        reclaimed)."""
         consumer = self.consumer(principal, body.instance)
         pool = self.pool(pool_name)
         node = pool.node(body.node) if pool.executor != "slurm" else None
@@ -210,6 +220,8 @@ class JobService:
             holder = await self.queue.lease_node(pool.name, body.node, consumer, lease_ms)
             if holder is not None:
                 raise JobError(f"node {body.node} of pool {pool.name} is served by {holder}", 409)
+            if gone is not None and await gone():
+                return None
             bell = await self.queue.bell_id(pool.name)
             taken = await self.queue.take(
                 pool.name,

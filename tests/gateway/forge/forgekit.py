@@ -2,10 +2,8 @@
 
 from __future__ import annotations
 
-import asyncio
 import os
 import subprocess
-import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -14,11 +12,9 @@ from typing import Any
 
 import httpx
 
-from gateway.app import create_app
 from gateway.forge.plugin import forge_plugin
 from gateway.forge.settings import ForgeSettings
 from gateway.plugins import default_plugins
-from gateway.server import serve
 from kstest.gateway import GatewayThread
 
 
@@ -38,32 +34,8 @@ class ForgeGateway(GatewayThread):
     tokens: dict[str, str]
     forge_settings: ForgeSettings | None = None
 
-    def start(self, timeout: float = 30) -> None:
-        self.home.mkdir(parents=True, exist_ok=True)
-        started = threading.Event()
-        failure: list[BaseException] = []
-
-        async def main() -> None:
-            self._loop = asyncio.get_running_loop()
-            self._stop = asyncio.Event()
-            ready = asyncio.Event()
-            self.app = create_app(self.settings, plugins=with_forge(self.forge_settings))
-            waiter = asyncio.create_task(ready.wait())
-            waiter.add_done_callback(lambda _: started.set())
-            await serve(self.app, self.settings, ready=ready, stop=self._stop)
-
-        def run() -> None:
-            try:
-                asyncio.run(main())
-            except BaseException as exc:  # reported to the starting test
-                failure.append(exc)
-            finally:
-                started.set()
-
-        self._thread = threading.Thread(target=run, name=f"forge-gateway-{self.port}", daemon=True)
-        self._thread.start()
-        if not started.wait(timeout) or failure:
-            raise RuntimeError(f"gateway did not start: {failure!r}")
+    def plugins(self) -> list[Any]:
+        return with_forge(self.forge_settings)
 
     def op(self) -> httpx.Client:
         return self.client(self.operator_token)

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import asyncio
 import os
 import re
 import threading
@@ -14,10 +13,8 @@ from typing import Any, TypeVar
 
 import httpx
 
-from gateway.app import create_app
 from gateway.forge.plugin import forge_plugin
 from gateway.plugins import default_plugins
-from gateway.server import serve
 from gateway.ui import ui_plugin
 from kstest.gateway import GatewayThread
 
@@ -37,14 +34,13 @@ T = TypeVar("T")
 
 
 def ui_plugins(*extra: Any) -> list[Any]:
-    """The default plugins, plus the forge, the UI and ``extra`` unless gateway/plugins.py has them."""
-    plugins = default_plugins()
-    names = {getattr(p, "__name__", "") for p in plugins}
-    if "forge_plugin" not in names:
+    """The default plugins, an ``extra`` plugin replacing a default of the same name (a test's own
+    ``jobs_plugin`` stands in for the real one); the UI comes last, as it shows what the others add."""
+    replaced = {getattr(p, "__name__", "") for p in extra}
+    plugins = [p for p in default_plugins() if getattr(p, "__name__", "") not in replaced | {"ui_plugin"}]
+    if "forge_plugin" not in {getattr(p, "__name__", "") for p in plugins} | replaced:
         plugins.append(forge_plugin)
-    if ui_plugin not in plugins:
-        plugins.append(ui_plugin)
-    return [*plugins, *(p for p in extra if getattr(p, "__name__", "") not in names)]
+    return [*plugins, *extra, ui_plugin]
 
 
 class UiGateway(GatewayThread):
@@ -52,32 +48,8 @@ class UiGateway(GatewayThread):
 
     extra_plugins: tuple[Any, ...] = ()
 
-    def start(self, timeout: float = 30) -> None:
-        self.home.mkdir(parents=True, exist_ok=True)
-        started = threading.Event()
-        failure: list[BaseException] = []
-
-        async def main() -> None:
-            self._loop = asyncio.get_running_loop()
-            self._stop = asyncio.Event()
-            ready = asyncio.Event()
-            self.app = create_app(self.settings, plugins=ui_plugins(*self.extra_plugins))
-            waiter = asyncio.create_task(ready.wait())
-            waiter.add_done_callback(lambda _: started.set())
-            await serve(self.app, self.settings, ready=ready, stop=self._stop)
-
-        def run() -> None:
-            try:
-                asyncio.run(main())
-            except BaseException as exc:  # reported to the starting test
-                failure.append(exc)
-            finally:
-                started.set()
-
-        self._thread = threading.Thread(target=run, name=f"ui-gateway-{self.port}", daemon=True)
-        self._thread.start()
-        if not started.wait(timeout) or failure:
-            raise RuntimeError(f"gateway did not start: {failure!r}")
+    def plugins(self) -> list[Any]:
+        return ui_plugins(*self.extra_plugins)
 
     @contextmanager
     def login(self, token: str | None = None) -> Iterator[httpx.Client]:

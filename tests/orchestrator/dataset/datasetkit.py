@@ -3,9 +3,7 @@ the job runner, and helpers that play agents, reviewers and a job worker over th
 
 from __future__ import annotations
 
-import asyncio
 import sys
-import threading
 from pathlib import Path
 from typing import Any
 
@@ -13,10 +11,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "gateway" / "forge"
 
 from forgekit import ForgeGateway, Swarm
 
-from gateway.app import create_app
 from gateway.forge.plugin import forge_plugin
 from gateway.forge.settings import ForgeSettings
-from gateway.server import serve
 from gateway.tasks.plugin import tasks_plugin
 from orchestrator.catalogue import TASKS_DIR
 from orchestrator.jobs.plugin import jobs_plugin
@@ -48,33 +44,6 @@ class DatasetGateway(ForgeGateway):
             return jobs_plugin(app, ctx, mcp, JobsSettings(pools=[pool]))
 
         return [forge, tasks_plugin, jobs]
-
-    def start(self, timeout: float = 30) -> None:
-        self.home.mkdir(parents=True, exist_ok=True)
-        started = threading.Event()
-        failure: list[BaseException] = []
-
-        async def main() -> None:
-            self._loop = asyncio.get_running_loop()
-            self._stop = asyncio.Event()
-            ready = asyncio.Event()
-            self.app = create_app(self.settings, plugins=self.plugins())
-            waiter = asyncio.create_task(ready.wait())
-            waiter.add_done_callback(lambda _: started.set())
-            await serve(self.app, self.settings, ready=ready, stop=self._stop)
-
-        def run() -> None:
-            try:
-                asyncio.run(main())
-            except BaseException as exc:  # reported to the starting test
-                failure.append(exc)
-            finally:
-                started.set()
-
-        self._thread = threading.Thread(target=run, name=f"dataset-gateway-{self.port}", daemon=True)
-        self._thread.start()
-        if not started.wait(timeout) or failure:
-            raise RuntimeError(f"gateway did not start: {failure!r}")
 
 
 def harness_result(task: str, kernel: str, passed: bool) -> dict[str, Any]:

@@ -58,7 +58,7 @@ def jobs_gw(redis_url: str) -> Iterator[JobsGateway]:
     tmp = Path(tempfile.mkdtemp(prefix="ksj"))
     gw = JobsGateway(tmp / "home", redis_url)
     gw.jobs_settings = JobsSettings(
-        pools_file=None, pools=pool_configs(), claim_idle_s=1.5, reclaim_every_s=0.3
+        pools_file=None, pools=pool_configs(), claim_idle_s=5.0, reclaim_every_s=0.5
     )
     gw.start()
     gw.tokens = {n: gw.add_principal(n) for n in ("alice", "bob")}

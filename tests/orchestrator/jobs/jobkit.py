@@ -3,12 +3,10 @@ an agent over git HTTP, and worker processes started and stopped (or killed) by 
 
 from __future__ import annotations
 
-import asyncio
 import os
 import signal
 import subprocess
 import sys
-import threading
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -17,10 +15,8 @@ from typing import Any
 import httpx
 
 import kstest.gateway as kgw
-from gateway.app import create_app
 from gateway.forge.plugin import forge_plugin
 from gateway.forge.settings import ForgeSettings
-from gateway.server import serve
 from kstest.gateway import GatewayThread
 from orchestrator.jobs.plugin import jobs_plugin
 from orchestrator.jobs.pools import JobsSettings
@@ -77,32 +73,8 @@ class JobsGateway(GatewayThread):
     jobs_settings: JobsSettings
     tokens: dict[str, str]
 
-    def start(self, timeout: float = 30) -> None:
-        self.home.mkdir(parents=True, exist_ok=True)
-        started = threading.Event()
-        failure: list[BaseException] = []
-
-        async def main() -> None:
-            self._loop = asyncio.get_running_loop()
-            self._stop = asyncio.Event()
-            ready = asyncio.Event()
-            self.app = create_app(self.settings, plugins=plugins(self.jobs_settings))
-            waiter = asyncio.create_task(ready.wait())
-            waiter.add_done_callback(lambda _: started.set())
-            await serve(self.app, self.settings, ready=ready, stop=self._stop)
-
-        def run() -> None:
-            try:
-                asyncio.run(main())
-            except BaseException as exc:  # reported to the starting test
-                failure.append(exc)
-            finally:
-                started.set()
-
-        self._thread = threading.Thread(target=run, name=f"jobs-gateway-{self.port}", daemon=True)
-        self._thread.start()
-        if not started.wait(timeout) or failure:
-            raise RuntimeError(f"gateway did not start: {failure!r}")
+    def plugins(self) -> list[Any]:
+        return plugins(self.jobs_settings)
 
     def as_(self, who: str) -> httpx.Client:
         return self.client(self.operator_token if who == "operator" else self.tokens[who])

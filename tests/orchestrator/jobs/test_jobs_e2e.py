@@ -35,7 +35,7 @@ def verify_statuses(gw: JobsGateway, sha: str, context: str = "kswarm/verify:cpu
         for _, f in events
         if f.get("type") == "status" and f.get("sha") == sha and f["context"] == context
     ]
-    assert seen[-1:] == latest, "the forge's latest status is the last one set"
+    assert seen[-1:] == latest, ("the forge's latest status is the last one set", seen, latest)
     return seen
 
 
@@ -139,7 +139,9 @@ def test_kill9_worker_mid_job_finishes_exactly_once(
     second = workers("cpu", "w2")
     done = jobs_gw.wait_job(job_id, FINAL, timeout=90)
     assert done["state"] == "succeeded", (done["error"], second.output()[-3000:])
-    assert done["attempts"] == 2 and done["worker"].startswith("w2/")
+    assert done["attempts"] == 2 and done["worker"].startswith("w2/"), (
+        jobs_gw.as_("operator").get(f"/api/jobs/{job_id}/logs").text[-3000:]
+    )
     assert len(started.read_text().splitlines()) == 2, "at-least-once: the job started twice"
     assert len(ended.read_text().splitlines()) == 1, "the killed attempt died with its worker"
     assert verify_statuses(jobs_gw, sha).count("success") == 1

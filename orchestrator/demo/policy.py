@@ -1,0 +1,185 @@
+"""The demo's rules for the scripted model: a lead, developers and reviewers -- a demo policy, not
+intelligence.
+
+It plugs into ``agents.models.scripted.ScriptedModel`` through its rule table (``ScriptedModel(
+demo_rules(policy, role))``); the loop is unchanged. Developers do not write kernels: they copy the
+catalogue's honest reference solutions (``orchestrator/catalogue/solutions``), and for the tasks in
+``faulty`` their first attempt is the catalogue's known-wrong kernel (``solutions/wrong``), so that the
+demo shows a job flagging it, a reviewer requesting changes and only the fix being merged.
+
+Who wakes whom (every hop goes through the platform):
+
+- operator DM "Kick-off ..." -> lead: ``task_post`` each task, then @developers @reviewers in #general;
+- that mention -> developer: ``task_list``, ``task_claim`` (a lost race moves on to the next task),
+  branch ``<me>/<task>``, commit, push, ``pr_open`` (a reviewer gets a notice), ``job_submit``;
+- the worker's job DM -> developer: ``job_status``, comment on the PR, @reviewer in #reviews, next task;
+- that mention -> reviewer: ``pr_view`` + ``job_status`` (the job must be for the PR's head), then
+  ``pr_review`` APPROVED, or REQUEST_CHANGES citing the job's flags and @author;
+- "changes requested" -> developer: a fresh commit with the fix, force-pushed, and a new job;
+- the gate's "merged" notice -> developer: ``task_done``.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from agents.models.scripted import Call, Rule, Scratch, Step, default_rules, need_identity
+from orchestrator import catalogue
+from orchestrator.demo.developer import dev_fix, dev_job_result, dev_merged, dev_start
+from orchestrator.demo.steps import (
+    CHANGES_RE,
+    JOB_DM_RE,
+    KICKOFF_RE,
+    MERGED_RE,
+    REVIEW_PING_RE,
+    REVIEW_REQUEST_RE,
+    DemoPolicy,
+    Flow,
+    flags_text,
+    job_passed,
+    names_after,
+)
+
+__all__ = ["DemoPolicy", "demo_rules"]
+
+
+# -- reviewer -----------------------------------------------------------------------------------
+
+
+def rev_look(policy: DemoPolicy, event: dict[str, Any]) -> list[Step]:
+    """A review request: read the PR now; the verdict waits for the job's result."""
+    found = REVIEW_REQUEST_RE.search(event.get("text", ""))
+    assert found is not None
+    repo, number = found.group(1), int(found.group(2))
+    return [lambda s: Call("pr_view", {"number": number, "repo": repo, "diff": True})]
+
+
+def rev_decide(policy: DemoPolicy, event: dict[str, Any]) -> list[Step]:
+    """The author says a job finished: check that job is for the PR's head, then approve or object."""
+    found = REVIEW_PING_RE.search(event.get("text", ""))
+    assert found is not None
+    number, job_id = int(found.group(1)), found.group(2)
+    flow = Flow()
+    flow.add("view", lambda s: Call("pr_view", {"number": number, "repo": policy.repo, "diff": True}))
+    flow.add("job", lambda s: Call("job_status", {"id": job_id}))
+
+    def facts(s: Scratch) -> tuple[dict[str, Any], dict[str, Any]] | None:
+        pr, job = flow.data(s, "view"), flow.data(s, "job")
+        if not (isinstance(pr, dict) and isinstance(job, dict)) or pr.get("state") != "open":
+            return None
+        return pr, job
+
+    def review(s: Scratch) -> Call | None:
+        got = facts(s)
+        if not got:
+            return None
+        pr, job = got
+        head, sha = str(pr.get("head_sha")), str(job.get("sha"))
+        in_diff = str(job.get("kernel")) in str(pr.get("diff", ""))
+        if sha != head or job.get("repo") != pr.get("repo") or not in_diff:
+            text = f"Job {job_id} is for {sha[:10]}, not the head {head[:10]}: waiting for a job on the head."
+            return Call("pr_comment", {"number": number, "body": text, "repo": policy.repo})
+        if job_passed(job):
+            body = (
+                f"Job {job_id} verified `{job.get('kernel')}` at {head[:10]} on `{job.get('pool')}`: pass. "
+                "Read the diff; approving this head."
+            )
+            event_kind = "APPROVED"
+        else:
+            body = (
+                f"Job {job_id} at {head[:10]} did not pass: {flags_text(job)}. "
+                "Please fix the kernel and verify the new head."
+            )
+            event_kind = "REQUEST_CHANGES"
+        args = {"number": number, "event": event_kind, "body": body, "head_sha": head, "repo": policy.repo}
+        return Call("pr_review", args)
+
+    def tell(s: Scratch) -> Call | None:
+        got, done = facts(s), flow.data(s, "review")
+        if not got or not isinstance(done, dict) or "state" not in done:
+            return None
+        pr, job = got
+        if done["state"] == "APPROVED":
+            text = f"Approved PR #{number} at {str(pr.get('head_sha'))[:10]}: job {job_id} passed."
+            thread = {"reply_to": event["message_id"]} if event.get("message_id") else {}
+            return Call("chat_post", {"channel": "reviews", "text": text, **thread})
+        text = (
+            f"@{pr.get('author')} changes requested on PR #{number}: job {job_id} flagged {flags_text(job)}. "
+            "Push a fix and verify the new head."
+        )
+        return Call("chat_post", {"channel": "reviews", "text": text})
+
+    flow.add("review", review)
+    flow.add("tell", tell)
+    return flow.steps
+
+
+# -- lead ---------------------------------------------------------------------------------------
+
+
+def lead_kickoff(policy: DemoPolicy, event: dict[str, Any]) -> list[Step]:
+    """The operator's kick-off: post each task on the board, then tell the team in #general."""
+    text = event.get("text", "")
+    tasks, devs, revs = (names_after(text, label) for label in ("Tasks", "Developers", "Reviewers"))
+    flow = Flow([need_identity])
+    for i, task in enumerate(tasks):
+        info = catalogue.task_info(task)
+        description = (
+            f"{info.description}\n\nTask file: tasks/{task}/task.py (entry `{info.entry}`). "
+            f"Put the kernel in kernels/{task}/<you>_<variant>.py on a branch <you>/{task}, verify it with "
+            f'job_submit(task="{task}", ...) on the {policy.pool} pool, and open a PR.'
+        )
+        args = {"id": task, "title": info.title, "description": description, "labels": [info.category]}
+        flow.add(f"post{i}", lambda s, args=args: Call("task_post", args))
+
+    def announce(s: Scratch) -> Call | None:
+        team = " ".join(f"@{d}" for d in devs) or "@all"
+        reviewers = " ".join(f"@{r}" for r in revs) or "a reviewer"
+        text = (
+            f"{team}: {len(tasks)} kernel tasks are on the board for {policy.repo}. Tasks: "
+            f"{', '.join(tasks)}. Take one at a time with task_claim, push to <you>/<task>, open a PR asking "
+            f"{reviewers} for review, and verify its head with job_submit on the {policy.pool} pool. "
+            "Reviewers approve only what a job verified."
+        )
+        return Call("chat_post", {"channel": "general", "text": text})
+
+    flow.add("announce", announce)
+    reply = f"Posted {len(tasks)} tasks on the board and told the team in #general."
+    flow.add("reply", lambda s: Call("chat_post", {"to": event.get("sender", ""), "text": reply}))
+    return flow.steps
+
+
+# -- the table ----------------------------------------------------------------------------------
+
+
+def demo_rules(policy: DemoPolicy, role: str) -> dict[str, Rule]:
+    """The rule table for one agent of the given role (the scripted defaults answer everything else)."""
+    base = default_rules()
+
+    def on_dm(event: dict[str, Any]) -> list[Step]:
+        text = str(event.get("text", ""))
+        if role == "lead" and KICKOFF_RE.match(text):
+            return lead_kickoff(policy, event)
+        if JOB_DM_RE.match(text):
+            return dev_job_result(policy, event) if role == "developer" else []
+        return base["dm"](event)
+
+    def on_mention(event: dict[str, Any]) -> list[Step]:
+        text = str(event.get("text", ""))
+        if role == "developer" and CHANGES_RE.search(text):
+            return dev_fix(policy, event)
+        if role == "developer" and "task_claim" in text:
+            return dev_start(policy, event)
+        if role == "reviewer" and REVIEW_PING_RE.search(text):
+            return rev_decide(policy, event)
+        return base["mention"](event)
+
+    def on_notice(event: dict[str, Any]) -> list[Step]:
+        text = str(event.get("text", ""))
+        if role == "developer" and event.get("sender") == "gate" and MERGED_RE.search(text):
+            return dev_merged(policy, event)
+        if role == "reviewer" and REVIEW_REQUEST_RE.search(text):
+            return rev_look(policy, event)
+        return []
+
+    return {"dm": on_dm, "mention": on_mention, "notice": on_notice}

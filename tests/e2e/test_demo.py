@@ -1,0 +1,186 @@
+"""``kswarm demo`` end to end, as a newcomer runs it (six tasks instead of eight, ``--keep`` so that the
+result can be inspected live), then checked from the outside: the dataset, main in a fresh clone over
+/git, the harness run again on the merged files, commit authors, reviewers and the gate's audit."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+
+from kstest.cli import KSWARM, cli_env, kswarm
+from kstest.gateway import free_port
+from orchestrator import catalogue
+
+TASKS = ("add", "relu", "silu", "gelu", "softmax", "sum_rows")  # softmax: the faulty first attempt
+REPO = "kswarm/dataset"
+SWARM = "demo"
+DEMO = [KSWARM, "demo"]
+
+
+class Demo:
+    """``kswarm demo --keep`` in the background; stopped with SIGTERM (what Ctrl-C and `kswarm down` do)."""
+
+    def __init__(self, home: Path, port: int) -> None:
+        self.home, self.port = home, port
+        self.log = home.parent / "demo.log"
+        argv = [*DEMO, "--keep", "--home", str(home), "--port", str(port), "--tasks", ",".join(TASKS)]
+        with open(self.log, "w") as out:
+            self.proc = subprocess.Popen(argv, env=cli_env(home), stdout=out, stderr=subprocess.STDOUT)
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.port}"
+
+    def output(self) -> str:
+        return self.log.read_text() if self.log.exists() else ""
+
+    def wait_summary(self, timeout: float) -> dict[str, Any]:
+        path = self.home / "demo" / "summary.json"
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if path.exists():
+                return json.loads(path.read_text())
+            if self.proc.poll() is not None:
+                raise AssertionError(f"kswarm demo exited {self.proc.returncode}:\n{self.output()}")
+            time.sleep(1)
+        raise AssertionError(f"no summary after {timeout:.0f}s:\n{self.output()}")
+
+    def stop(self, timeout: float = 120) -> int:
+        if self.proc.poll() is None:
+            os.kill(self.proc.pid, signal.SIGTERM)
+            try:
+                self.proc.wait(timeout)
+            except subprocess.TimeoutExpired:
+                os.kill(self.proc.pid, signal.SIGKILL)
+                self.proc.wait()
+        return self.proc.returncode
+
+
+def git(cwd: Path, *args: str) -> str:
+    return subprocess.run(["git", *args], cwd=cwd, capture_output=True, text=True, check=True).stdout.strip()
+
+
+def verify(task: str, kernel: Path, out: Path) -> tuple[str, int, str]:
+    """The harness again, in its own process, on a merged file."""
+    argv = [sys.executable, "-m", "orchestrator.verify", "--task", str(catalogue.task_dir(task))]
+    argv += ["--candidate", str(kernel), "--pool", "cpu", "--no-timing", "--out", str(out)]
+    done = subprocess.run(argv, capture_output=True, text=True, timeout=300)
+    return task, done.returncode, done.stdout + done.stderr
+
+
+def pids_alive(pids: list[int]) -> list[int]:
+    return [p for p in pids if Path(f"/proc/{p}").exists()]
+
+
+@pytest.mark.slow
+def test_the_demo_builds_a_verified_dataset_and_only_reviewed_kernels_reach_main(short_tmp: Path) -> None:
+    home = short_tmp / "h"
+    demo = Demo(home, free_port())
+    try:
+        summary = demo.wait_summary(timeout=420)
+        assert summary["ok"], demo.output()
+        token = (home / "operator.token").read_text().strip()
+        api = httpx.Client(base_url=demo.url, headers={"Authorization": f"Bearer {token}"}, timeout=60)
+        agent_pids = [
+            json.loads(p.read_text())["pid"] for p in (home / "swarm" / "agents").glob("*.proc.json")
+        ]
+        assert len(agent_pids) == 4
+
+        # The dataset: at least six accepted records, one per task, reviewed by someone else.
+        rows = [
+            json.loads(line) for line in Path(summary["dataset"]["paths"]["jsonl"]).read_text().splitlines()
+        ]
+        accepted = [r for r in rows if r["accepted"]]
+        assert len(accepted) >= 6 and {r["task"] for r in accepted} == set(TASKS)
+        for row in accepted:
+            assert row["author"] and row["reviewers"] and row["author"] not in row["reviewers"], row
+            assert row["approvers"] and row["author"] not in row["approvers"], row
+        rejected = [r for r in rows if r["task"] == "softmax" and not r["passed"]]
+        assert len(rejected) == 1 and "mismatch" in rejected[0]["flags"] and not rejected[0]["accepted"]
+
+        # main in a fresh clone over /git: the merged files are the accepted records' kernels ...
+        clone = short_tmp / "clone"
+        auth = f"http.extraHeader=Authorization: Bearer {token}"
+        subprocess.run(
+            ["git", "-c", auth, "clone", "-q", f"{demo.url}/git/{REPO}.git", str(clone)], check=True
+        )
+        for row in accepted:
+            merged = clone / row["kernel_path"]
+            assert hashlib.sha256(merged.read_bytes()).hexdigest() == row["kernel_sha256"], row["kernel_path"]
+        # ... and the wrong kernel never reached main: neither its commit nor its file is in main's history.
+        history = set(git(clone, "rev-list", "--objects", "origin/main").split())
+        assert rejected[0]["commit"] not in history
+        wrong_blob = git(clone, "hash-object", str(catalogue.wrong_solution_path("softmax")))
+        assert wrong_blob not in history
+
+        # Every merged commit was authored and committed by the agent that pushed it; merges by the gate.
+        prs = api.get("/api/forge/pulls", params={"repo": REPO, "state": "all"}).json()
+        merged_prs = [p for p in prs if p["state"] == "merged"]
+        assert len(merged_prs) == len(TASKS) and not [p for p in prs if p["state"] != "merged"]
+        for pr in merged_prs:
+            view = api.get(f"/api/forge/repos/{REPO}/pulls/{pr['number']}").json()
+            assert pr["head"].startswith(f"{pr['author']}/")  # pushed under its own namespace
+            own = git(
+                clone, "log", "--no-merges", "--format=%ae %ce", f"{view['merge_sha']}^1..{view['head_sha']}"
+            )
+            email = f"{pr['author']}@agents.{SWARM}"
+            assert own and set(own.splitlines()) == {f"{email} {email}"}, (pr, own)
+            assert git(clone, "log", "-1", "--format=%ae", view["merge_sha"]) == f"gate@bots.{SWARM}"
+            # The gate's audit explains the merge: the head it merged and who approved it.
+            merges = [a for a in view["audit"] if a["action"] == "merged"]
+            assert len(merges) == 1 and merges[0]["head_sha"] == view["head_sha"], view["audit"]
+            assert merges[0]["approvals"] and pr["author"] not in merges[0]["approvals"]
+            approved = {r["user"] for r in view["reviews"] if r["state"] == "APPROVED"}
+            assert approved == set(merges[0]["approvals"])
+        softmax = next(p for p in merged_prs if p["head"].endswith("/softmax"))
+        why = kswarm(home, "pr", "why", str(softmax["number"]), "--repo", REPO)
+        assert why.returncode == 0 and "merged" in why.stdout, why.stdout + why.stderr
+        view = api.get(f"/api/forge/repos/{REPO}/pulls/{softmax['number']}").json()
+        states = [(r["state"], r["commit_id"]) for r in view["reviews"]]
+        assert ("REQUEST_CHANGES", rejected[0]["commit"]) in states and (
+            "APPROVED",
+            view["head_sha"],
+        ) in states
+
+        # The web UI the summary points at shows the PRs.
+        page = api.get("/ui/prs")
+        assert page.status_code == 200 and "softmax" in page.text
+
+        # The harness, run again on the merged files, passes every one (two at a time: two cores).
+        with ThreadPoolExecutor(2) as pool:
+            results = list(
+                pool.map(
+                    lambda r: verify(r["task"], clone / r["kernel_path"], short_tmp / f"{r['task']}.json"),
+                    accepted,
+                )
+            )
+        assert [(t, code) for t, code, _ in results] == [(r["task"], 0) for r in accepted], results
+        api.close()
+    finally:
+        code = demo.stop()
+    assert code == 0, demo.output()
+    out = demo.output()
+    assert "stopped." in out and "kswarm down" in out  # --keep said how to stop it
+    assert not (home / "gateway.json").exists()
+    assert pids_alive(agent_pids) == []
+    # Nothing it started is left: Redis, the job worker (both name the home on their command line).
+    left = [_cmdline(p) for p in Path("/proc").iterdir() if p.name.isdigit() and str(home) in _cmdline(p)]
+    assert left == []
+
+
+def _cmdline(proc: Path) -> str:
+    try:
+        return (proc / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
+    except OSError:
+        return ""
