@@ -141,22 +141,32 @@ def register(app: typer.Typer, agent_app: typer.Typer) -> None:
         """Agents with backend, state, uptime, restarts and last heartbeat."""
         ctx = load_ctx()
         beats: dict[str, float | None] = {}
+        usage: dict[str, dict] = {}
         try:
             with gateway_client(ctx.home) as client:
                 beats = {a["name"]: a.get("last_heartbeat") for a in client.agents()}
+                # Tokens and cost from the gateway's LLM proxy (all agents: the CLI is the operator).
+                usage = client.request("GET", "/api/usage").get("agents", {})
         except GatewayError as exc:
             typer.echo(f"(gateway not reachable: {exc.detail}; heartbeats from the last record)", err=True)
         rows = agent_rows(ctx.layout, ctx.runtime, beats)
+        for r in rows:
+            spent = usage.get(r["agent"], {})
+            r["tokens"] = spent.get("total_tokens", 0)
+            r["cost_usd"] = spent.get("cost_usd", 0.0)
         if as_json:
             typer.echo(json.dumps(rows, indent=1))
             return
-        header = f"{'AGENT':<20} {'BACKEND':<8} {'STATE':<12} {'UPTIME':>8} {'RESTARTS':>8} {'HEARTBEAT':>10}"
+        header = (
+            f"{'AGENT':<20} {'BACKEND':<8} {'STATE':<12} {'UPTIME':>8} {'RESTARTS':>8} {'HEARTBEAT':>10}"
+            f" {'TOKENS':>9} {'COST':>8}"
+        )
         typer.echo(header)
         for r in rows:
             beat = _age(r["last_heartbeat_s"]) + (" ago" if r["last_heartbeat_s"] is not None else "")
             typer.echo(
                 f"{r['agent']:<20} {r['backend']:<8} {r['state']:<12} {_age(r['uptime_s']):>8} "
-                f"{r['restarts']:>8} {beat:>10}"
+                f"{r['restarts']:>8} {beat:>10} {r['tokens']:>9} {'$' + format(r['cost_usd'], '.4f'):>8}"
             )
 
     @app.command("logs")

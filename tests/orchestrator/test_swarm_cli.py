@@ -49,8 +49,10 @@ def test_ps_shows_agents_heartbeating(swarm_factory, cli) -> None:
     for r in rows:
         assert r["backend"] == "process" and r["state"] == "running" and r["restarts"] == 0
         assert r["uptime_s"] is not None and r["last_heartbeat_s"] is not None and r["last_heartbeat_s"] < 10
+        assert r["tokens"] == 0 and r["cost_usd"] == 0.0, "scripted agents spend nothing at the LLM proxy"
     table = cli(swarm, "ps").output
-    assert "AGENT" in table and "HEARTBEAT" in table and "a-2" in table
+    assert "AGENT" in table and "HEARTBEAT" in table and "TOKENS" in table and "COST" in table
+    assert "a-2" in table
 
 
 def test_logs_and_restart(swarm_factory, cli) -> None:
