@@ -124,7 +124,7 @@ def test_taskboard_permissions_and_identity(board_gw: BoardGateway) -> None:
         assert op.put("/api/tasks/leads/a4").status_code == 204
         assert "a4" in op.get("/api/tasks/leads").json()
         posted = a4.post("/api/tasks", json={"id": "lead-task", "title": "x"}).json()
-        assert posted["posted_by"] == "a4" and posted["repo"] == "kswarm/kernels"
+        assert posted["posted_by"] == "a4" and posted["repo"] == "kswarm/dataset"
         forged = a4.post("/api/tasks", json={"id": "forged", "title": "x", "posted_by": "a5"})
         assert forged.status_code == 422, "the poster comes from the token, not the body"
         assert a4.post("/api/tasks", json={"id": "lead-task", "title": "x"}).status_code == 409

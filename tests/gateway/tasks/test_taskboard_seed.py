@@ -22,17 +22,17 @@ def test_taskboard_seed_dataset_repo_and_board(board_gw: BoardGateway, short_tmp
         first = op.post("/api/tasks/seed", json={})
         assert first.status_code == 200, first.text
         seeded = first.json()
-        assert seeded["repo"] == "kswarm/kernels" and seeded["seeded"]
+        assert seeded["repo"] == "kswarm/dataset" and seeded["seeded"]
         assert sorted(seeded["posted"]) == task_names() and len(seeded["posted"]) >= 24
         again = op.post("/api/tasks/seed", json={}).json()
         assert again["seeded"] is None and sorted(again["existing"]) == task_names() and not again["posted"]
         board = {t["id"]: t for t in op.get("/api/tasks").json()}
     entry = board["masked_cross_entropy"]
-    assert (entry["repo"], entry["labels"], entry["posted_by"]) == ("kswarm/kernels", ["loss"], "operator")
+    assert (entry["repo"], entry["labels"], entry["posted_by"]) == ("kswarm/dataset", ["loss"], "operator")
     assert "sum(mask) == 0" in entry["description"]
 
     agent = Git(short_tmp / "h-a8", gw.tokens["a8"], "a8", "a8@agents.test")
-    work = agent.clone(f"{gw.url}/git/kswarm/kernels.git", short_tmp / "kernels")
+    work = agent.clone(f"{gw.url}/git/kswarm/dataset.git", short_tmp / "kernels")
     for name in task_names():
         assert (work / "tasks" / name / "task.py").is_file()
         assert (work / "kernels" / name / "README.md").is_file()

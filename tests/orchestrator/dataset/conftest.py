@@ -29,7 +29,7 @@ def dataset_gw(redis_url: str) -> Iterator[DatasetGateway]:
         seeded = op.post("/api/tasks/seed", json={"post_tasks": False})
         assert seeded.status_code == 200 and seeded.json()["seeded"], seeded.text
         policy = {"required_approvals": 1, "required_checks": ["kswarm/verify:cpu"]}
-        assert op.put("/api/forge/repos/kswarm/kernels/policy", json=policy).status_code == 200
+        assert op.put("/api/forge/repos/kswarm/dataset/policy", json=policy).status_code == 200
     try:
         yield gw
     finally:

@@ -36,7 +36,7 @@ class DatasetGateway(ForgeGateway):
 
     def plugins(self) -> list[Any]:
         def forge(app: Any, ctx: Any, mcp: Any) -> Any:
-            return forge_plugin(app, ctx, mcp, ForgeSettings(gate_sweep_s=0.5, default_repo="kswarm/kernels"))
+            return forge_plugin(app, ctx, mcp, ForgeSettings(gate_sweep_s=0.5, default_repo="kswarm/dataset"))
 
         pool = PoolConfig(name="cpu", nodes=[NodeConfig(name="local", devices=[0])], tasks_dir=TASKS_DIR)
 

@@ -28,7 +28,7 @@ def code(name: str, wrong: bool = False) -> str:
 def history(dataset_gw: DatasetGateway, tmp_path_factory: pytest.TempPathFactory) -> dict[str, object]:
     """alice's add merges; carol's softmax fails, gets a change request, is fixed, reproduced by bob and
     merges; alice's relu passes but nobody reviews it."""
-    swarm = Swarm(dataset_gw, tmp_path_factory.mktemp("hist"), "kswarm", "kernels", dataset_gw.tokens)
+    swarm = Swarm(dataset_gw, tmp_path_factory.mktemp("hist"), "kswarm", "dataset", dataset_gw.tokens)
     lab, work = Lab(dataset_gw, swarm), {}
     add_path, sm_path, relu_path = (
         "kernels/add/alice_add.py",
@@ -68,8 +68,8 @@ def test_dataset_rows_authors_reviewers_acceptance_lineage(
 ) -> None:
     models = {"alice": "scripted", "bob": "scripted", "carol": "claude-x"}
     url, token, mirror = dataset_gw.url, dataset_gw.operator_token, tmp_path / "m.git"
-    first = build_dataset(url, token, "kswarm/kernels", tmp_path / "ds1", models, mirror_dir=mirror)
-    report = build_dataset(url, token, "kswarm/kernels", tmp_path / "ds", models, mirror_dir=mirror)
+    first = build_dataset(url, token, "kswarm/dataset", tmp_path / "ds1", models, mirror_dir=mirror)
+    report = build_dataset(url, token, "kswarm/dataset", tmp_path / "ds", models, mirror_dir=mirror)
     assert [r["record_id"] for r in first.rows] == [r["record_id"] for r in report.rows], "mirror re-fetched"
     jobs = history["jobs"]
     rows = {r["record_id"]: r for r in report.rows}
@@ -122,7 +122,19 @@ def test_dataset_files_load_with_hf_datasets(
     register(app := typer.Typer())
     env = {"KSWARM_URL": dataset_gw.url, "KSWARM_TOKEN": dataset_gw.operator_token}
     result = CliRunner().invoke(
-        app, ["dataset", "build", "--out", str(out), "--home", str(tmp_path / "h"), "--json"], env=env
+        app,
+        [
+            "dataset",
+            "build",
+            "--repo",
+            "kswarm/dataset",
+            "--out",
+            str(out),
+            "--home",
+            str(tmp_path / "h"),
+            "--json",
+        ],
+        env=env,
     )
     assert result.exit_code == 0, result.output
     printed = json.loads(result.output)
