@@ -63,7 +63,7 @@ def create_app(
 
     @app.get("/metrics", summary="Prometheus metrics (operators)")
     async def metrics(_: Annotated[Principal, Depends(require_operator)]) -> Response:
-        return Response(ctx.metrics.render(), media_type="text/plain; version=0.0.4")
+        return Response(await ctx.metrics.render(), media_type="text/plain; version=0.0.4")
 
     app.include_router(build_api_router())
     app.include_router(build_events_router())

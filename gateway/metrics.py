@@ -2,7 +2,12 @@
 
 from __future__ import annotations
 
+import logging
+from collections.abc import Awaitable, Callable
+
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
+
+log = logging.getLogger("kswarm.metrics")
 
 
 class GatewayMetrics:
@@ -21,5 +26,44 @@ class GatewayMetrics:
         )
         self.sse_clients = Gauge("kswarm_sse_clients", "Connected SSE clients", registry=self.registry)
 
-    def render(self) -> bytes:
+        # Gauges whose truth lives in Redis or on disk are set at scrape time by these callbacks,
+        # so every gateway replica reports the same numbers and nothing polls in between.
+        self.refreshers: list[Callable[[], Awaitable[None]]] = []
+        self.gate_decisions = Counter(
+            "kswarm_gate_decisions",
+            "Review gate decisions recorded, by action",
+            ["action"],
+            registry=self.registry,
+        )
+        self.jobs = Gauge(
+            "kswarm_jobs",
+            "Jobs by pool and state (queued, running)",
+            ["pool", "state"],
+            registry=self.registry,
+        )
+        self.jobs_finished = Counter(
+            "kswarm_jobs_finished",
+            "Jobs finished, by pool and final state",
+            ["pool", "state"],
+            registry=self.registry,
+        )
+        self.queue_depth = Gauge(
+            "kswarm_queue_depth", "Jobs waiting per pool", ["pool"], registry=self.registry
+        )
+        self.dead_letters = Gauge(
+            "kswarm_dead_letters", "Dead-lettered jobs per pool", ["pool"], registry=self.registry
+        )
+        self.agent_restarts = Gauge(
+            "kswarm_agent_restarts",
+            "Restarts of each agent by the orchestrator",
+            ["agent"],
+            registry=self.registry,
+        )
+
+    async def render(self) -> bytes:
+        for refresh in self.refreshers:
+            try:
+                await refresh()
+            except Exception:  # a broken source must not take the other metrics down
+                log.exception("metrics refresher failed")
         return generate_latest(self.registry)

@@ -26,6 +26,7 @@ from gateway.forge.ledger import ReproductionLedger
 from gateway.forge.models import ForgeError, PullRequest
 from gateway.forge.policy import GateDecision, Reason, ReviewPolicy, evaluate, short
 from gateway.forge.protocol import Forge
+from gateway.metrics import GatewayMetrics
 from gateway.principals import Principal, PrincipalKind, PrincipalStore
 from gateway.redis_compat import xautoclaim
 
@@ -49,6 +50,7 @@ class ReviewGate:
         ledger: ReproductionLedger,
         *,
         sweep_s: float = 30.0,
+        metrics: GatewayMetrics | None = None,
         lock_ttl_s: float = 60.0,
         channel: str = "reviews",
     ) -> None:
@@ -58,6 +60,7 @@ class ReviewGate:
         self.principals = principals
         self.ledger = ledger
         self.sweep_s = sweep_s
+        self.metrics = metrics
         self.lock_ttl_ms = int(lock_ttl_s * 1000)
         self.channel = channel
         self.consumer = f"gate-{uuid.uuid4().hex[:12]}"
@@ -88,6 +91,8 @@ class ReviewGate:
         self, pr: PullRequest, decision: GateDecision, action: str, cause: str, **extra: Any
     ) -> None:
         """Append a decision to the PR's audit list; an identical repeat only bumps the last entry's count."""
+        if self.metrics is not None:
+            self.metrics.gate_decisions.labels(action=action).inc()
         entry = {
             "ts": time.time(),
             "action": action,

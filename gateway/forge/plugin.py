@@ -58,6 +58,7 @@ def forge_plugin(
         ledger,
         sweep_s=settings.gate_sweep_s,
         lock_ttl_s=settings.gate_lock_ttl_s,
+        metrics=ctx.metrics,
     )
     ctx.extras.update(forge=forge, forge_gate=gate, forge_ledger=ledger, forge_settings=settings)
 

@@ -9,6 +9,7 @@ Register with ``create_app(settings, plugins=[..., ui_plugin])``. Routes:
 - ``/ui/static/...``: the CSS and JavaScript (no secrets, no auth).
 """
 
+import asyncio
 from typing import Annotated, Any
 from urllib.parse import quote
 
@@ -133,6 +134,14 @@ def build_api_bridge(ui: UiService) -> APIRouter:
 def ui_plugin(app: FastAPI, ctx: GatewayContext, mcp: Any, settings: UiSettings | None = None) -> None:
     ui = UiService.build(app, ctx, settings)
     ctx.extras["ui"] = ui
+
+    async def refresh_restarts() -> None:
+        """``kswarm_agent_restarts`` from the orchestrator's records (the same view the Agents panel uses)."""
+        view = await asyncio.to_thread(ui.control.view)
+        for name, record in view.records.items() if view.available else ():
+            ctx.metrics.agent_restarts.labels(agent=name).set(int(record.get("restarts") or 0))
+
+    ctx.metrics.refreshers.append(refresh_restarts)
 
     @app.exception_handler(UiAuthError)
     async def refused(request: Request, exc: UiAuthError) -> Response:

@@ -220,6 +220,7 @@ def jobs_plugin(
 ) -> Callable[[], AbstractAsyncContextManager[None]]:
     settings = settings or JobsSettings()
     svc = JobService(ctx, settings, settings.pool_list())
+    ctx.metrics.refreshers.append(svc.refresh_metrics)
     ctx.extras["jobs"] = svc
     app.include_router(build_jobs_router())
     register_job_tools(mcp, svc)

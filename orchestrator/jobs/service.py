@@ -262,7 +262,21 @@ class JobService:
             result=body.result,
             log=body.log,
         )
+        if recorded and state:
+            job = await self.queue.get(job_id)
+            if job is not None:
+                self.ctx.metrics.jobs_finished.labels(pool=job.pool, state=state).inc()
         return FinishReply(recorded=recorded, state=state or "error")  # type: ignore[arg-type]
+
+    async def refresh_metrics(self) -> None:
+        """Scrape-time gauges: jobs queued and running, queue depth and dead letters per pool."""
+        m = self.ctx.metrics
+        for pool in self.pools.values():
+            depth = await self.queue.depth(pool.name)
+            m.jobs.labels(pool=pool.name, state="queued").set(depth["queued"])
+            m.jobs.labels(pool=pool.name, state="running").set(depth["running"])
+            m.queue_depth.labels(pool=pool.name).set(depth["queued"])
+            m.dead_letters.labels(pool=pool.name).set(depth["dead_letters"])
 
     async def reclaim_loop(self) -> None:
         """Requeue or dead-letter the jobs of silent workers, in every pool, forever."""

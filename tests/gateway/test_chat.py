@@ -247,3 +247,17 @@ def test_openapi_is_complete(gateway: GatewayProcess) -> None:
     for path in ("/api/inbox", "/api/events", "/api/dms/{peer}/messages", "/api/search", "/api/heartbeat"):
         assert path in paths
     assert "Message" in spec["components"]["schemas"]
+
+
+def test_component_metrics_are_exposed(gateway: GatewayProcess) -> None:
+    """Jobs and queue depth per pool are read at scrape time (every replica reports the same)."""
+    with gateway.client(gateway.operator_token) as op:
+        text = op.get("/metrics").text
+    for line in (
+        'kswarm_jobs{pool="cpu",state="queued"} 0.0',
+        'kswarm_jobs{pool="cpu",state="running"} 0.0',
+        'kswarm_queue_depth{pool="cpu"} 0.0',
+        'kswarm_dead_letters{pool="cpu"} 0.0',
+    ):
+        assert line in text, line
+    assert "kswarm_llm_tokens" in text and "kswarm_ui_logins" in text

@@ -76,6 +76,10 @@ def test_blocked_without_required_check_then_merged(swarm: Swarm) -> None:
     with swarm.gw.client(swarm.tokens["alice"]) as alice:
         items = alice.get("/api/inbox", params={"peek": True}).json()["items"]
     assert any(i["sender"] == "gate" and "merged into main" in i["text"] for i in items)
+    with swarm.gw.op() as op:
+        metrics = op.get("/metrics").text
+    assert 'kswarm_gate_decisions_total{action="merged"}' in metrics
+    assert 'kswarm_gate_decisions_total{action="blocked"}' in metrics
 
 
 def test_stale_approval_dismissed_after_push(swarm: Swarm) -> None:

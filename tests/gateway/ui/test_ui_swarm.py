@@ -40,6 +40,9 @@ def test_the_restart_button_restarts_an_agent(ui_gateway: UiGateway, chromium: P
             # The panel refreshes itself: the new count shows without a reload.
             restarts = str(before.restarts + 1)
             expect(page.locator('tr[data-agent="dev-1"] .restarts')).to_have_text(restarts, timeout=10_000)
+        with ui_gateway.client(ui_gateway.operator_token) as op:
+            metrics = op.get("/metrics").text
+        assert f'kswarm_agent_restarts{{agent="dev-1"}} {before.restarts + 1}.0' in metrics
 
 
 def test_quarantine_release_and_memory_rollback(ui_gateway: UiGateway, chromium: Path) -> None:

@@ -50,6 +50,8 @@ def test_submit_run_report_and_cli(jobs_gw: JobsGateway, kernels, workers, monke
     w = workers("cpu")
     done = jobs_gw.wait_job(job["id"], FINAL)
     assert done["state"] == "succeeded", (done["error"], w.output()[-3000:])
+    with jobs_gw.as_("operator") as op:
+        assert 'kswarm_jobs_finished_total{pool="cpu",state="succeeded"} 1.0' in op.get("/metrics").text
     assert done["verdict"] == "pass" and done["result"]["verdict"] == "pass" and done["attempts"] == 1
     assert done["node"] == "local" and done["allocated"] == ["0"]
     assert verify_statuses(jobs_gw, sha) == ["pending", "success"]
