@@ -11,7 +11,8 @@ def default_plugins() -> list[GatewayPlugin]:
     from gateway.llm_proxy import llm_proxy_plugin
     from gateway.tasks.plugin import tasks_plugin
     from gateway.ui import ui_plugin
+    from orchestrator.dataset.plugin import dataset_plugin
     from orchestrator.jobs.plugin import jobs_plugin
 
     # Order matters only for the UI, which shows whatever the others registered before it.
-    return [forge_plugin, llm_proxy_plugin, jobs_plugin, tasks_plugin, kb_plugin, ui_plugin]
+    return [forge_plugin, llm_proxy_plugin, jobs_plugin, tasks_plugin, kb_plugin, dataset_plugin, ui_plugin]
