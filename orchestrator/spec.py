@@ -157,7 +157,10 @@ class ReviewPolicy(_Model):
     """What the gate requires before merging (enforced by the review-gate issue)."""
 
     approvals: int = Field(1, ge=0, description="Approvals on the head commit, never by the author.")
-    required_checks: list[str] = Field(default_factory=lambda: ["verify"], description="Job checks needed.")
+    required_checks: list[str] = Field(
+        default_factory=lambda: ["kswarm/verify:cpu"],
+        description="Status contexts that must be success on the head (workers set kswarm/verify:<pool>).",
+    )
     dismiss_on_push: bool = Field(True, description="A new push dismisses earlier approvals.")
 
 

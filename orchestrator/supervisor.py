@@ -153,6 +153,7 @@ class Supervisor:
                 self.client.create_channel(channel.name, channel.topic)
             except GatewayError as exc:
                 log.warning("channel %s: %s", channel.name, exc)
+        self._provision_repos()
         SwarmInfo(
             swarm=self.spec.swarm,
             backend=self.backend,
@@ -164,6 +165,25 @@ class Supervisor:
             agents=[a.name for a in self.spec.expand()],
             spec=self.spec.model_dump(mode="json", exclude={"source"}),
         ).save(self.layout)
+
+    def _provision_repos(self) -> None:
+        """The spec's repos in the forge (org = the swarm's name), each protected by the review policy."""
+        review = self.spec.review
+        for repo in self.spec.repos:
+            policy = {
+                "required_approvals": review.approvals,
+                "required_checks": review.required_checks,
+                "protected_branches": repo.protected,
+            }
+            try:
+                self.client.request(
+                    "POST", "/api/forge/repos", json={"org": self.spec.swarm, "name": repo.name}
+                )
+                self.client.request(
+                    "PUT", f"/api/forge/repos/{self.spec.swarm}/{repo.name}/policy", json=policy
+                )
+            except GatewayError as exc:
+                log.warning("repo %s/%s: %s", self.spec.swarm, repo.name, exc)
 
     def run(self, stop: threading.Event) -> None:
         if not self.lock.acquire():

@@ -128,3 +128,19 @@ def test_down_purge_stops_the_orchestrator_and_everything(swarm_factory, cli, sh
     assert not (swarm.layout.root / "data").exists() or not any((swarm.layout.root / "data").iterdir())
     assert not swarm.layout.swarm_file.exists()
     assert cli(swarm, "ps", ok=False).exit_code != 0  # no swarm any more
+
+
+def test_spec_repos_are_created_and_protected_by_the_review_policy(swarm_factory) -> None:
+    extra = (
+        "repos:\n  - name: dataset\n    kind: dataset\n"
+        "review:\n  approvals: 2\n  required_checks: [kswarm/verify:cpu]\n"
+    )
+    swarm = swarm_factory("  - name: a-1\n", extra=extra)
+    swarm.wait_heartbeating(["a-1"])
+    org = swarm.spec.swarm
+    with swarm.gateway.client(swarm.gateway.operator_token) as op:
+        repos = {(r["org"], r["name"]) for r in op.get("/api/forge/repos").json()}
+        assert (org, "dataset") in repos
+        policy = op.get(f"/api/forge/repos/{org}/dataset/policy/main").json()
+    assert policy["required_approvals"] == 2 and policy["required_checks"] == ["kswarm/verify:cpu"]
+    assert policy["protected_branches"] == ["main"]
