@@ -31,6 +31,7 @@ from gateway.auth import current_principal
 from gateway.context import GatewayContext
 from gateway.llm_config import LLMProxySettings
 from gateway.principals import Principal, PrincipalKind
+from gateway.sse_scrub import SSEKeyScrubber
 from gateway.usage import Usage, UsageMetrics, UsageStore, build_usage_router, register_usage_tool
 
 log = logging.getLogger("kswarm.llm_proxy")
@@ -186,7 +187,7 @@ class ProxyStream(StreamingResponse):
         self.slot = slot
         self.principal = principal
         self.parser = SSEUsage()
-        self.scrubber = KeyScrubber(proxy.secret)
+        self.scrubber = SSEKeyScrubber(proxy.secret)  # also catches a key spelled out across deltas
         self.recorded = False
         self.closed = False
         self.chunks = self._chunks()
