@@ -89,9 +89,17 @@ def headline(pr: dict[str, Any]) -> str:
 
 def print_why(pr: dict[str, Any]) -> None:
     gate = pr["gate"]
+    audit = pr.get("audit") or []
+    approvals_counted = gate["approvals"]
     console.print(headline(pr))
     if pr["state"] == "merged":
-        console.print(f"[green]merged[/green] as {(pr.get('merge_sha') or '?')[:10]}")
+        # Re-evaluating a merged PR says little (its head is in main now): show the decision that merged it.
+        merged = next((e for e in reversed(audit) if e["action"] == "merged"), None)
+        if merged is not None:
+            approvals_counted = merged.get("approvals") or []
+            head = (merged.get("head_sha") or "?")[:10]
+            console.print(f"[green]merged[/green] by the gate at head {head}: every rule held")
+        console.print(f"merge commit {(pr.get('merge_sha') or '?')[:10]}")
     elif gate["mergeable"]:
         console.print("[green]MERGEABLE[/green]: every rule holds; the gate merges it on its next event")
     else:
@@ -103,11 +111,10 @@ def print_why(pr: dict[str, Any]) -> None:
         for reason in gate["reasons"]:
             mark = "[red]x[/red]" if reason["blocking"] else "[yellow]…[/yellow]"
             console.print(f"  {mark} {reason['message']}  [dim]({reason['code']})[/dim]")
-    approvals = ", ".join(f"@{a}" for a in gate["approvals"]) or "none"
+    approvals = ", ".join(f"@{a}" for a in approvals_counted) or "none"
     console.print(f"approvals counted: {approvals}")
     for note in gate["notes"]:
         console.print(f"  [dim]note: {note}[/dim]")
-    audit = pr.get("audit") or []
     if audit:
         console.print("recent gate decisions:")
         for entry in audit[-5:]:

@@ -17,6 +17,7 @@ from __future__ import annotations
 import contextlib
 import fcntl
 import json
+import logging
 import os
 import shutil
 from collections.abc import Iterator
@@ -25,6 +26,8 @@ from pathlib import Path
 
 from orchestrator.gateway_client import GatewayClient, GatewayError, GatewayTarget
 from orchestrator.spec import AgentSpec
+
+log = logging.getLogger("kswarm.provision")
 
 DIRS = ("home", "work", "memory", "history")
 TOKEN_REL = ".kswarm/token"  # inside the agent's home
@@ -168,6 +171,16 @@ def token_valid(gateway: GatewayTarget, token: str) -> bool:
         raise
 
 
+def ensure_forge_account(client: GatewayClient, name: str) -> None:
+    """With Gitea behind the gateway, a new agent also gets its Gitea account (created once, with the
+    principal). The embedded forge needs nothing: its accounts are the gateway's principals."""
+    try:
+        if client.request("GET", "/api/forge").get("kind") == "gitea":
+            client.request("POST", f"/api/forge/accounts/{name}")
+    except GatewayError as exc:  # the agent still runs; its PRs fail until the account exists
+        log.warning("forge account for %s: %s", name, exc)
+
+
 def ensure_identity(
     client: GatewayClient, layout: SwarmLayout, agent: AgentSpec, swarm: str, uid: int | None
 ) -> str:
@@ -175,6 +188,7 @@ def ensure_identity(
     token_file = layout.token_file(agent.name)
     try:
         token = client.create_principal(agent.name, "agent", f"{agent.name}@agents.{swarm}")["token"]
+        ensure_forge_account(client, agent.name)
     except GatewayError as exc:
         if exc.status != 409:
             raise

@@ -58,7 +58,8 @@ def test_prs_show_and_why(swarm: Swarm) -> None:
     assert swarm.status("worker1", sha, "success").status_code == 201
     swarm.wait_merged(number)
     code, out = cli(swarm, "pr", "why", str(number), "--repo", swarm.full)
-    assert code == 0 and "merged as" in out
+    assert code == 0 and "merged by the gate" in out and "merge commit" in out
+    assert "approvals counted: @bob" in out, "the approvals of the merging decision, not a re-evaluation"
 
 
 def test_cli_errors_are_one_line(swarm: Swarm, tmp_path: Path) -> None:

@@ -75,3 +75,21 @@ async def test_gate_merges_through_the_gitea_adapter(
     with gitea_mode.op() as op:
         texts = [m["text"] for m in op.get("/api/channels/reviews/messages").json()["messages"]]
     assert any(f"@alice gm/kernels#{number}" in t and "merged into main" in t for t in texts)
+
+
+def test_provisioning_creates_the_agents_gitea_account(
+    quiet_gw: ForgeGateway, gitea_mode: ForgeGateway
+) -> None:
+    """The orchestrator's provisioning step, against a gateway in Gitea mode, creates the agent's
+    account on the Gitea side (A), once, with the principal."""
+    from orchestrator.gateway_client import GatewayClient, GatewayTarget
+    from orchestrator.provision import ensure_forge_account
+
+    with gitea_mode.op() as op:
+        op.post("/api/principals", json={"name": "carol"}).raise_for_status()
+    with GatewayClient(GatewayTarget(token=gitea_mode.operator_token, url=gitea_mode.url)) as client:
+        ensure_forge_account(client, "carol")
+    with quiet_gw.op() as a:
+        assert a.get("/api/me").status_code == 200
+        names = {p["name"] for p in a.get("/api/principals").json()}
+    assert "carol" in names, "the Gitea side (A) now knows carol"
