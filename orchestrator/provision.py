@@ -26,6 +26,7 @@ from pathlib import Path
 
 from orchestrator.gateway_client import GatewayClient, GatewayError, GatewayTarget
 from orchestrator.spec import AgentSpec
+from orchestrator.uid_ranges import BLOCK
 
 log = logging.getLogger("kswarm.provision")
 
@@ -91,6 +92,8 @@ def allocate_uid(layout: SwarmLayout, name: str, base: int) -> int:
             uid = base
             while uid in used:
                 uid += 1
+            if uid >= base + BLOCK:
+                raise RuntimeError(f"agent uids {base}..{base + BLOCK - 1} are all taken in {path}")
             table[name] = uid
             tmp = path.with_suffix(".tmp")
             tmp.write_text(json.dumps(table, indent=1, sort_keys=True))

@@ -192,14 +192,20 @@ class DockerOptions(_Model):
         "kswarm/empty", description="Agent image; production: built from infra/agent.Dockerfile."
     )
     host_shared: bool = Field(True, description="Run the host's Python and code via read-only bind mounts.")
-    uid_base: int = Field(20000, ge=1000, description="First agent uid; agent k gets uid_base + k.")
+    uid_base: int | None = Field(
+        None, ge=1000, description="First agent uid (agent k: uid_base + k); unset: a block per home."
+    )
 
 
 class ProcessOptions(_Model):
     """Process-backend settings."""
 
-    uid_base: int = Field(20000, ge=1000, description="First agent uid when running as root.")
-    isolation: Literal["auto", "uid", "none"] = Field("auto", description="auto: uid when root, else none.")
+    uid_base: int | None = Field(
+        None, ge=1000, description="First agent uid as root (agent k: uid_base + k); unset: a block per home."
+    )
+    isolation: Literal["auto", "uid", "userns", "none"] = Field(
+        "auto", description="auto: uid when root, else user namespaces where allowed, else none (warned)."
+    )
 
 
 class SwarmSpec(_Model):

@@ -23,6 +23,7 @@ from orchestrator.provision import SwarmLayout
 from orchestrator.reconcile import AgentRecord, Reconciler, control_dir, load_record
 from orchestrator.runtime.base import AgentRuntime
 from orchestrator.spec import SwarmSpec
+from orchestrator.uid_ranges import uid_base_for
 
 log = logging.getLogger("kswarm.supervisor")
 
@@ -46,7 +47,13 @@ def make_runtime(backend: str, layout: SwarmLayout, spec: SwarmSpec) -> AgentRun
 def uses_uids(backend: str, runtime: AgentRuntime) -> bool:
     if backend == "docker":
         return True  # containers always get a non-root uid of their own
-    return bool(getattr(runtime, "isolate", False))
+    return bool(getattr(runtime, "own_uids", False))
+
+
+def agent_uid_base(spec: SwarmSpec, backend: str, layout: SwarmLayout) -> int:
+    """The spec's pinned ``uid_base``, else this home's block from the machine-wide registry."""
+    pinned = spec.docker.uid_base if backend == "docker" else spec.process.uid_base
+    return pinned if pinned is not None else uid_base_for(layout.root)
 
 
 @dataclass(frozen=True)
@@ -137,7 +144,7 @@ class Supervisor:
             self.layout,
             self.client,
             socket_path,
-            spec.docker.uid_base if backend == "docker" else spec.process.uid_base,
+            agent_uid_base(spec, backend, self.layout) if uses_uids(backend, self.runtime) else 0,
             uses_uids(backend, self.runtime),
         )
         self.lock = SupervisorLock(self.layout)

@@ -13,7 +13,6 @@ import logging
 import os
 import shutil
 import socket
-import zlib
 from pathlib import Path
 from typing import Annotated
 
@@ -122,9 +121,7 @@ def run_demo(
         )
     check_tasks(list(tasks))
     preflight()
-    # A uid range per home: two demos (or a demo and other swarms) never share agent uids.
-    uid_base = 27000 + zlib.crc32(str(home).encode()) % 400 * 16
-    spec = load_demo_spec(spec_file) if spec_file else demo_spec(agents, model, backend, model_id, uid_base)
+    spec = load_demo_spec(spec_file) if spec_file else demo_spec(agents, model, backend, model_id)
     roster = roster_of(spec)
     fresh_home(home)
     ensure_home(home)

@@ -113,7 +113,6 @@ def demo_spec(
     model: str = "scripted",
     backend: str = "process",
     model_id: str = DEFAULT_MODEL_ID,
-    uid_base: int = 27000,
 ) -> SwarmSpec:
     roster = default_roster(agents)
 
@@ -147,10 +146,7 @@ def demo_spec(
         ],
         "review": {"approvals": 1, "required_checks": [CHECK], "dismiss_on_push": True},
         "lifecycle": {"reconcile_s": 1.0, "stall_after_s": 120.0},
-        # Agents' own uids (as root); stopping an agent kills every process of its uid, so keep clear
-        # of other swarms' ranges on a shared machine.
-        "process": {"uid_base": uid_base},
-        "docker": {"uid_base": uid_base},
+        # No uid_base: agents' uids come from this home's block (orchestrator/uid_ranges.py).
     }
     return with_demo_runtime(SwarmSpec.model_validate(data))
 

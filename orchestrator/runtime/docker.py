@@ -43,6 +43,7 @@ from orchestrator.runtime.base import (
     python_paths,
 )
 from orchestrator.spec import DockerOptions
+from orchestrator.uid_ranges import FIRST_UID
 
 VIEW = Path("/kswarm")  # where an agent's dirs appear inside its container
 HOST_SHARED = ("/usr", "/lib", "/lib64", "/bin", "/sbin", "/etc")
@@ -164,7 +165,7 @@ class DockerRuntime:
             socket=VIEW / "run" / launch.gateway_socket.name,
         )
         res = launch.agent.resources
-        uid = launch.uid if launch.uid is not None else self.options.uid_base
+        uid = launch.uid if launch.uid is not None else (self.options.uid_base or FIRST_UID)
         python = None if self.options.host_shared else "python"
         command = agent_command(launch, python)
         if self.options.host_shared and command[0] in ("python", "python3"):

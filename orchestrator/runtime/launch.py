@@ -11,6 +11,10 @@ in a ``preexec_fn`` of a threaded parent. Steps, in order:
      bound back -- so the agent reaches its interpreter and socket, and nothing else there;
    then drop to the uid (no supplementary groups);
 3. ``chdir`` to the work dir, ``umask 077``, ``execve`` the agent with exactly the given environment.
+
+With ``mode: userns`` the last step hands over to ``orchestrator.runtime.sandbox`` instead (user, mount,
+pid and network namespaces around a minimal root holding only what the agent needs): without root as
+the operator's uid; as root after steps 1-2, so that the agent has both a uid and a sandbox of its own.
 """
 
 from __future__ import annotations
@@ -121,7 +125,12 @@ def set_limits(limits: dict[str, int | None], own_uid: bool) -> None:
 def main(argv: list[str]) -> None:
     config = json.loads(argv[1])
     uid: int | None = config.get("uid")
+    userns = config.get("mode") == "userns"
     set_limits(config["limits"], own_uid=uid is not None)
+    if userns and config.get("join_pid"):
+        from orchestrator.runtime import sandbox
+
+        sandbox.join(int(config["join_pid"]), config["argv"], config["env"], config["cwd"])
     if uid is not None:
         if config.get("join_pid"):
             join_mounts(int(config["join_pid"]))
@@ -130,6 +139,10 @@ def main(argv: list[str]) -> None:
         os.setgroups([])
         os.setgid(uid)
         os.setuid(uid)
+    if userns:  # as root, with the uid above as well: the sandbox is built by the agent's own uid
+        from orchestrator.runtime import sandbox
+
+        sandbox.run_sandboxed(config)
     os.chdir(config["cwd"])
     os.umask(0o077)
     os.execve(config["argv"][0], config["argv"], config["env"])

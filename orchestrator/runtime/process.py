@@ -1,7 +1,18 @@
-"""The ``process`` backend: one OS process per agent, isolated by its own uid when we are root.
+"""The ``process`` backend: one OS process per agent, isolated by its own uid or by namespaces.
 
-Each agent is started through ``orchestrator.runtime.launch`` (rlimits, private mount namespace, uid
-drop, exec) in a new session. Its pid and kernel start time go to ``swarm/agents/<name>.proc.json`` so
+Isolation modes (``process.isolation`` in the spec):
+
+- ``uid`` (root): each agent runs as a uid of its own, in a private mount namespace (private ``/tmp``,
+  untraversable dirs covered); permissions keep agents out of each other's dirs.
+- ``userns``: user, mount, pid and network namespaces around a minimal root that holds only the agent's
+  own dirs, the gateway socket and read-only system/project/Python dirs (``orchestrator.runtime.sandbox``);
+  without root the agent runs as the operator's uid in there, as root as a uid of its own as well.
+- ``none``: agents run as the operator; ``kswarm up`` warns that their files are not isolated.
+
+``auto`` picks ``uid`` as root, else ``userns`` where the kernel allows it, else ``none``.
+
+Each agent is started through ``orchestrator.runtime.launch`` (rlimits, namespaces, uid drop, exec) in
+a new session. Its pid and kernel start time go to ``swarm/agents/<name>.proc.json`` so
 that a restarted orchestrator adopts it: a pid counts as the agent only while ``/proc/<pid>`` has the
 same start time and the agent's ``KSWARM_AGENT`` in its environment (pids get recycled).
 """
@@ -54,6 +65,27 @@ def proc_env(pid: int) -> dict[str, str]:
     return dict(item.split("=", 1) for item in raw.decode(errors="replace").split("\0") if "=" in item)
 
 
+def children_of(pid: int) -> list[int]:
+    try:
+        return [int(c) for c in Path(f"/proc/{pid}/task/{pid}/children").read_text().split()]
+    except OSError:
+        return []
+
+
+def agent_process(launcher: int) -> int:
+    """The agent's own process: the launcher itself (it execs the agent), or, in the namespace sandbox,
+    the first descendant whose environment is the agent's (launcher -> init -> agent)."""
+    pid = launcher
+    for _ in range(3):
+        if "KSWARM_WORK" in proc_env(pid):
+            return pid
+        kids = children_of(pid)
+        if not kids:
+            break
+        pid = kids[0]
+    return launcher
+
+
 def pids_of_uid(uid: int) -> list[int]:
     found = []
     for entry in Path("/proc").iterdir():
@@ -70,6 +102,34 @@ def can_isolate_by_uid() -> bool:
     return os.geteuid() == 0
 
 
+def namespaces_unavailable() -> str | None:
+    """Why the ``userns`` mode cannot work here (None: it can), tried in a throwaway process."""
+    done = subprocess.run(
+        [sys.executable, "-m", "orchestrator.runtime.sandbox"],
+        capture_output=True,
+        text=True,
+        env={"PATH": SAFE_PATH, "PYTHONPATH": str(project_root())},
+        cwd="/",
+        timeout=30,
+    )
+    return None if done.returncode == 0 else (done.stderr.strip().splitlines() or ["unknown"])[-1]
+
+
+def choose_isolation(requested: str) -> str:
+    """The isolation mode to use for ``requested`` (auto, uid, userns, none); raises if it cannot work."""
+    if requested == "uid" and not can_isolate_by_uid():
+        raise RuntimeError("process isolation 'uid' needs root; use 'userns' (or 'auto')")
+    if requested == "userns":
+        why = namespaces_unavailable()
+        if why:
+            raise RuntimeError(f"process isolation 'userns' is not available here: {why}")
+    if requested != "auto":
+        return requested
+    if can_isolate_by_uid():
+        return "uid"
+    return "userns" if namespaces_unavailable() is None else "none"
+
+
 class ProcessRuntime:
     """``AgentRuntime`` for local processes."""
 
@@ -78,18 +138,21 @@ class ProcessRuntime:
     def __init__(self, layout: SwarmLayout, swarm: str, isolation: str = "auto") -> None:
         self.layout = layout
         self.swarm = swarm
-        self.isolate = isolation == "uid" or (isolation == "auto" and can_isolate_by_uid())
-        if isolation == "uid" and not can_isolate_by_uid():
-            raise RuntimeError("process isolation 'uid' needs root")
+        self.mode = choose_isolation(isolation)
         self.children: dict[str, subprocess.Popen[bytes]] = {}  # only ours: we reap them
 
     @property
+    def own_uids(self) -> bool:
+        """Does every agent run as a uid of its own (and so need one allocated)?"""
+        return self.mode == "uid" or (self.mode == "userns" and can_isolate_by_uid())
+
+    @property
     def warning(self) -> str | None:
-        if self.isolate:
+        if self.mode != "none":
             return None
         return (
-            "the process backend does not isolate agents' files here (not root): agents run as your user "
-            "and can read each other's dirs; use --backend docker for isolation"
+            "the process backend does not isolate agents' files here (not root, and no user namespaces): "
+            "agents run as your user and can read each other's dirs; use --backend docker for isolation"
         )
 
     # -- records ----------------------------------------------------------------------------
@@ -129,8 +192,9 @@ class ProcessRuntime:
         elif "/" not in exe:
             exe = shutil.which(exe, path=SAFE_PATH) or exe
         res = launch.agent.resources
-        uid = launch.uid if self.isolate else None
+        uid = launch.uid if self.own_uids else None
         return {
+            "mode": self.mode,
             "uid": uid,
             "argv": [exe, *argv[1:]],
             "env": env,
@@ -147,6 +211,9 @@ class ProcessRuntime:
                 str(project_root()),
                 *map(str, python_paths()),
             ],
+            # userns mode: what the sandbox's root holds besides the system dirs.
+            "ro": [str(project_root()), *map(str, python_paths())],
+            "rw": [str(self.layout.agent_data(name)), str(launch.gateway_socket.parent)],
         }
 
     def start(self, launch: LaunchSpec) -> RuntimeStatus:
@@ -154,6 +221,8 @@ class ProcessRuntime:
         if self._alive_pid(name) is not None:
             return self.status(name)
         config = self._launch_config(launch, agent_command(launch))
+        if config["uid"] is not None:
+            self._check_uid_free(name, config["uid"])
         log_path = self.layout.log_file(name)
         log_path.parent.mkdir(parents=True, exist_ok=True)
         with open(log_path, "ab") as log:
@@ -169,11 +238,28 @@ class ProcessRuntime:
             )
         self.children[name] = proc
         ticks = proc_start_ticks(proc.pid)
-        record = {"pid": proc.pid, "start_ticks": ticks, "started_at": time.time(), "uid": config["uid"]}
+        record = {
+            "pid": proc.pid,
+            "start_ticks": ticks,
+            "started_at": time.time(),
+            "uid": config["uid"],
+            "mode": self.mode,
+        }
         tmp = self._record_path(name).with_suffix(".tmp")
         tmp.write_text(json.dumps(record))
         tmp.replace(self._record_path(name))
         return RuntimeStatus(name, True, str(proc.pid), record["started_at"])
+
+    def _check_uid_free(self, name: str, uid: int) -> None:
+        """Refuse a uid that another swarm's agent runs as: stopping ours would kill it (pinned bases)."""
+        ours = str(self.layout.root.resolve())
+        for pid in pids_of_uid(uid):
+            work = proc_env(pid).get("KSWARM_WORK")
+            if work and not work.startswith(ours + "/"):
+                raise RuntimeError(
+                    f"uid {uid} for agent {name} is in use by pid {pid} of another swarm ({work}); "
+                    "leave process.uid_base unset so that each home gets its own uid block"
+                )
 
     def status(self, name: str) -> RuntimeStatus:
         rec = self._record(name)
@@ -246,8 +332,9 @@ class ProcessRuntime:
         if rec is None or self._alive_pid(name) is None:
             raise RuntimeError(f"agent {name} is not running")
         pid = rec["pid"]
-        env = proc_env(pid)
+        env = proc_env(agent_process(pid))
         launch_like = {
+            "mode": rec.get("mode", "uid" if rec["uid"] is not None else "none"),
             "uid": rec["uid"],
             "join_pid": pid,
             "argv": [shutil.which(argv[0], path=SAFE_PATH) or argv[0], *argv[1:]],

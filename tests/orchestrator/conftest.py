@@ -40,7 +40,12 @@ def swarm_factory(
         **lifecycle: float,
     ) -> SwarmUnderTest:
         spec: SwarmSpec = make_spec(agents_yaml, extra, **lifecycle)
-        swarm = SwarmUnderTest(gateway, short_tmp / "kshome", spec, backend)
+        runtime_backend = backend
+        if backend == "userns":  # the process backend with its namespace sandbox (as root: plus a uid)
+            runtime_backend = "process"
+            sandboxed = spec.process.model_copy(update={"isolation": "userns"})
+            spec = spec.model_copy(update={"process": sandboxed})
+        swarm = SwarmUnderTest(gateway, short_tmp / "kshome", spec, runtime_backend)
         made.append(swarm)
         if start:
             swarm.start_thread()

@@ -105,3 +105,37 @@ def test_plan_hides_covers_untraversable_ancestors(tmp_path: Path) -> None:
     hides = plan_hides([locked / "keep" / "deep"], uid=23456)
     assert hides[locked] == {"keep"}
     assert Path("/tmp") in hides  # always private
+
+
+def test_two_swarms_never_share_agent_uids(gateway, short_tmp: Path) -> None:
+    """Default: a uid block per home. Pinned to the same uid_base, the second swarm refuses to start
+    its agent (stopping one would otherwise kill the other's processes)."""
+    from orch_kit import SwarmUnderTest, make_spec
+
+    def swarm(name: str, home: str, extra: str = "") -> SwarmUnderTest:
+        sleeper = (
+            f'  - name: {name}\n    runtime: {{command: ["python", "-c", "import time; time.sleep(600)"]}}\n'
+        )
+        made = SwarmUnderTest(gateway, short_tmp / home, make_spec(sleeper, extra), "process")
+        made.start_thread()
+        return made
+
+    first, second = swarm("x-1", "h1"), swarm("y-1", "h2")
+    try:
+        wait_for(lambda: first.record("x-1").state == "running", 20, "x-1 running")
+        wait_for(lambda: second.record("y-1").state == "running", 20, "y-1 running")
+        assert abs(first.record("x-1").uid - second.record("y-1").uid) >= 1000
+    finally:
+        first.close()
+        second.close()
+
+    pinned = "process: {uid_base: 31000}\n"
+    first, second = swarm("x-2", "h3", pinned), swarm("y-2", "h4", pinned)
+    try:
+        wait_for(lambda: first.record("x-2").state == "running", 20, "x-2 running")
+        rec = wait_for(lambda: (r := second.record("y-2")).last_error and r, 20, "y-2 refused")
+        assert "in use by pid" in rec.last_error and rec.state != "running"
+        assert first.record("x-2").state == "running"  # untouched by the second swarm
+    finally:
+        first.close()
+        second.close()

@@ -154,8 +154,9 @@ def test_a_failed_start_backs_off_with_the_reason(loop, monkeypatch) -> None:
 
 
 def test_process_backend_warns_when_it_cannot_isolate(tmp_path: Path) -> None:
-    from orchestrator.runtime.process import ProcessRuntime, can_isolate_by_uid
+    from orchestrator.runtime.process import ProcessRuntime, can_isolate_by_uid, namespaces_unavailable
 
     assert ProcessRuntime(SwarmLayout(tmp_path), "s", "none").warning is not None
     auto = ProcessRuntime(SwarmLayout(tmp_path), "s", "auto")
-    assert (auto.warning is None) == can_isolate_by_uid()
+    assert (auto.warning is None) == (can_isolate_by_uid() or namespaces_unavailable() is None)
+    assert auto.mode == ("uid" if can_isolate_by_uid() else "userns")  # CI has one or the other

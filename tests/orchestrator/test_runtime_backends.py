@@ -1,4 +1,7 @@
-"""One suite, both backends (process and docker): isolation by attack, secrets, restarts, adoption, purge."""
+"""One suite, every runtime: isolation by attack, secrets, restarts, adoption, purge.
+
+Runs against the process backend (a uid per agent as root), the process backend in its namespace
+sandbox (``process.isolation: userns``) and the Docker backend."""
 
 from __future__ import annotations
 
@@ -15,6 +18,14 @@ from orch_kit import SwarmUnderTest, wait_for
 
 from orchestrator.runtime.process import proc_env
 from orchestrator.supervisor import quarantine, release, stop_swarm
+
+
+@pytest.fixture(params=["process", "userns", pytest.param("docker", marks=pytest.mark.docker)])
+def backend(request: pytest.FixtureRequest) -> str:
+    if request.param == "docker":
+        request.getfixturevalue("docker_daemon")
+    return request.param
+
 
 SLEEPER = '  - name: s-1\n    runtime: {command: ["python", "-c", "import time; time.sleep(600)"]}\n'
 CRASHER = '  - name: c-1\n    runtime: {command: ["python", "-c", "import sys; sys.exit(3)"]}\n'

@@ -1,0 +1,318 @@
+"""Agent isolation without root: user, mount, pid and network namespaces around a minimal root.
+
+Used by ``orchestrator.runtime.launch`` when the process backend cannot give each agent a uid of its own
+(the orchestrator is not root). All agents then share the operator's uid, so permissions cannot keep
+them apart; what the agent can *see* does. The launcher (the pid the orchestrator records) unshares a
+user namespace (mapping only its own uid and gid), a mount, a pid and a network namespace, then forks
+the namespace's init, which builds a new root on a tmpfs and ``pivot_root``\\s into it:
+
+- read-only: the system dirs (``/usr``, ``/bin``, ``/lib*``, ``/etc``, ``/sbin``, ``/sys``), the project
+  (the one shared agent binary) and the Python installation;
+- read-write: the agent's own data dir (home, work, memory, history) and the gateway's socket dir;
+- fresh: ``/tmp``, ``/var/tmp``, ``/dev/shm`` (tmpfs), ``/proc`` (of the agent's own pid namespace, so no
+  ``/proc/<pid>/root`` of another agent or of the orchestrator), a ``/dev`` with null, zero, full,
+  random, urandom and tty only;
+- nothing else: not ``$KSWARM_HOME`` (other agents, tokens, Redis), not the operator's home, not the
+  old root (detached, so there is nothing underneath to unmount to).
+
+The network namespace has only ``lo`` (brought up): like a container with ``network_mode: none``, the
+agent reaches the gateway by its unix socket and nothing by TCP. The agent runs as the operator's uid
+inside, with no capabilities after its ``execve``; mounts it inherits are locked by the kernel.
+
+Init (pid 1) forwards TERM/INT/HUP to the agent, reaps orphans and exits with the agent's status;
+when it dies, the kernel kills everything left in the pid namespace. The launcher forwards signals to
+init, and init dies with the launcher (``PR_SET_PDEATHSIG``), so a ``kill -9`` of the recorded pid
+takes the whole agent down.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import fcntl
+import os
+import platform
+import signal
+import socket
+import struct
+import sys
+from collections.abc import Callable
+from pathlib import Path
+from typing import NoReturn
+
+CLONE_NEWNS, CLONE_NEWUSER, CLONE_NEWPID, CLONE_NEWNET = 0x00020000, 0x10000000, 0x20000000, 0x40000000
+MS_RDONLY, MS_NOSUID, MS_NODEV, MS_NOEXEC, MS_REMOUNT = 1, 2, 4, 8, 32
+MS_NOATIME, MS_NODIRATIME, MS_BIND, MS_REC = 1024, 2048, 4096, 16384
+MS_PRIVATE, MS_RELATIME = 1 << 18, 1 << 21
+MNT_DETACH = 2
+PR_SET_PDEATHSIG, PR_SET_DUMPABLE = 1, 4
+SYS_PIVOT_ROOT = {"x86_64": 155, "aarch64": 41}
+# statvfs f_flag bit -> the mount flag a read-only remount must keep (the kernel refuses to clear them).
+KEPT_FLAGS = {1: MS_RDONLY, 2: MS_NOSUID, 4: MS_NODEV, 8: MS_NOEXEC, 1024: MS_NOATIME, 2048: MS_NODIRATIME}
+ST_RELATIME = 4096
+
+SYSTEM_RO = ("/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32", "/etc", "/sys")
+DEVICES = ("null", "zero", "full", "random", "urandom", "tty")
+FORWARDED = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP)
+NEW_ROOT = "/tmp"  # the tmpfs for the new root is mounted here, in our namespace only
+SETUP_FAILED = 121  # the exit status when the sandbox could not be built: the agent never ran
+
+
+class SandboxError(OSError):
+    """A step of building the sandbox failed (the message names the step)."""
+
+
+def _libc() -> ctypes.CDLL:
+    return ctypes.CDLL(None, use_errno=True)
+
+
+def _check(rc: int, what: str) -> None:
+    if rc != 0:
+        err = ctypes.get_errno()
+        raise SandboxError(err, f"{what}: {os.strerror(err)}")
+
+
+class Mounter:
+    """Thin wrappers over mount(2) and friends, each failing with the step's name."""
+
+    def __init__(self) -> None:
+        self.libc = _libc()
+
+    def mount(self, source: str | None, target: str, fstype: str | None, flags: int, data: str = "") -> None:
+        rc = self.libc.mount(
+            source.encode() if source else None,
+            target.encode(),
+            fstype.encode() if fstype else None,
+            flags,
+            data.encode() if data else None,
+        )
+        _check(rc, f"mount {source or fstype} on {target}")
+
+    def bind(self, fd: int, target: str, readonly: bool, recursive: bool = False) -> None:
+        self.mount(f"/proc/self/fd/{fd}", target, None, MS_BIND | (MS_REC if recursive else 0))
+        if readonly:
+            kept = 0
+            vfs = os.statvfs(target)
+            for bit, flag in KEPT_FLAGS.items():
+                if vfs.f_flag & bit:
+                    kept |= flag
+            if vfs.f_flag & ST_RELATIME:
+                kept |= MS_RELATIME
+            self.mount(None, target, None, MS_BIND | MS_REMOUNT | MS_RDONLY | kept)
+
+    def unshare(self, flags: int) -> None:
+        _check(self.libc.unshare(flags), "unshare")
+
+    def pivot_root(self, new_root: str) -> None:
+        number = SYS_PIVOT_ROOT.get(platform.machine())
+        if number is None:
+            raise SandboxError(0, f"pivot_root: unsupported machine {platform.machine()}")
+        os.chdir(new_root)
+        _check(self.libc.syscall(number, b".", b"."), "pivot_root")
+        _check(self.libc.umount2(b".", MNT_DETACH), "detach the old root")
+        os.chdir("/")
+
+    def die_with_parent(self) -> None:
+        _check(self.libc.prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0), "prctl(PDEATHSIG)")
+
+
+def map_ids(uid: int, gid: int) -> None:
+    """Inside the new user namespace we are who we were outside, and nobody else exists."""
+    Path("/proc/self/setgroups").write_text("deny")
+    Path("/proc/self/uid_map").write_text(f"{uid} {uid} 1")
+    Path("/proc/self/gid_map").write_text(f"{gid} {gid} 1")
+
+
+def loopback_up() -> None:
+    siocgifflags, siocsifflags, iff_up = 0x8913, 0x8914, 0x1
+    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as sock:
+        ifreq = struct.pack("16sH22x", b"lo", 0)
+        flags = struct.unpack("16sH22x", fcntl.ioctl(sock, siocgifflags, ifreq))[1]
+        fcntl.ioctl(sock, siocsifflags, struct.pack("16sH22x", b"lo", flags | iff_up))
+
+
+def _open_path(path: str) -> int | None:
+    try:
+        return os.open(path, os.O_PATH | os.O_CLOEXEC)
+    except FileNotFoundError:
+        return None
+
+
+def _place(root: str, path: str, is_dir: bool) -> str:
+    target = root + path
+    if is_dir:
+        os.makedirs(target, exist_ok=True)
+    else:
+        os.makedirs(os.path.dirname(target), exist_ok=True)
+        if not os.path.exists(target):
+            Path(target).touch()  # a mount point for a file
+    return target
+
+
+def build_root(ro: list[str], rw: list[str], m: Mounter) -> None:
+    """Assemble the agent's root (see the module doc) on a tmpfs, then pivot into it."""
+    m.mount(None, "/", None, MS_REC | MS_PRIVATE)  # nothing we mount propagates back to the host
+    # Sources are opened before the new root's tmpfs covers NEW_ROOT (they may live under it).
+    system = {p: os.path.realpath(p) for p in SYSTEM_RO if os.path.lexists(p)}
+    fds = {p: _open_path(p) for p in system.values()}
+    wanted = [(p, False) for p in ro] + [(p, True) for p in rw]
+    fds.update({p: _open_path(p) for p, _ in wanted})
+    fds.update({f"/dev/{d}": _open_path(f"/dev/{d}") for d in DEVICES})
+    try:
+        m.mount("tmpfs", NEW_ROOT, "tmpfs", MS_NOSUID | MS_NODEV, "mode=0755,size=64m")
+        root = NEW_ROOT
+        for link, real in system.items():
+            if real != link:  # merged /usr: /bin -> /usr/bin stays a link
+                os.symlink(os.path.relpath(real, os.path.dirname(link)), root + link)
+        for real in sorted(set(system.values())):
+            fd = fds[real]
+            if fd is not None and not os.path.exists(root + real):
+                m.bind(fd, _place(root, real, True), readonly=True, recursive=real == "/sys")
+        for tmp in ("/tmp", "/var/tmp", "/dev/shm"):
+            m.mount("tmpfs", _place(root, tmp, True), "tmpfs", MS_NOSUID | MS_NODEV, "mode=1777,size=256m")
+        _build_dev(root, fds, m)
+        m.mount("proc", _place(root, "/proc", True), "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC)
+        for path, writable in sorted(wanted, key=lambda item: len(Path(item[0]).parts)):
+            if not writable and any(_under(path, real) for real in system.values()):
+                continue  # already visible, read-only, with its system dir (a Python under /usr)
+            fd = fds[path]
+            if fd is None:
+                raise SandboxError(2, f"needed path {path} does not exist")
+            m.bind(fd, _place(root, path, os.path.isdir(f"/proc/self/fd/{fd}")), readonly=not writable)
+    finally:
+        for fd in fds.values():
+            if fd is not None:
+                os.close(fd)
+    m.pivot_root(NEW_ROOT)
+    m.mount(None, "/", None, MS_REMOUNT | MS_BIND | MS_RDONLY | MS_NOSUID | MS_NODEV)
+
+
+def _under(path: str, parent: str) -> bool:
+    return path == parent or path.startswith(parent.rstrip("/") + "/")
+
+
+def _build_dev(root: str, fds: dict[str, int | None], m: Mounter) -> None:
+    m.mount("tmpfs", _place(root, "/dev", True), "tmpfs", MS_NOSUID, "mode=0755,size=64k")
+    for device in DEVICES:
+        fd = fds[f"/dev/{device}"]
+        if fd is not None:
+            m.bind(fd, _place(root, f"/dev/{device}", False), readonly=False)
+    for name, target in (("fd", "/proc/self/fd"), ("stdin", "/proc/self/fd/0")):
+        os.symlink(target, f"{root}/dev/{name}")
+    os.symlink("/proc/self/fd/1", f"{root}/dev/stdout")
+    os.symlink("/proc/self/fd/2", f"{root}/dev/stderr")
+
+
+def _exit_status(status: int) -> int:
+    code = os.waitstatus_to_exitcode(status)
+    return code if code >= 0 else 128 - code
+
+
+def _forward_to(target: Callable[[], int | None]) -> None:
+    def forward(signum: int, _frame: object) -> None:
+        pid = target()
+        if pid:
+            try:
+                os.kill(pid, signum)
+            except ProcessLookupError:
+                pass
+
+    for sig in FORWARDED:
+        signal.signal(sig, forward)
+
+
+def wait_for(child: int, reap_others: bool) -> NoReturn:
+    """Wait until ``child`` exits, reaping any orphan meanwhile (init's duty), and exit with its status."""
+    while True:
+        try:
+            pid, status = os.waitpid(-1 if reap_others else child, 0)
+        except ChildProcessError:
+            os._exit(SETUP_FAILED)
+        if pid == child:
+            os._exit(_exit_status(status))
+
+
+def init(config: dict, m: Mounter) -> NoReturn:
+    """pid 1 of the agent's namespaces: build the root, start the agent, forward signals, reap."""
+    agent: list[int] = []
+    _forward_to(lambda: agent[0] if agent else None)
+    try:
+        m.die_with_parent()
+        loopback_up()
+        build_root(config["ro"], config["rw"], m)
+    except OSError as exc:
+        print(f"kswarm sandbox: {exc}", file=sys.stderr, flush=True)
+        os._exit(SETUP_FAILED)
+    pid = os.fork()
+    if pid == 0:
+        for sig in FORWARDED:
+            signal.signal(sig, signal.SIG_DFL)
+        os.chdir(config["cwd"])
+        os.umask(0o077)
+        os.execve(config["argv"][0], config["argv"], config["env"])
+    agent.append(pid)
+    wait_for(pid, reap_others=True)
+
+
+def run_sandboxed(config: dict) -> NoReturn:
+    """The launcher: enter fresh namespaces, fork init, and stand for the agent until init exits."""
+    m = Mounter()
+    uid, gid = os.getuid(), os.getgid()
+    # After a uid drop from root the process is not dumpable, and its /proc/self (uid_map) is root's.
+    _check(m.libc.prctl(PR_SET_DUMPABLE, 1, 0, 0, 0), "prctl(DUMPABLE)")
+    m.unshare(CLONE_NEWUSER | CLONE_NEWNS | CLONE_NEWPID | CLONE_NEWNET)
+    map_ids(uid, gid)
+    child: list[int] = []
+    _forward_to(lambda: child[0] if child else None)
+    pid = os.fork()
+    if pid == 0:
+        init(config, m)
+    child.append(pid)
+    wait_for(pid, reap_others=False)
+
+
+def join(pid: int, argv: list[str], env: dict[str, str], cwd: str) -> NoReturn:
+    """``exec`` into a running sandboxed agent: its user, mount and pid namespaces, as a new child."""
+    libc = _libc()
+    owner = os.stat(f"/proc/{pid}")
+    if os.geteuid() != owner.st_uid:  # root joining: become the agent first, never root inside
+        os.setgroups([])
+        os.setgid(owner.st_gid)
+        os.setuid(owner.st_uid)
+    # Every fd first: once in the agent's mounts, /proc is its own and our pid is not in it.
+    kinds = (
+        ("user", CLONE_NEWUSER),
+        ("mnt", CLONE_NEWNS),
+        ("net", CLONE_NEWNET),
+        ("pid_for_children", CLONE_NEWPID),
+    )
+    fds = [(kind, os.open(f"/proc/{pid}/ns/{kind}", os.O_RDONLY), flag) for kind, flag in kinds]
+    try:
+        for kind, fd, flag in fds:
+            _check(libc.setns(fd, flag), f"setns into the {kind} namespace of pid {pid}")
+    finally:
+        for _, fd, _ in fds:
+            os.close(fd)
+    child = os.fork()
+    if child == 0:
+        os.chdir(cwd)
+        os.umask(0o077)
+        os.execve(argv[0], argv, env)
+    wait_for(child, reap_others=False)
+
+
+def try_namespaces() -> None:
+    """The first steps of ``run_sandboxed``, in a throwaway process: raises if they cannot work here."""
+    m = Mounter()
+    uid, gid = os.getuid(), os.getgid()
+    m.unshare(CLONE_NEWUSER | CLONE_NEWNS | CLONE_NEWPID | CLONE_NEWNET)
+    map_ids(uid, gid)
+    m.mount(None, "/", None, MS_REC | MS_PRIVATE)
+    m.mount("tmpfs", NEW_ROOT, "tmpfs", MS_NOSUID | MS_NODEV, "size=1m")
+
+
+if __name__ == "__main__":  # ``python -m orchestrator.runtime.sandbox``: the probe, run by the backend
+    try:
+        try_namespaces()
+    except OSError as exc:
+        print(exc, file=sys.stderr)
+        sys.exit(1)
