@@ -173,9 +173,12 @@ class JobQueue:
 
     async def logs(self, job_id: str, tail: int | None = None) -> str:
         key = self.key("logs", job_id)
+        # Raw bytes: the log's cap and a tail cut by bytes may split a UTF-8 character.
         if tail:
-            return await self.redis.getrange(key, -tail, -1) or ""
-        return await self.redis.get(key) or ""
+            raw = await self.redis.execute_command("GETRANGE", key, -tail, -1, NEVER_DECODE=True)
+        else:
+            raw = await self.redis.execute_command("GET", key, NEVER_DECODE=True)
+        return (raw or b"").decode(errors="replace")
 
     # -- workers ----------------------------------------------------------------------------
 

@@ -192,3 +192,11 @@ async def test_node_lease_keeps_one_worker_per_node(queue: JobQueue) -> None:
     assert await queue.lease_node("npu", "n1", "w2/b", 200) is None
     await asyncio.sleep(0.3)
     assert await queue.lease_node("npu", "n0", "w2/b", 200) is None, "a dead worker's lease expires"
+
+
+async def test_logs_cut_inside_a_character_still_read(queue: JobQueue) -> None:
+    """The log cap and ``tail`` cut by bytes; a split UTF-8 character must not make the log unreadable."""
+    job = await queue.submit(make_job("alice"), 10)
+    await queue.redis.set(queue.key("logs", job.id), "héllo ünïcode ✓".encode()[:-1])
+    assert (await queue.logs(job.id)).startswith("héllo ünïcode ")
+    assert (await queue.logs(job.id, tail=3)).endswith("\ufffd")
