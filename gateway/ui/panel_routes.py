@@ -1,4 +1,4 @@
-"""The Agents, Jobs, PRs and Dataset panels, and the operator's actions on agents."""
+"""The Agents, PRs and Dataset panels, and the operator's actions on agents (Jobs: ``jobs_routes``)."""
 
 import asyncio
 from typing import Annotated, Any
@@ -16,8 +16,8 @@ from gateway.ui.swarm import SwarmUnavailable, SwarmView
 
 # Where the components that are built separately publish their data; the panels list every
 # parameterless GET route under these prefixes, so a new endpoint shows up without a UI change.
+# (The job runner has its own panel, gateway/ui/jobs_routes.py.)
 SOURCES = {
-    "jobs": ("job runner", ("/api/jobs", "/api/pools"), ("jobs", "job_queue", "job_runner")),
     "dataset": ("dataset builder", ("/api/dataset",), ("dataset",)),
 }
 USAGE_ROUTE = "/api/usage"

@@ -4,6 +4,7 @@ Register with ``create_app(settings, plugins=[..., ui_plugin])``. Routes:
 
 - ``/ui/login`` (GET form, POST token -> cookie session), ``/ui/logout`` (POST);
 - ``/ui/chat``, ``/ui/agents``, ``/ui/jobs``, ``/ui/prs``, ``/ui/dataset``: server-rendered panels;
+- ``/ui/jobs/<id>``: one job with its result, flags and log;
 - ``/ui/events``: ``/api/events`` for the cookie session, each message with its rendered HTML;
 - ``/ui/api/...``: the gateway's ``/api`` for the cookie session (CSRF-checked unless GET);
 - ``/ui/static/...``: the CSS and JavaScript (no secrets, no auth).
@@ -22,6 +23,7 @@ from gateway.principals import PrincipalKind
 from gateway.ui.auth import COOKIE, UiAuthError, UiSettings, UiUser, form_fields, same_origin, wants_html
 from gateway.ui.chat_routes import build_chat_router
 from gateway.ui.internal import MAX_BODY
+from gateway.ui.jobs_routes import build_jobs_router
 from gateway.ui.panel_routes import build_panel_router
 from gateway.ui.render import HERE, SECURITY_HEADERS
 from gateway.ui.service import UiService
@@ -160,5 +162,6 @@ def ui_plugin(app: FastAPI, ctx: GatewayContext, mcp: Any, settings: UiSettings 
     app.include_router(build_auth_router(ui))
     app.include_router(build_chat_router(ui))
     app.include_router(build_panel_router(ui))
+    app.include_router(build_jobs_router(ui))
     app.include_router(build_api_bridge(ui))
     app.mount("/ui/static", StaticFiles(directory=HERE / "static"), name="ui-static")

@@ -64,11 +64,14 @@ class UiService:
     def api(self, user: UiUser) -> InternalApi:
         return InternalApi(self.app, user.principal)
 
-    def page(self, template: str, request: Request, user: UiUser, panel: str, **context: Any) -> HTMLResponse:
+    def page(
+        self, template: str, request: Request, user: UiUser, panel: str, status: int = 200, **context: Any
+    ) -> HTMLResponse:
         """A full page (or, with ``?fragment=1``, only its panel body for a live refresh)."""
         fragment = request.query_params.get("fragment") == "1"
         return self.renderer.page(
             template,
+            status,
             user=user,
             csrf=user.csrf or "",
             panel=panel,

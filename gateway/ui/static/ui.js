@@ -112,12 +112,14 @@ const KS = (() => {
     connect();
     const panel = document.getElementById("panel");
     const every = panel && parseFloat(panel.dataset.refresh || "0");
-    if (every) setInterval(refreshPanel, every * 1000);
+    // A panel that stops asking for it (a job page once the job is final) is no longer refreshed.
+    const due = () => { if (document.getElementById("panel")?.dataset.refresh) refreshPanel(); };
+    if (every) setInterval(due, every * 1000);
     // Off the chat page, a new message lights up the Chat tab; other events refresh the panel.
     if (document.body.dataset.panel !== "chat") {
       KS.on((data) => {
         if (data.type === "message") document.getElementById("nav-chat")?.classList.add("unread");
-        else if (every) refreshPanel();
+        else if (every) due();
       });
     }
   });

@@ -16,6 +16,7 @@ import gateway
 if getattr(gateway, "__file__", None) is None:
     gateway.__path__.append(str(Path(__file__).resolve().parents[3] / "gateway"))
 
+from jobs_kit import JobsUiGateway
 from ui_kit import CHROMIUM, UiGateway
 
 
@@ -23,6 +24,18 @@ from ui_kit import CHROMIUM, UiGateway
 def ui_gateway(clean_redis: str, short_tmp: Path) -> Iterator[UiGateway]:
     """A fresh gateway (real uvicorn in a thread) with the UI and forge plugins and an operator token."""
     gw = UiGateway(short_tmp / "home", clean_redis)
+    gw.start()
+    try:
+        yield gw
+    finally:
+        gw.stop()
+
+
+@pytest.fixture
+def jobs_ui(clean_redis: str, short_tmp: Path) -> Iterator[JobsUiGateway]:
+    """Like ``ui_gateway``, with the real job runner serving pools cpu, gpu-h100 (node0: 8 devices, node1: 2)
+    and npu-910c (8 devices); ``jobs_kit.seed_jobs`` fills them."""
+    gw = JobsUiGateway(short_tmp / "home", clean_redis)
     gw.start()
     try:
         yield gw

@@ -9,6 +9,7 @@ import time
 from pathlib import Path
 
 import httpx
+from jobs_kit import JobsUiGateway, finish_running, seed_jobs
 from playwright.sync_api import expect
 from ui_kit import UiGateway, browser_page, shot
 
@@ -126,31 +127,64 @@ def test_login_link_with_the_token_in_the_fragment(ui_gateway: UiGateway, chromi
         page.wait_for_selector("body[data-live=open]", timeout=10_000)
 
 
-def test_every_panel_renders(ui_gateway: UiGateway, chromium: Path, short_tmp: Path) -> None:
-    """Screenshots of the Agents, Jobs, PRs (with a real PR of the embedded forge) and Dataset panels."""
+def test_every_panel_renders(jobs_ui: JobsUiGateway, chromium: Path, short_tmp: Path) -> None:
+    """Screenshots of the Agents, Jobs (real jobs: a flagged result, a pass, a running reproduction of a
+    PR, a queued job), PRs (a real PR of the embedded forge) and Dataset panels, and of one job's page."""
     from git_kit import open_demo_pr
 
-    dev = ui_gateway.add_principal("dev-1")
-    with ui_gateway.client(dev) as agent:
+    gw = jobs_ui
+    dev = gw.add_principal("dev-1")
+    with gw.client(dev) as agent:
         agent.post("/api/heartbeat", json={"state": "working", "doing": "benchmarking softmax v2"})
-    number = open_demo_pr(ui_gateway, short_tmp, dev)
-    post(ui_gateway, dev, "general", f"opened kswarm/kernels#{number}, @operator can you look?")
-    with ui_gateway.client(dev) as agent:
+    number = open_demo_pr(gw, short_tmp, dev)
+    jobs = seed_jobs(gw, short_tmp, tokens={"dev-1": dev}, pr=number)
+    post(gw, dev, "general", f"opened kswarm/kernels#{number}, @operator can you look?")
+    with gw.client(dev) as agent:
         agent.post("/api/dms/operator/messages", json={"text": "verify is flaky on the cpu pool"})
-    with browser_page(ui_gateway) as page:
-        page.goto(f"{ui_gateway.url}/ui/chat")
+    with browser_page(gw) as page:
+        page.goto(f"{gw.url}/ui/chat")
         page.wait_for_selector("#messages.feed article.msg")
         shot(page, "chat-all")
         for panel in ("agents", "jobs", "dataset", "prs"):
-            page.goto(f"{ui_gateway.url}/ui/{panel}")
+            page.goto(f"{gw.url}/ui/{panel}")
             page.wait_for_selector("section#panel")
-            shot(page, panel)
+            shot(page, panel, full_page=panel == "jobs")
         assert page.locator("#prs-table tbody tr").count() == 1
         page.click(f'a:text("kswarm/kernels#{number}")')
         page.wait_for_selector("pre.diff .d-add")
         shot(page, "pr")
-        page.goto(f"{ui_gateway.url}/ui/jobs")
-        assert page.locator("#unavailable").count() == 0, "the job runner is registered"
-        page.goto(f"{ui_gateway.url}/ui/dataset")
+        page.goto(f"{gw.url}/ui/dataset")
         assert page.locator("#unavailable").count() == 0 and "no dataset built yet" in page.content()
-    assert httpx.get(f"{ui_gateway.url}/ui/static/ui.css").status_code == 200
+        # Jobs: real rows, badges, devices, and the link from a result to its log.
+        page.goto(f"{gw.url}/ui/jobs")
+        assert page.locator("#unavailable").count() == 0, "the job runner is registered"
+        expect(page.locator("#running-table tbody tr[data-job]")).to_have_count(2)
+        reproduction = page.locator(f'#running-table tr[data-job="{jobs.reproduction}"]')
+        expect(reproduction.locator(".pr-link")).to_have_text(f"reproduces #{number}")
+        expect(page.locator('#pools-table tr[data-pool="gpu-h100"] .dev.busy')).to_have_count(6)
+        flagged = page.locator(f'#finished-table tr[data-job="{jobs.flagged}"]')
+        expect(flagged.locator(".flag")).to_have_text(["mismatch", "unwritten_output"])
+        assert flagged.locator(".flag").first.is_visible()
+        # Live: the running job finishes and moves to the results without a reload.
+        page.evaluate("window.__sameDocument = true")
+        finish_running(gw, jobs)
+        row = page.locator(f'#finished-table tr[data-job="{jobs.running}"]')
+        expect(row.locator(".verdict")).to_have_text("pass", timeout=8_000)
+        assert page.evaluate("window.__sameDocument") is True, "the page was reloaded"
+        expect(page.locator("#running-table tbody tr[data-job]")).to_have_count(1)
+        flagged.locator("a.log-link").click()
+        page.wait_for_url(f"**/ui/jobs/{jobs.flagged}#log")
+        log = page.locator("#job-log")
+        assert '<script>alert("pwned")</script>' in log.inner_text(), "shown as text, not run"
+        assert page.locator("#job-log script").count() == 0
+        shot(page, "job")
+        # A running job's page follows it until it is final, then stops refreshing.
+        page.goto(f"{gw.url}/ui/jobs/{jobs.reproduction}")
+        expect(page.locator("#job-state")).to_have_text("running")
+        page.evaluate("window.__sameDocument = true")
+        finish_running(gw, jobs, jobs.reproduction, log="reproduced: all 30 trials pass\n")
+        expect(page.locator("#job-state")).to_have_text("succeeded", timeout=8_000)
+        expect(page.locator("#job-log")).to_contain_text("reproduced: all 30 trials pass")
+        assert page.evaluate("window.__sameDocument") is True, "the page was reloaded"
+        assert page.locator("section#panel").get_attribute("data-refresh") is None
+    assert httpx.get(f"{gw.url}/ui/static/ui.css").status_code == 200

@@ -31,26 +31,26 @@ def test_missing_backends_say_not_available_yet(ui_gateway: UiGateway) -> None:
 def test_a_component_that_adds_its_routes_shows_up_without_a_ui_change(
     clean_redis: str, short_tmp: Path
 ) -> None:
-    def jobs_plugin(app: Any, ctx: Any, mcp: Any) -> None:
-        @app.get("/api/jobs")
-        async def jobs() -> list[dict[str, Any]]:
-            return [{"id": "j-1", "pool": "cpu", "state": "running", "devices": [0, 1]}]
+    def dataset_plugin(app: Any, ctx: Any, mcp: Any) -> None:  # stands in for the dataset builder
+        @app.get("/api/dataset")
+        async def dataset() -> list[dict[str, Any]]:
+            return [{"task": "add-7", "verdict": "pass", "speedups": [1.5, 2.0]}]
 
-        @app.get("/api/jobs/pools")
-        async def pools() -> dict[str, Any]:
-            return {"pools": {"cpu": {"depth": 3, "workers": 2}}}
+        @app.get("/api/dataset/shards")
+        async def shards() -> dict[str, Any]:
+            return {"shards": {"train": {"rows": 3, "bytes": 4096}}}
 
     gw = UiGateway(short_tmp / "home", clean_redis)
-    gw.extra_plugins = (jobs_plugin,)
+    gw.extra_plugins = (dataset_plugin,)
     gw.start()
     try:
         with gw.login() as browser:
-            page = browser.get("/ui/jobs").text
+            page = browser.get("/ui/dataset").text
     finally:
         gw.stop()
     assert "Not available yet" not in page
-    assert "j-1" in page and "running" in page and "[0,1]" in page
-    assert "/api/jobs/pools" in page and "depth" in page
+    assert "add-7" in page and "pass" in page and "[1.5,2.0]" in page
+    assert "/api/dataset/shards" in page and "4096" in page
 
 
 def test_agents_panel_without_an_orchestrator_disables_actions_with_a_reason(ui_gateway: UiGateway) -> None:

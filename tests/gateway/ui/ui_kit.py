@@ -128,8 +128,17 @@ def browser_page(gw: UiGateway, token: str | None = None, login: bool = True) ->
             browser.close()
 
 
-def shot(page: Any, name: str) -> Path:
+def shot(page: Any, name: str, full_page: bool = False) -> Path:
+    """Save a screenshot; ``full_page``: all of the panel (it scrolls inside <main>, not the document)."""
     ARTIFACTS.mkdir(parents=True, exist_ok=True)
     path = ARTIFACTS / f"{name}.png"
-    page.screenshot(path=str(path), full_page=False)
+    size = page.viewport_size
+    if full_page and size:
+        height = page.evaluate(
+            "document.querySelector('header.top').offsetHeight + document.getElementById('main').scrollHeight"
+        )
+        page.set_viewport_size({"width": size["width"], "height": max(size["height"], int(height))})
+    page.screenshot(path=str(path))
+    if full_page and size:
+        page.set_viewport_size(size)
     return path
