@@ -1,26 +1,39 @@
 # The agent image (production): Python, git and the kswarm package; nothing else, no secrets.
-# Build from the repository root:  docker build -f infra/agent.Dockerfile -t kswarm/agent .
+# Build from the repository root (the build's RUN steps need the Debian and PyPI registries):
+#   docker build --network host -f infra/agent.Dockerfile -t kswarm/agent .
+#   docker build --network host -f infra/agent.Dockerfile --build-arg EXTRAS='[claude]' -t kswarm/agent .
 # Use it with `docker: {image: kswarm/agent, host_shared: false}` in swarm.yaml.
 # The orchestrator runs it read-only, network_mode none, as a per-agent uid, with the gateway socket
 # directory at /kswarm/run and four volumes at /kswarm/{home,work,memory,history}.
-FROM python:3.11-slim
+# infra/ci/agent-image.sh builds it where no registry serves debian:bookworm-slim (a debootstrapped base).
+ARG BASE_IMAGE=debian:bookworm-slim
+FROM ${BASE_IMAGE}
 
 RUN apt-get update \
- && apt-get install -y --no-install-recommends git ca-certificates \
- && rm -rf /var/lib/apt/lists/*
+ && DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends \
+      python3 python3-venv git ca-certificates \
+ && rm -rf /var/lib/apt/lists/* \
+ && python3 -m venv /opt/kswarm
 
 WORKDIR /opt/kswarm-src
 COPY pyproject.toml README.md ./
 COPY gateway ./gateway
 COPY orchestrator ./orchestrator
 COPY agents ./agents
-RUN pip install --no-cache-dir . && rm -rf /opt/kswarm-src
-
-# Mount points exist in the image so that a read-only root still has them.
-RUN mkdir -p /kswarm/home /kswarm/work /kswarm/memory /kswarm/history /kswarm/run
+ARG EXTRAS=""
+# For builds behind a mirror or a TLS-inspecting proxy (visible to pip during the build only).
+ARG PIP_INDEX_URL
+ARG PIP_CERT
+RUN /opt/kswarm/bin/pip install --no-cache-dir --disable-pip-version-check ".${EXTRAS}" \
+ && rm -rf /opt/kswarm-src \
+ # The orchestrator gives agents PATH=/usr/local/bin:/usr/bin:/bin: `python` there is the venv's.
+ && printf '#!/bin/sh\nexec /opt/kswarm/bin/python "$@"\n' > /usr/local/bin/python \
+ && chmod 755 /usr/local/bin/python \
+ # Mount points exist in the image so that a read-only root still has them.
+ && mkdir -p /kswarm/home /kswarm/work /kswarm/memory /kswarm/history /kswarm/run
 
 ENV PYTHONUNBUFFERED=1 PYTHONDONTWRITEBYTECODE=1 HOME=/kswarm/home
-# Overridden per agent by the orchestrator (uid_base + k); never root.
+# Overridden per agent by the orchestrator (its uid block + k); never root.
 USER 20000:20000
 WORKDIR /kswarm/work
 CMD ["python", "-m", "agents"]

@@ -10,6 +10,8 @@ command -v dockerd >/dev/null 2>&1 || need+=(docker.io)
 command -v docker-compose >/dev/null 2>&1 || need+=(docker-compose)
 # The UI tests drive Debian's Chromium with Playwright (no browser download is possible here).
 [ -x /usr/bin/chromium ] || need+=(chromium)
+# The agent image's base where no registry serves debian:bookworm-slim (infra/ci/agent-image.sh).
+command -v debootstrap >/dev/null 2>&1 || [ -x /usr/sbin/debootstrap ] || need+=(debootstrap)
 [ ${#need[@]} -eq 0 ] && exit 0
 if [ "$(id -u)" != 0 ]; then
   echo "missing packages (${need[*]}) and not root: install them with apt-get" >&2; exit 2
