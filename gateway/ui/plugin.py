@@ -122,9 +122,9 @@ def build_api_bridge(ui: UiService) -> APIRouter:
     ) -> Response:
         return await forward(request, path, user)
 
-    @router.api_route(
-        "/{path:path}", methods=list(API_PASSTHROUGH[1:]), summary="Change something through /api (CSRF)"
-    )
+    # Out of the schema: one route with several methods would repeat its operation id, and /api's own
+    # routes already document every call this bridge forwards.
+    @router.api_route("/{path:path}", methods=list(API_PASSTHROUGH[1:]), include_in_schema=False)
     async def bridge_change(
         request: Request, path: str, user: Annotated[UiUser, Depends(ui.auth.csrf_user)]
     ) -> Response:
