@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import os
 import re
 import threading
 import time
@@ -91,10 +90,8 @@ def running_swarm(gw: GatewayThread, agents_yaml: str) -> Iterator[Any]:
     from orchestrator.supervisor import Supervisor, stop_swarm
 
     lifecycle = {"reconcile_s": 0.2, "backoff_base_s": 0.2, "backoff_max_s": 1.0, "stall_after_s": 60}
-    # Agents run as root-allocated uids, and stopping one kills every process of its uid: a uid range
-    # of our own keeps other swarms on this machine (other suites running now) out of each other's way.
-    process = {"uid_base": 40000 + (os.getpid() % 2000) * 10}
-    options = yaml.safe_dump({"lifecycle": lifecycle, "process": process})
+    # No uid_base: as root, agents' uids come from this home's own block (orchestrator/uid_ranges.py).
+    options = yaml.safe_dump({"lifecycle": lifecycle})
     spec = parse_spec(f"swarm: {gw.swarm}\nagents:\n{agents_yaml}\n{options}")
     supervisor = Supervisor(spec, "process", gw.home, gw.url, gw.operator_token, gw.socket_path)
     stop = threading.Event()
