@@ -12,6 +12,9 @@ import time
 from collections.abc import Awaitable, Callable
 from typing import Any
 
+from redis.exceptions import RedisError
+
+from gateway import keys as gateway_keys
 from gateway.context import GatewayContext
 from gateway.principals import Principal, PrincipalKind
 from orchestrator.jobs.models import (
@@ -170,7 +173,29 @@ class JobService:
             max_attempts=pool.max_attempts,
             submitted=time.time(),
         )
-        return await self.queue.submit(job, pool.rules.max_queued_per_agent)
+        queued = await self.queue.submit(job, pool.rules.max_queued_per_agent)
+        await self.announce(queued)
+        return queued
+
+    async def announce(self, job: Job) -> None:
+        """A job changed state: one ``type=job`` entry on the global event stream (SSE, the UI's Jobs
+        panel refreshes on it). Best effort: the job's own record is what counts."""
+        fields = {
+            "type": "job",
+            "job": job.id,
+            "pool": job.pool,
+            "state": str(job.state),
+            "agent": job.submitter,
+            "task": job.task,
+            "verdict": job.verdict or "",
+            "ts": repr(time.time()),
+        }
+        try:
+            await self.ctx.redis.xadd(
+                gateway_keys.EVENTS, fields, maxlen=self.ctx.settings.events_maxlen, approximate=True
+            )
+        except RedisError:
+            pass
 
     async def get(self, job_id: str) -> Job:
         job = await self.queue.get(job_id)
@@ -183,7 +208,9 @@ class JobService:
         if principal.name != job.submitter and principal.kind != PrincipalKind.operator:
             raise JobError(f"only {job.submitter} (the submitter) or an operator cancels {job_id}", 403)
         await self.queue.cancel(job_id)
-        return await self.get(job_id)
+        cancelled = await self.get(job_id)
+        await self.announce(cancelled)
+        return cancelled
 
     async def pools_view(self) -> list[dict[str, Any]]:
         out = []
@@ -233,6 +260,7 @@ class JobService:
                 body.free_ids,
             )
             if taken is not None:
+                await self.announce(taken.job)
                 return Assignment(job=taken.job, attempt=taken.attempt, consumer=consumer)
             left = deadline - time.monotonic()
             if left <= 0:
@@ -266,6 +294,7 @@ class JobService:
             job = await self.queue.get(job_id)
             if job is not None:
                 self.ctx.metrics.jobs_finished.labels(pool=job.pool, state=state).inc()
+                await self.announce(job)
         return FinishReply(recorded=recorded, state=state or "error")  # type: ignore[arg-type]
 
     async def refresh_metrics(self) -> None:
@@ -284,7 +313,10 @@ class JobService:
         while True:
             for pool in self.pools:
                 try:
-                    await self.queue.reclaim(pool, idle_ms)
+                    for action in await self.queue.reclaim(pool, idle_ms):
+                        job = await self.queue.get(action.job_id)
+                        if job is not None:
+                            await self.announce(job)
                 except Exception:  # a bad pass must not stop reclaiming; the next one retries
                     log.exception("reclaim of pool %s failed", pool)
             await asyncio.sleep(self.settings.reclaim_every_s)

@@ -74,7 +74,18 @@ const KS = (() => {
     };
   }
 
+  // A burst of events (a worker finishing several jobs) makes one refresh in flight plus one after it.
+  let refreshing = null, again = false;
   async function refreshPanel() {
+    if (refreshing) { again = true; return refreshing; }
+    refreshing = loadPanel().finally(() => {
+      refreshing = null;
+      if (again) { again = false; refreshPanel(); }
+    });
+    return refreshing;
+  }
+
+  async function loadPanel() {
     const panel = document.getElementById("panel");
     if (!panel || document.hidden) return;
     const url = new URL(location.href);

@@ -11,6 +11,7 @@ import redis as redis_sync
 from jobkit import CHEAT_ADD, HONEST_ADD, JobsGateway, wait_for
 from typer.testing import CliRunner
 
+from gateway import keys as gateway_keys
 from gateway.forge import keys as forge_keys
 
 FINAL = ("succeeded", "failed", "error", "timeout", "cancelled")
@@ -39,6 +40,17 @@ def verify_statuses(gw: JobsGateway, sha: str, context: str = "kswarm/verify:cpu
     return seen
 
 
+def job_events(gw: JobsGateway, job_id: str) -> list[tuple[str, str]]:
+    """(state, verdict) of each ``type=job`` entry the job put on the global event stream (what SSE
+    clients and the UI's Jobs panel see)."""
+    client = redis_sync.Redis.from_url(gw.redis_url, decode_responses=True)
+    try:
+        events = client.xrange(gateway_keys.EVENTS)
+    finally:
+        client.close()
+    return [(f["state"], f["verdict"]) for _, f in events if f.get("type") == "job" and f["job"] == job_id]
+
+
 def test_submit_run_report_and_cli(jobs_gw: JobsGateway, kernels, workers, monkeypatch) -> None:
     sha = kernels({"kernels/add/k.py": "# standin: verdict pass\n"})
     reply = jobs_gw.submit("alice", task="add", kernel="kernels/add/k.py", ref=kernels.branch)
@@ -55,6 +67,7 @@ def test_submit_run_report_and_cli(jobs_gw: JobsGateway, kernels, workers, monke
     assert done["verdict"] == "pass" and done["result"]["verdict"] == "pass" and done["attempts"] == 1
     assert done["node"] == "local" and done["allocated"] == ["0"]
     assert verify_statuses(jobs_gw, sha) == ["pending", "success"]
+    assert job_events(jobs_gw, job["id"]) == [("queued", ""), ("running", ""), ("succeeded", "pass")]
     assert wait_for(lambda: [t for t in inbox_texts(jobs_gw, "alice") if job["id"] in t], what="notice")
     with jobs_gw.as_("alice") as c:
         log = c.get(f"/api/jobs/{job['id']}/logs").text
