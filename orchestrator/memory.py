@@ -15,6 +15,8 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
+from orchestrator import agent_files
+from orchestrator.agent_files import agent_dir, real_dir
 from orchestrator.provision import SwarmLayout, chown_tree, identity_banner
 from orchestrator.spec import AgentSpec
 
@@ -86,6 +88,8 @@ def snapshot(layout: SwarmLayout, name: str, label: str = "") -> str:
     while (root / snap_id).exists():
         n += 1
         snap_id = f"{base}.{n}"
+    if not real_dir(mem):  # a link planted in its place would make us copy its target as root
+        raise MemoryOpError(f"agent {name}'s memory is not a directory (a symlink?): not snapshotted")
     shutil.copytree(mem, root / snap_id, symlinks=True)
     (root / snap_id).chmod(0o700)
     return snap_id
@@ -93,6 +97,8 @@ def snapshot(layout: SwarmLayout, name: str, label: str = "") -> str:
 
 def _replace_memory(layout: SwarmLayout, name: str, source: Path | None) -> None:
     mem = layout.agent_dir(name, "memory")
+    if not real_dir(mem):
+        raise MemoryOpError(f"agent {name}'s memory is not a directory (a symlink?): left as it is")
     owner = mem.stat()
     shutil.rmtree(mem)
     if source is None:
@@ -121,9 +127,8 @@ def reset(layout: SwarmLayout, agent: AgentSpec, swarm: str) -> str:
     """Snapshot, then empty the memory dir down to the identity banner; returns the snapshot id."""
     snap_id = snapshot(layout, agent.name, "before-reset")
     _replace_memory(layout, agent.name, None)
-    mem_md = layout.agent_dir(agent.name, "memory") / "MEMORY.md"
-    mem_md.write_text(identity_banner(agent, swarm))
-    mem_md.chmod(0o600)
-    if os.geteuid() == 0:
-        chown_tree(mem_md.parent, mem_md.parent.stat().st_uid)
+    memory = layout.agent_dir(agent.name, "memory")
+    owner = memory.stat().st_uid if os.geteuid() == 0 else None
+    with agent_dir(memory.parent, "memory", uid=owner) as fd:  # just recreated by us: no link
+        agent_files.write_text(fd, "MEMORY.md", identity_banner(agent, swarm), uid=owner)
     return snap_id

@@ -24,6 +24,8 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
+from orchestrator import agent_files
+from orchestrator.agent_files import agent_dir
 from orchestrator.gateway_client import GatewayClient, GatewayError, GatewayTarget
 from orchestrator.spec import AgentSpec
 from orchestrator.uid_ranges import BLOCK
@@ -112,15 +114,16 @@ def identity_banner(agent: AgentSpec, swarm: str) -> str:
     )
 
 
-def write_memory_banner(path: Path, agent: AgentSpec, swarm: str) -> None:
-    """MEMORY.md must start with the banner naming its owner; prepend it when missing or wrong."""
+def banner_text(current: str | None, agent: AgentSpec, swarm: str) -> str | None:
+    """MEMORY.md with the banner naming its owner first; None if ``current`` is already right."""
     banner = identity_banner(agent, swarm)
-    text = path.read_text() if path.exists() else ""
+    text = current or ""
     if not text.startswith(banner.splitlines()[0] + "\n"):
-        path.write_text(banner + text)
-    elif not text.startswith(banner):  # first line right, rest of banner edited: restore it
+        return banner + text
+    if not text.startswith(banner):  # first line right, rest of banner edited: restore it
         body = text.split("\n\n", 2)[2] if text.count("\n\n") >= 2 else ""
-        path.write_text(banner + body)
+        return banner + body
+    return None
 
 
 def gitconfig_text(agent: AgentSpec, swarm: str) -> str:
@@ -143,20 +146,29 @@ def chown_tree(path: Path, uid: int) -> None:
 
 
 def ensure_dirs(layout: SwarmLayout, agent: AgentSpec, swarm: str, uid: int | None) -> None:
-    """Create the agent's dirs, banner and git config; owned by ``uid`` (when root), mode 700."""
-    data = layout.agent_data(agent.name)
+    """Create the agent's dirs, banner and git config; owned by ``uid`` (when root), mode 700.
+
+    The agent owns these dirs and may have planted symlinks in them: nothing here follows one
+    (``orchestrator.agent_files``)."""
+    data_root = layout.root / "data"
+    data_root.mkdir(parents=True, exist_ok=True)
+    name = agent.name
     for which in DIRS:
-        (data / which).mkdir(parents=True, exist_ok=True)
-    (data / "home" / ".kswarm").mkdir(exist_ok=True)
-    write_memory_banner(data / "memory" / "MEMORY.md", agent, swarm)
-    (data / "home" / ".gitconfig").write_text(gitconfig_text(agent, swarm))
-    for p in (data, *(data / w for w in DIRS), data / "home" / ".kswarm"):
-        p.chmod(0o700)
+        with agent_dir(data_root, name, which, uid=uid):
+            pass
+    with agent_dir(data_root, name, "memory", uid=uid) as memory:
+        text = banner_text(agent_files.read_text(memory, "MEMORY.md"), agent, swarm)
+        if text is not None:
+            agent_files.write_text(memory, "MEMORY.md", text, uid=uid)
+    with agent_dir(data_root, name, "home", uid=uid) as home:
+        agent_files.write_text(home, ".gitconfig", gitconfig_text(agent, swarm), uid=uid)
+    with agent_dir(data_root, name, "home", ".kswarm", uid=uid):
+        pass
     if uid is not None:
-        chown_tree(data, uid)
+        chown_tree(layout.agent_data(name), uid)  # what the agent made (os.walk follows no link)
     # Agents traverse these to reach their own dir, but may not list them.
     layout.root.chmod(0o711)
-    (layout.root / "data").chmod(0o711)
+    data_root.chmod(0o711)
     for d in (layout.root / "agents", layout.root / "logs", layout.root / "snapshots"):
         d.mkdir(parents=True, exist_ok=True)
         d.chmod(0o700)  # the orchestrator's bookkeeping: root only
@@ -195,17 +207,17 @@ def ensure_identity(
     except GatewayError as exc:
         if exc.status != 409:
             raise
-        old = token_file.read_text().strip() if token_file.exists() else ""
+        old = (read_token(layout, agent.name) or "").strip()
         token = old if old and token_valid(client.target, old) else client.issue_token(agent.name)
-    if not token_file.exists() or token_file.read_text().strip() != token:
-        token_file.parent.mkdir(parents=True, exist_ok=True)
-        tmp = token_file.with_suffix(".tmp")
-        tmp.write_text(token + "\n")
-        tmp.chmod(0o600)
-        if uid is not None:
-            os.chown(tmp, uid, uid)
-        tmp.replace(token_file)
+    if (read_token(layout, agent.name) or "").strip() != token:
+        with agent_dir(layout.root / "data", agent.name, "home", ".kswarm", uid=uid) as fd:
+            agent_files.write_text(fd, token_file.name, token + "\n", uid=uid)
     return token
+
+
+def read_token(layout: SwarmLayout, name: str) -> str | None:
+    with agent_dir(layout.root / "data", name, "home", ".kswarm") as fd:
+        return agent_files.read_text(fd, layout.token_file(name).name)
 
 
 def provision(

@@ -90,3 +90,48 @@ def test_uids_are_stable_and_distinct(setup) -> None:
     provision(client, layout, spec.expand()[1], spec.swarm, uids[1])
     for path in layout.agent_data("rev").rglob("*"):
         assert path.lstat().st_uid == uids[1], path
+
+
+def test_links_the_agent_planted_are_replaced_not_followed(setup, short_tmp: Path) -> None:
+    """Before a restart an agent may point its files at the orchestrator's (root's) files: the next
+    provisioning must neither write, read nor chmod through those links."""
+    from orchestrator.memory import MemoryOpError, snapshot
+
+    spec, layout, client, gateway = setup
+    agent = spec.expand()[0]
+    provision(client, layout, agent, spec.swarm, None)
+    victims = short_tmp / "victims"
+    victims.mkdir()
+    for name in ("gitconfig", "memory", "token"):
+        (victims / name).write_text(f"precious {name}\n")
+    (victims / "dir").mkdir(mode=0o755)
+    home, memory = layout.agent_dir("dev-1", "home"), layout.agent_dir("dev-1", "memory")
+    (home / ".gitconfig").unlink()
+    (home / ".gitconfig").symlink_to(victims / "gitconfig")
+    (memory / "MEMORY.md").unlink()
+    (memory / "MEMORY.md").symlink_to(victims / "memory")
+    token = layout.token_file("dev-1")
+    token.unlink()
+    token.symlink_to(victims / "token")
+    provision(client, layout, agent, spec.swarm, None)
+    for name in ("gitconfig", "memory", "token"):
+        assert (victims / name).read_text() == f"precious {name}\n"
+    assert (
+        not (home / ".gitconfig").is_symlink() and "dev-1@agents.forge" in (home / ".gitconfig").read_text()
+    )
+    assert (memory / "MEMORY.md").read_text().startswith("# Memory of dev-1")
+    assert not token.is_symlink() and me(gateway, token.read_text().strip()).status_code == 200
+
+    # A whole dir replaced by a link: provisioning makes a real one again and never chmods the target.
+    (home / ".kswarm" / "token").unlink()
+    (home / ".kswarm").rmdir()
+    (home / ".kswarm").symlink_to(victims / "dir")
+    provision(client, layout, agent, spec.swarm, None)
+    assert ((victims / "dir").stat().st_mode & 0o777) == 0o755 and list((victims / "dir").iterdir()) == []
+    assert (home / ".kswarm").is_dir() and not (home / ".kswarm").is_symlink()
+
+    # Memory snapshots copy as the orchestrator: a memory dir that is a link is refused.
+    os.rename(memory, memory.with_name("memory.real"))
+    memory.symlink_to(victims)
+    with pytest.raises(MemoryOpError, match="not a directory"):
+        snapshot(layout, "dev-1")
