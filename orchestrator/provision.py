@@ -89,6 +89,8 @@ def allocate_uid(layout: SwarmLayout, name: str, base: int) -> int:
     path = layout.root / "uids.json"
     with layout.lock("uids"):
         table: dict[str, int] = json.loads(path.read_text()) if path.exists() else {}
+        if name in table and not base <= table[name] < base + BLOCK:
+            del table[name]  # the home moved (a new block) or uid_base changed: renumbered, files chowned
         if name not in table:
             used = set(table.values())
             uid = base

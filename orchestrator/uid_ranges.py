@@ -5,7 +5,8 @@ group is caught), so two swarms on one machine must never hand out the same uid.
 ``uid_base``; otherwise each swarm dir gets a block of ``BLOCK`` uids from a registry shared by every
 kswarm on the machine (``/var/lib/kswarm/uid-ranges.json`` as root; ``KSWARM_UID_REGISTRY`` overrides).
 The registry maps the swarm dir's real path to its block and is guarded by ``flock``; a block whose dir
-no longer exists is handed out again (``kswarm down --purge`` keeps the dir, and so its block).
+no longer exists is handed out again once no process runs as one of its uids (``kswarm down --purge``
+keeps the dir, and so its block).
 """
 
 from __future__ import annotations
@@ -52,14 +53,31 @@ def _locked(path: Path) -> Iterator[dict[str, int]]:
             fcntl.flock(lock, fcntl.LOCK_UN)
 
 
+def blocks_in_use() -> set[int]:
+    """Blocks of which some process runs right now (from the owners of /proc/<pid>)."""
+    found = set()
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                uid = entry.stat().st_uid
+            except OSError:
+                continue
+            if uid >= FIRST_UID:
+                found.add((uid - FIRST_UID) // BLOCK)
+    return found
+
+
 def uid_base_for(swarm_dir: Path, registry: Path | None = None) -> int:
     """The first uid of ``swarm_dir``'s block, allocated on first use and stable afterwards."""
     key = str(swarm_dir.resolve())
     with _locked(registry or registry_path()) as table:
         if key not in table:
-            live = {block for owner, block in table.items() if Path(owner).exists()}
-            for stale in [owner for owner in table if not Path(owner).exists()]:
-                del table[stale]
+            running = blocks_in_use()
+            # A block is free again only when its dir is gone and no process runs as one of its uids.
+            stale = [o for o, b in table.items() if not Path(o).exists() and b not in running]
+            for owner in stale:
+                del table[owner]
+            live = set(table.values())
             free = next((b for b in range(BLOCKS) if b not in live), None)
             if free is None:
                 raise RuntimeError(f"no free agent uid block left in {registry or registry_path()}")

@@ -103,15 +103,29 @@ def can_isolate_by_uid() -> bool:
 
 
 def namespaces_unavailable() -> str | None:
-    """Why the ``userns`` mode cannot work here (None: it can), tried in a throwaway process."""
-    done = subprocess.run(
-        [sys.executable, "-m", "orchestrator.runtime.sandbox"],
-        capture_output=True,
-        text=True,
-        env={"PATH": SAFE_PATH, "PYTHONPATH": str(project_root())},
-        cwd="/",
-        timeout=30,
-    )
+    """Why the ``userns`` mode cannot work here (None: it can): a whole sandbox is built, around a
+    Python that exits at once (nested mounts or a refused /proc show up here, not in every agent)."""
+    python = [str(p) for p in python_paths()]
+    config = {
+        "mode": "userns",
+        "argv": [sys.executable, "-c", ""],
+        "env": {"PATH": SAFE_PATH},
+        "cwd": "/",
+        "limits": {},
+        "ro": [str(project_root()), *python],
+        "rw": [],
+    }
+    try:
+        done = subprocess.run(
+            [sys.executable, "-m", "orchestrator.runtime.launch", json.dumps(config)],
+            capture_output=True,
+            text=True,
+            env={"PATH": SAFE_PATH, "PYTHONPATH": str(project_root())},
+            cwd="/",
+            timeout=60,
+        )
+    except subprocess.TimeoutExpired:
+        return "building a namespace sandbox did not finish within 60 s"
     return None if done.returncode == 0 else (done.stderr.strip().splitlines() or ["unknown"])[-1]
 
 
@@ -211,9 +225,12 @@ class ProcessRuntime:
                 str(project_root()),
                 *map(str, python_paths()),
             ],
-            # userns mode: what the sandbox's root holds besides the system dirs.
-            "ro": [str(project_root()), *map(str, python_paths())],
-            "rw": [str(self.layout.agent_data(name)), str(launch.gateway_socket.parent)],
+            # userns mode: what the sandbox's root holds besides the system dirs. The socket dir is
+            # read-only: an agent could otherwise put its own listener in the gateway's place.
+            "ro": [str(project_root()), *map(str, python_paths()), str(launch.gateway_socket.parent)],
+            "rw": [str(self.layout.agent_data(name))],
+            # $KSWARM_HOME (every agent's files, the operator token, Redis), should the project hold it.
+            "hide": [str(self.layout.root.parent)],
         }
 
     def start(self, launch: LaunchSpec) -> RuntimeStatus:
@@ -251,13 +268,17 @@ class ProcessRuntime:
         return RuntimeStatus(name, True, str(proc.pid), record["started_at"])
 
     def _check_uid_free(self, name: str, uid: int) -> None:
-        """Refuse a uid that another swarm's agent runs as: stopping ours would kill it (pinned bases)."""
+        """Refuse a uid that anything but this swarm's own leftovers runs as: stopping the agent kills
+        every process of its uid. Ours say so in their environment (our agents' ``KSWARM_WORK``); a
+        process that does not (another swarm's agent, or one with a cleared environment) is not
+        killed but refused, by name, in the agent's ``last_error``."""
         ours = str(self.layout.root.resolve())
         for pid in pids_of_uid(uid):
-            work = proc_env(pid).get("KSWARM_WORK")
-            if work and not work.startswith(ours + "/"):
+            work = proc_env(pid).get("KSWARM_WORK", "")
+            if not work.startswith(ours + "/"):
+                where = f"of another swarm ({work})" if work else "(not one of this swarm's agents)"
                 raise RuntimeError(
-                    f"uid {uid} for agent {name} is in use by pid {pid} of another swarm ({work}); "
+                    f"uid {uid} for agent {name} is in use by pid {pid} {where}; "
                     "leave process.uid_base unset so that each home gets its own uid block"
                 )
 

@@ -31,6 +31,9 @@ import ctypes
 import fcntl
 import os
 import platform
+import re
+import resource
+import select
 import signal
 import socket
 import struct
@@ -44,13 +47,13 @@ MS_RDONLY, MS_NOSUID, MS_NODEV, MS_NOEXEC, MS_REMOUNT = 1, 2, 4, 8, 32
 MS_NOATIME, MS_NODIRATIME, MS_BIND, MS_REC = 1024, 2048, 4096, 16384
 MS_PRIVATE, MS_RELATIME = 1 << 18, 1 << 21
 MNT_DETACH = 2
-PR_SET_PDEATHSIG, PR_SET_DUMPABLE = 1, 4
+PR_SET_PDEATHSIG, PR_SET_DUMPABLE, PR_SET_NO_NEW_PRIVS = 1, 4, 38
 SYS_PIVOT_ROOT = {"x86_64": 155, "aarch64": 41}
 # statvfs f_flag bit -> the mount flag a read-only remount must keep (the kernel refuses to clear them).
 KEPT_FLAGS = {1: MS_RDONLY, 2: MS_NOSUID, 4: MS_NODEV, 8: MS_NOEXEC, 1024: MS_NOATIME, 2048: MS_NODIRATIME}
 ST_RELATIME = 4096
 
-SYSTEM_RO = ("/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32", "/etc", "/sys")
+SYSTEM_RO = ("/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32", "/etc")
 DEVICES = ("null", "zero", "full", "random", "urandom", "tty")
 FORWARDED = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP)
 NEW_ROOT = "/tmp"  # the tmpfs for the new root is mounted here, in our namespace only
@@ -87,17 +90,13 @@ class Mounter:
         )
         _check(rc, f"mount {source or fstype} on {target}")
 
-    def bind(self, fd: int, target: str, readonly: bool, recursive: bool = False) -> None:
-        self.mount(f"/proc/self/fd/{fd}", target, None, MS_BIND | (MS_REC if recursive else 0))
+    def bind(self, fd: int, target: str, readonly: bool) -> None:
+        """Bind the tree at ``fd`` on ``target`` with its submounts (a non-recursive bind of a dir with
+        mounts below it is refused in a user namespace); read-only means every one of them."""
+        self.mount(f"/proc/self/fd/{fd}", target, None, MS_BIND | MS_REC)
         if readonly:
-            kept = 0
-            vfs = os.statvfs(target)
-            for bit, flag in KEPT_FLAGS.items():
-                if vfs.f_flag & bit:
-                    kept |= flag
-            if vfs.f_flag & ST_RELATIME:
-                kept |= MS_RELATIME
-            self.mount(None, target, None, MS_BIND | MS_REMOUNT | MS_RDONLY | kept)
+            for point in mount_points_under(target):
+                self.mount(None, point, None, MS_BIND | MS_REMOUNT | MS_RDONLY | kept_flags(point))
 
     def unshare(self, flags: int) -> None:
         _check(self.libc.unshare(flags), "unshare")
@@ -113,6 +112,26 @@ class Mounter:
 
     def die_with_parent(self) -> None:
         _check(self.libc.prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0), "prctl(PDEATHSIG)")
+
+
+def kept_flags(point: str) -> int:
+    """The flags a remount of ``point`` must keep (the kernel locks them in a user namespace)."""
+    vfs, kept = os.statvfs(point), 0
+    for bit, flag in KEPT_FLAGS.items():
+        if vfs.f_flag & bit:
+            kept |= flag
+    return kept | (MS_RELATIME if vfs.f_flag & ST_RELATIME else 0)
+
+
+def mount_points_under(target: str) -> list[str]:
+    """``target`` and every mount point below it, shallow first (from /proc/self/mountinfo)."""
+
+    def unescape(field: str) -> str:  # mountinfo writes space, tab, newline and backslash as \ooo
+        return re.sub(r"\\([0-7]{3})", lambda m: chr(int(m.group(1), 8)), field)
+
+    points = [unescape(line.split()[4]) for line in Path("/proc/self/mountinfo").read_text().splitlines()]
+    inside = [p for p in points if _under(p, target)]
+    return sorted(set(inside), key=lambda p: len(Path(p).parts))
 
 
 def map_ids(uid: int, gid: int) -> None:
@@ -148,14 +167,18 @@ def _place(root: str, path: str, is_dir: bool) -> str:
     return target
 
 
-def build_root(ro: list[str], rw: list[str], m: Mounter) -> None:
-    """Assemble the agent's root (see the module doc) on a tmpfs, then pivot into it."""
+def build_root(ro: list[str], rw: list[str], hide: list[str], m: Mounter) -> None:
+    """Assemble the agent's root (see the module doc) on a tmpfs, then pivot into it.
+
+    ``ro``/``rw`` are bound at their own paths; ``hide`` paths that a bind made visible (a
+    ``$KSWARM_HOME`` inside the project) are covered by an empty tmpfs. All three are applied
+    shallow first, so that a bind inside a hidden dir (the agent's own data) comes back on top."""
     m.mount(None, "/", None, MS_REC | MS_PRIVATE)  # nothing we mount propagates back to the host
     # Sources are opened before the new root's tmpfs covers NEW_ROOT (they may live under it).
     system = {p: os.path.realpath(p) for p in SYSTEM_RO if os.path.lexists(p)}
     fds = {p: _open_path(p) for p in system.values()}
-    wanted = [(p, False) for p in ro] + [(p, True) for p in rw]
-    fds.update({p: _open_path(p) for p, _ in wanted})
+    ops = [(p, "ro") for p in ro] + [(p, "rw") for p in rw] + [(p, "hide") for p in hide]
+    fds.update({p: _open_path(p) for p, kind in ops if kind != "hide"})
     fds.update({f"/dev/{d}": _open_path(f"/dev/{d}") for d in DEVICES})
     try:
         m.mount("tmpfs", NEW_ROOT, "tmpfs", MS_NOSUID | MS_NODEV, "mode=0755,size=64m")
@@ -166,24 +189,41 @@ def build_root(ro: list[str], rw: list[str], m: Mounter) -> None:
         for real in sorted(set(system.values())):
             fd = fds[real]
             if fd is not None and not os.path.exists(root + real):
-                m.bind(fd, _place(root, real, True), readonly=True, recursive=real == "/sys")
+                m.bind(fd, _place(root, real, True), readonly=True)
         for tmp in ("/tmp", "/var/tmp", "/dev/shm"):
             m.mount("tmpfs", _place(root, tmp, True), "tmpfs", MS_NOSUID | MS_NODEV, "mode=1777,size=256m")
         _build_dev(root, fds, m)
         m.mount("proc", _place(root, "/proc", True), "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC)
-        for path, writable in sorted(wanted, key=lambda item: len(Path(item[0]).parts)):
-            if not writable and any(_under(path, real) for real in system.values()):
+        _fresh_sysfs(root, m)
+        bound: list[str] = []
+        for path, kind in sorted(ops, key=lambda op: len(Path(op[0]).parts)):
+            if kind == "hide":
+                if any(_under(path, b) and b != path for b in bound) and os.path.isdir(root + path):
+                    m.mount("tmpfs", root + path, "tmpfs", MS_NOSUID | MS_NODEV, "mode=0755,size=1m")
+                continue
+            if kind == "ro" and any(_under(path, real) for real in system.values()):
                 continue  # already visible, read-only, with its system dir (a Python under /usr)
             fd = fds[path]
             if fd is None:
                 raise SandboxError(2, f"needed path {path} does not exist")
-            m.bind(fd, _place(root, path, os.path.isdir(f"/proc/self/fd/{fd}")), readonly=not writable)
+            m.bind(fd, _place(root, path, os.path.isdir(f"/proc/self/fd/{fd}")), readonly=kind == "ro")
+            bound.append(path)
     finally:
         for fd in fds.values():
             if fd is not None:
                 os.close(fd)
     m.pivot_root(NEW_ROOT)
     m.mount(None, "/", None, MS_REMOUNT | MS_BIND | MS_RDONLY | MS_NOSUID | MS_NODEV)
+
+
+def _fresh_sysfs(root: str, m: Mounter) -> None:
+    """A sysfs of the agent's own network namespace, read-only: only ``lo`` under /sys/class/net and no
+    cgroup mounts (a bind of the host's /sys would carry writable cgroup mounts along)."""
+    target = _place(root, "/sys", True)
+    try:
+        m.mount("sysfs", target, "sysfs", MS_RDONLY | MS_NOSUID | MS_NODEV | MS_NOEXEC)
+    except SandboxError:
+        pass  # the kernel refused (an obscured host /sys): the agent has no /sys, which it can do without
 
 
 def _under(path: str, parent: str) -> bool:
@@ -231,14 +271,20 @@ def wait_for(child: int, reap_others: bool) -> NoReturn:
             os._exit(_exit_status(status))
 
 
-def init(config: dict, m: Mounter) -> NoReturn:
+def init(config: dict, m: Mounter, launcher_alive: int) -> NoReturn:
     """pid 1 of the agent's namespaces: build the root, start the agent, forward signals, reap."""
     agent: list[int] = []
     _forward_to(lambda: agent[0] if agent else None)
     try:
         m.die_with_parent()
+        # The launcher may have died before the line above: its end of the pipe is then closed.
+        if select.select([launcher_alive], [], [], 0)[0]:
+            os._exit(SETUP_FAILED)
+        os.close(launcher_alive)
         loopback_up()
-        build_root(config["ro"], config["rw"], m)
+        build_root(config["ro"], config["rw"], config.get("hide", []), m)
+        limit_processes(config["limits"].get("pids"))
+        _check(m.libc.prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0), "prctl(NO_NEW_PRIVS)")
     except OSError as exc:
         print(f"kswarm sandbox: {exc}", file=sys.stderr, flush=True)
         os._exit(SETUP_FAILED)
@@ -253,6 +299,14 @@ def init(config: dict, m: Mounter) -> NoReturn:
     wait_for(pid, reap_others=True)
 
 
+def limit_processes(pids: int | None) -> None:
+    """RLIMIT_NPROC counts per user namespace since Linux 5.14: in ours, it limits this agent alone.
+    On older kernels it would count every process of the operator's uid, so it is left alone there."""
+    major, minor = (int(x) for x in re.findall(r"\d+", platform.release())[:2])
+    if pids is not None and (major, minor) >= (5, 14):
+        resource.setrlimit(resource.RLIMIT_NPROC, (pids, pids))
+
+
 def run_sandboxed(config: dict) -> NoReturn:
     """The launcher: enter fresh namespaces, fork init, and stand for the agent until init exits."""
     m = Mounter()
@@ -263,9 +317,12 @@ def run_sandboxed(config: dict) -> NoReturn:
     map_ids(uid, gid)
     child: list[int] = []
     _forward_to(lambda: child[0] if child else None)
+    alive_read, alive_write = os.pipe2(os.O_CLOEXEC)  # the write end stays open while we live
     pid = os.fork()
     if pid == 0:
-        init(config, m)
+        os.close(alive_write)
+        init(config, m, alive_read)
+    os.close(alive_read)
     child.append(pid)
     wait_for(pid, reap_others=False)
 
@@ -298,21 +355,3 @@ def join(pid: int, argv: list[str], env: dict[str, str], cwd: str) -> NoReturn:
         os.umask(0o077)
         os.execve(argv[0], argv, env)
     wait_for(child, reap_others=False)
-
-
-def try_namespaces() -> None:
-    """The first steps of ``run_sandboxed``, in a throwaway process: raises if they cannot work here."""
-    m = Mounter()
-    uid, gid = os.getuid(), os.getgid()
-    m.unshare(CLONE_NEWUSER | CLONE_NEWNS | CLONE_NEWPID | CLONE_NEWNET)
-    map_ids(uid, gid)
-    m.mount(None, "/", None, MS_REC | MS_PRIVATE)
-    m.mount("tmpfs", NEW_ROOT, "tmpfs", MS_NOSUID | MS_NODEV, "size=1m")
-
-
-if __name__ == "__main__":  # ``python -m orchestrator.runtime.sandbox``: the probe, run by the backend
-    try:
-        try_namespaces()
-    except OSError as exc:
-        print(exc, file=sys.stderr)
-        sys.exit(1)

@@ -130,12 +130,15 @@ def test_two_swarms_never_share_agent_uids(gateway, short_tmp: Path) -> None:
         second.close()
 
     pinned = "process: {uid_base: 31000}\n"
-    first, second = swarm("x-2", "h3", pinned), swarm("y-2", "h4", pinned)
+    first = swarm("x-2", "h3", pinned)
+    second = None
     try:
         wait_for(lambda: first.record("x-2").state == "running", 20, "x-2 running")
+        second = swarm("y-2", "h4", pinned)
         rec = wait_for(lambda: (r := second.record("y-2")).last_error and r, 20, "y-2 refused")
         assert "in use by pid" in rec.last_error and rec.state != "running"
         assert first.record("x-2").state == "running"  # untouched by the second swarm
     finally:
         first.close()
-        second.close()
+        if second is not None:
+            second.close()

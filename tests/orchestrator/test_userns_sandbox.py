@@ -56,7 +56,7 @@ tcp.bind(("127.0.0.1", 0))
 tcp.listen()
 
 spec = parse_spec(
-    "swarm: s\nagents:\n  - pattern: a-{i}\n    count: 2\n"
+    "swarm: s\nagents:\n  - pattern: a-{i}\n    count: 2\n    resources: {pids: 48}\n"
     f"    runtime: {{command: {json.dumps(['python', '-c', agent_code])}}}\n"
 )
 layout = SwarmLayout(home)
@@ -80,6 +80,7 @@ connect_tcp = f"import socket; socket.create_connection(('127.0.0.1', {port}), 2
 knock = "import socket; s = socket.socket(socket.AF_UNIX); "
 knock += f"s.connect('{run}/gateway.sock'); s.sendall(b'hello from a-1')"
 own_data, all_data = layout.agent_data("a-1"), layout.root / "data"
+cgroup_kills = "$(find /sys/fs/cgroup -name cgroup.kill 2>/dev/null)"
 b_mem = layout.agent_dir("a-2", "memory")
 report["attacks"] = {
     "read_b_memory": sh("a-1", f"cat {b_mem}/secret.md"),
@@ -97,6 +98,11 @@ report["attacks"] = {
     "umount_bind": sh("a-1", f"umount {layout.agent_data('a-1')}"),
     "nested_userns_umount": sh("a-1", f"unshare -Urm sh -c 'umount -l {own_data}; ls {all_data}'"),
     "agent_environ": sh("a-1", "tr '\\0' '\\n' < /proc/2/environ"),
+    "replace_gateway_socket": sh("a-1", f"mv {run}/gateway.sock {run}/real.sock || rm {run}/gateway.sock"),
+    "sys_net": sh("a-1", "ls /sys/class/net"),
+    "cgroup_write": sh("a-1", f"for f in {cgroup_kills}; do echo 1 > $f && echo WROTE; done; true"),
+    "agent_limits": sh("a-1", "cat /proc/2/limits"),
+    "no_new_privs": sh("a-1", "grep NoNewPrivs /proc/2/status"),
 }
 report["own"] = {
     "read_own_memory": sh("a-1", f"cat {layout.agent_dir('a-1', 'memory')}/secret.md"),
@@ -207,6 +213,14 @@ def test_without_root_agents_are_sandboxed_from_each_other(short_tmp: Path) -> N
     assert "CONNECTED" not in attacks["tcp_to_host"]["out"]
     assert attacks["umount_bind"]["rc"] != 0
     assert "a-2" not in attacks["nested_userns_umount"]["out"]
+    assert attacks["replace_gateway_socket"]["rc"] != 0
+    assert attacks["sys_net"]["out"].split() == ["lo"]
+    assert "WROTE" not in attacks["cgroup_write"]["out"]
+    assert any(
+        line.startswith("Max processes") and " 48 " in line
+        for line in attacks["agent_limits"]["out"].splitlines()
+    )
+    assert attacks["no_new_privs"]["out"].split() == ["NoNewPrivs:", "1"]
     environ = attacks["agent_environ"]["out"]
     assert "KSWARM_AGENT=a-1" in environ and "operator-secret" not in environ
 
@@ -223,3 +237,53 @@ def test_without_root_agents_are_sandboxed_from_each_other(short_tmp: Path) -> N
     while any(alive(pid) for pid in everything) and time.monotonic() < deadline:
         time.sleep(0.1)
     assert [pid for pid in everything if alive(pid)] == []
+
+
+def test_a_home_inside_a_read_only_path_is_hidden_and_nested_mounts_stay_read_only(short_tmp: Path) -> None:
+    """``$KSWARM_HOME`` inside the project (a checkout's ``.kswarm/``) must not be readable through the
+    project's read-only bind; a mount inside a read-only path (Docker's /etc/hosts) must not break the
+    sandbox, and stays read-only."""
+    short_tmp.chmod(0o755)
+    project = short_tmp / "project"
+    home = project / ".kswarm"
+    own, other = home / "swarm" / "data" / "a-1", home / "swarm" / "data" / "a-2"
+    for d in (own, other, project / "nested"):
+        d.mkdir(parents=True)
+    (home / "operator.token").write_text("ksw_operator_secret")
+    (other / "secret").write_text("ksw_other_agent")
+    (project / "code.py").write_text("print('shared code')")
+    for path in [project, *project.rglob("*")]:
+        os.chown(path, NOBODY, NOBODY)
+    script = (
+        f"cat {project}/code.py; cat {project}/nested/mounted; "
+        f"cat {home}/operator.token {other}/secret; ls {home}/swarm/data; "
+        f"touch {own}/mine && echo OWN-WRITE; touch {project}/nested/x || echo NESTED-READ-ONLY"
+    )
+    config = {
+        "mode": "userns",
+        "argv": ["/bin/sh", "-c", script],
+        "env": {"PATH": "/usr/bin:/bin"},
+        "cwd": str(own),
+        "limits": {},
+        "ro": [str(project)],
+        "rw": [str(own)],
+        "hide": [str(home)],
+    }
+    launch = (
+        f"mount -t tmpfs nested {project}/nested && echo mounted-data > {project}/nested/mounted && "
+        f"setpriv --reuid={NOBODY} --regid={NOBODY} --clear-groups "
+        f"{interpreter_for_nobody()[0]} -m orchestrator.runtime.launch '{json.dumps(config)}'"
+    )
+    done = subprocess.run(  # a private mount namespace: the nested mount exists only for this run
+        ["unshare", "-m", "--propagation", "private", "sh", "-c", launch],
+        capture_output=True,
+        text=True,
+        env={"PATH": "/usr/bin:/bin", "PYTHONPATH": str(project_root())},
+        cwd="/",
+        timeout=60,
+    )
+    out = done.stdout + done.stderr
+    assert done.returncode == 0, out
+    assert "shared code" in out and "mounted-data" in out
+    assert "ksw_" not in out
+    assert "a-2" not in out.split() and "OWN-WRITE" in out and "NESTED-READ-ONLY" in out
