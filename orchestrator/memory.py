@@ -35,22 +35,6 @@ class MemoryView:
     snapshots: list[str]
 
 
-def read_no_follow(path: Path, limit: int = 1 << 20) -> str:
-    """Read a file the agent controls without following a symlink planted in its place."""
-    try:
-        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
-    except FileNotFoundError:
-        return ""
-    except OSError as exc:
-        return f"<not read: {exc.strerror}>"
-    try:
-        if not stat.S_ISREG(os.fstat(fd).st_mode):
-            return "<not a regular file>"
-        return os.read(fd, limit).decode(errors="replace")
-    finally:
-        os.close(fd)
-
-
 def list_files(root: Path) -> list[tuple[str, int]]:
     out = []
     for dirpath, dirs, files in os.walk(root):  # os.walk does not descend into symlinked dirs
@@ -72,7 +56,14 @@ def show(layout: SwarmLayout, name: str) -> MemoryView:
     mem = layout.agent_dir(name, "memory")
     if not mem.exists():
         raise MemoryOpError(f"agent {name} has no memory dir (never provisioned?)")
-    return MemoryView(name, read_no_follow(mem / "MEMORY.md"), list_files(mem), snapshots(layout, name))
+    if not real_dir(mem):
+        raise MemoryOpError(f"agent {name}'s memory is not a directory (a symlink?)")
+    fd = os.open(mem, agent_files.DIR_FLAGS)
+    try:  # MEMORY.md as a link planted by the agent reads as empty (list_files shows the link)
+        memory_md = agent_files.read_text(fd, "MEMORY.md") or ""
+    finally:
+        os.close(fd)
+    return MemoryView(name, memory_md, list_files(mem), snapshots(layout, name))
 
 
 def snapshot(layout: SwarmLayout, name: str, label: str = "") -> str:

@@ -19,7 +19,6 @@ the operator's uid; as root after steps 1-2, so that the agent has both a uid an
 
 from __future__ import annotations
 
-import ctypes
 import json
 import os
 import resource
@@ -27,28 +26,20 @@ import stat
 import sys
 from pathlib import Path
 
-CLONE_NEWNS = 0x00020000
-MS_RDONLY, MS_NOSUID, MS_NODEV, MS_BIND, MS_REC, MS_PRIVATE = 1, 2, 4, 4096, 16384, 1 << 18
+from orchestrator.runtime import sandbox
+from orchestrator.runtime.sandbox import (
+    CLONE_NEWNS,
+    MS_BIND,
+    MS_NODEV,
+    MS_NOSUID,
+    MS_PRIVATE,
+    MS_REC,
+    Mounter,
+    check,
+    libc,
+)
+
 PRIVATE_TMP = ("/tmp", "/var/tmp", "/dev/shm")
-
-
-def _libc() -> ctypes.CDLL:
-    return ctypes.CDLL(None, use_errno=True)
-
-
-def _check(rc: int, what: str) -> None:
-    if rc != 0:
-        err = ctypes.get_errno()
-        raise OSError(err, f"{what}: {os.strerror(err)}")
-
-
-def mount(
-    libc: ctypes.CDLL, source: str, target: str, fstype: str | None, flags: int, data: str = ""
-) -> None:
-    rc = libc.mount(
-        source.encode(), target.encode(), fstype.encode() if fstype else None, flags, data.encode()
-    )
-    _check(rc, f"mount {source} on {target}")
 
 
 def traversable(path: Path, uid: int) -> bool:
@@ -71,38 +62,38 @@ def plan_hides(needed: list[Path], uid: int) -> dict[Path, set[str]]:
     return hides
 
 
-def hide(libc: ctypes.CDLL, directory: Path, keep: set[str]) -> None:
+def hide(m: Mounter, directory: Path, keep: set[str]) -> None:
     """Cover ``directory`` with an empty tmpfs, binding ``keep`` (its children) back in."""
     fds = {name: os.open(directory / name, os.O_PATH) for name in sorted(keep) if (directory / name).exists()}
     try:
         mode = "1777" if str(directory) in PRIVATE_TMP else "0755"
-        mount(libc, "tmpfs", str(directory), "tmpfs", MS_NOSUID | MS_NODEV, f"mode={mode},size=256m")
+        m.mount("tmpfs", str(directory), "tmpfs", MS_NOSUID | MS_NODEV, f"mode={mode},size=256m")
         for name, fd in fds.items():
             target = directory / name
             if stat.S_ISDIR(os.fstat(fd).st_mode):
                 target.mkdir()
             else:
                 target.touch()
-            mount(libc, f"/proc/self/fd/{fd}", str(target), None, MS_BIND | MS_REC)
+            m.mount(f"/proc/self/fd/{fd}", str(target), None, MS_BIND | MS_REC)
     finally:
         for fd in fds.values():
             os.close(fd)
 
 
 def isolate(needed: list[Path], uid: int) -> None:
-    libc = _libc()
-    _check(libc.unshare(CLONE_NEWNS), "unshare(CLONE_NEWNS)")
-    mount(libc, "none", "/", None, MS_REC | MS_PRIVATE)  # our mounts must not leak to the host
+    m = Mounter()
+    m.unshare(CLONE_NEWNS)
+    m.mount(None, "/", None, MS_REC | MS_PRIVATE)  # our mounts must not leak to the host
     hides = plan_hides([p.resolve() for p in needed], uid)
     for directory in sorted(hides, key=lambda p: len(p.parts)):  # shallow first: deeper ones are inside
-        hide(libc, directory, hides[directory])
+        hide(m, directory, hides[directory])
 
 
 def join_mounts(pid: int) -> None:
     """``exec`` into a running agent: enter its mount namespace (its private /tmp, its view)."""
     fd = os.open(f"/proc/{pid}/ns/mnt", os.O_RDONLY)
     try:
-        _check(_libc().setns(fd, CLONE_NEWNS), f"setns into the mounts of pid {pid}")
+        check(libc().setns(fd, CLONE_NEWNS), f"setns into the mounts of pid {pid}")
     finally:
         os.close(fd)
 
@@ -128,8 +119,6 @@ def main(argv: list[str]) -> None:
     userns = config.get("mode") == "userns"
     set_limits(config["limits"], own_uid=uid is not None)
     if userns and config.get("join_pid"):
-        from orchestrator.runtime import sandbox
-
         sandbox.join(int(config["join_pid"]), config["argv"], config["env"], config["cwd"])
     if uid is not None:
         if config.get("join_pid"):
@@ -140,8 +129,6 @@ def main(argv: list[str]) -> None:
         os.setgid(uid)
         os.setuid(uid)
     if userns:  # as root, with the uid above as well: the sandbox is built by the agent's own uid
-        from orchestrator.runtime import sandbox
-
         sandbox.run_sandboxed(config)
     os.chdir(config["cwd"])
     os.umask(0o077)

@@ -64,11 +64,11 @@ class SandboxError(OSError):
     """A step of building the sandbox failed (the message names the step)."""
 
 
-def _libc() -> ctypes.CDLL:
+def libc() -> ctypes.CDLL:
     return ctypes.CDLL(None, use_errno=True)
 
 
-def _check(rc: int, what: str) -> None:
+def check(rc: int, what: str) -> None:
     if rc != 0:
         err = ctypes.get_errno()
         raise SandboxError(err, f"{what}: {os.strerror(err)}")
@@ -78,7 +78,7 @@ class Mounter:
     """Thin wrappers over mount(2) and friends, each failing with the step's name."""
 
     def __init__(self) -> None:
-        self.libc = _libc()
+        self.libc = libc()
 
     def mount(self, source: str | None, target: str, fstype: str | None, flags: int, data: str = "") -> None:
         rc = self.libc.mount(
@@ -88,7 +88,7 @@ class Mounter:
             flags,
             data.encode() if data else None,
         )
-        _check(rc, f"mount {source or fstype} on {target}")
+        check(rc, f"mount {source or fstype} on {target}")
 
     def bind(self, fd: int, target: str, readonly: bool) -> None:
         """Bind the tree at ``fd`` on ``target`` with its submounts (a non-recursive bind of a dir with
@@ -99,19 +99,19 @@ class Mounter:
                 self.mount(None, point, None, MS_BIND | MS_REMOUNT | MS_RDONLY | kept_flags(point))
 
     def unshare(self, flags: int) -> None:
-        _check(self.libc.unshare(flags), "unshare")
+        check(self.libc.unshare(flags), "unshare")
 
     def pivot_root(self, new_root: str) -> None:
         number = SYS_PIVOT_ROOT.get(platform.machine())
         if number is None:
             raise SandboxError(0, f"pivot_root: unsupported machine {platform.machine()}")
         os.chdir(new_root)
-        _check(self.libc.syscall(number, b".", b"."), "pivot_root")
-        _check(self.libc.umount2(b".", MNT_DETACH), "detach the old root")
+        check(self.libc.syscall(number, b".", b"."), "pivot_root")
+        check(self.libc.umount2(b".", MNT_DETACH), "detach the old root")
         os.chdir("/")
 
     def die_with_parent(self) -> None:
-        _check(self.libc.prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0), "prctl(PDEATHSIG)")
+        check(self.libc.prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0), "prctl(PDEATHSIG)")
 
 
 def kept_flags(point: str) -> int:
@@ -284,7 +284,7 @@ def init(config: dict, m: Mounter, launcher_alive: int) -> NoReturn:
         loopback_up()
         build_root(config["ro"], config["rw"], config.get("hide", []), m)
         limit_processes(config["limits"].get("pids"))
-        _check(m.libc.prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0), "prctl(NO_NEW_PRIVS)")
+        check(m.libc.prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0), "prctl(NO_NEW_PRIVS)")
     except OSError as exc:
         print(f"kswarm sandbox: {exc}", file=sys.stderr, flush=True)
         os._exit(SETUP_FAILED)
@@ -312,7 +312,7 @@ def run_sandboxed(config: dict) -> NoReturn:
     m = Mounter()
     uid, gid = os.getuid(), os.getgid()
     # After a uid drop from root the process is not dumpable, and its /proc/self (uid_map) is root's.
-    _check(m.libc.prctl(PR_SET_DUMPABLE, 1, 0, 0, 0), "prctl(DUMPABLE)")
+    check(m.libc.prctl(PR_SET_DUMPABLE, 1, 0, 0, 0), "prctl(DUMPABLE)")
     m.unshare(CLONE_NEWUSER | CLONE_NEWNS | CLONE_NEWPID | CLONE_NEWNET)
     map_ids(uid, gid)
     child: list[int] = []
@@ -329,7 +329,7 @@ def run_sandboxed(config: dict) -> NoReturn:
 
 def join(pid: int, argv: list[str], env: dict[str, str], cwd: str) -> NoReturn:
     """``exec`` into a running sandboxed agent: its user, mount and pid namespaces, as a new child."""
-    libc = _libc()
+    c = libc()
     owner = os.stat(f"/proc/{pid}")
     if os.geteuid() != owner.st_uid:  # root joining: become the agent first, never root inside
         os.setgroups([])
@@ -345,7 +345,7 @@ def join(pid: int, argv: list[str], env: dict[str, str], cwd: str) -> NoReturn:
     fds = [(kind, os.open(f"/proc/{pid}/ns/{kind}", os.O_RDONLY), flag) for kind, flag in kinds]
     try:
         for kind, fd, flag in fds:
-            _check(libc.setns(fd, flag), f"setns into the {kind} namespace of pid {pid}")
+            check(c.setns(fd, flag), f"setns into the {kind} namespace of pid {pid}")
     finally:
         for _, fd, _ in fds:
             os.close(fd)
