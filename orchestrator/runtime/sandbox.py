@@ -6,23 +6,26 @@ them apart; what the agent can *see* does. The launcher (the pid the orchestrato
 user namespace (mapping only its own uid and gid), a mount, a pid and a network namespace, then forks
 the namespace's init, which builds a new root on a tmpfs and ``pivot_root``\\s into it:
 
-- read-only: the system dirs (``/usr``, ``/bin``, ``/lib*``, ``/etc``, ``/sbin``, ``/sys``), the project
-  (the one shared agent binary) and the Python installation;
-- read-write: the agent's own data dir (home, work, memory, history) and the gateway's socket dir;
+- read-only (recursively, every submount too): the system dirs (``/usr``, ``/bin``, ``/lib*``, ``/etc``,
+  ``/sbin``), the project (the one shared agent binary), the Python installation and the gateway's
+  socket dir (read-only: an agent must not put its own listener in the gateway's place);
+- read-write: the agent's own data dir (home, work, memory, history);
 - fresh: ``/tmp``, ``/var/tmp``, ``/dev/shm`` (tmpfs), ``/proc`` (of the agent's own pid namespace, so no
-  ``/proc/<pid>/root`` of another agent or of the orchestrator), a ``/dev`` with null, zero, full,
-  random, urandom and tty only;
-- nothing else: not ``$KSWARM_HOME`` (other agents, tokens, Redis), not the operator's home, not the
-  old root (detached, so there is nothing underneath to unmount to).
+  ``/proc/<pid>/root`` of another agent or of the orchestrator), a read-only ``/sys`` of its own network
+  namespace (no cgroup mounts), a ``/dev`` with null, zero, full, random, urandom and tty only;
+- hidden: ``$KSWARM_HOME`` under an empty tmpfs where a bind would show it (a home inside the project);
+- nothing else: not the operator's home, not the old root (detached, so there is nothing underneath
+  to unmount to).
 
 The network namespace has only ``lo`` (brought up): like a container with ``network_mode: none``, the
 agent reaches the gateway by its unix socket and nothing by TCP. The agent runs as the operator's uid
-inside, with no capabilities after its ``execve``; mounts it inherits are locked by the kernel.
+inside, with no capabilities after its ``execve`` and ``no_new_privs``; mounts it inherits are locked by
+the kernel; ``pids`` limits its processes (RLIMIT_NPROC counts per user namespace since Linux 5.14).
 
 Init (pid 1) forwards TERM/INT/HUP to the agent, reaps orphans and exits with the agent's status;
 when it dies, the kernel kills everything left in the pid namespace. The launcher forwards signals to
-init, and init dies with the launcher (``PR_SET_PDEATHSIG``), so a ``kill -9`` of the recorded pid
-takes the whole agent down.
+init, and init dies with the launcher (``PR_SET_PDEATHSIG``; a pipe catches a launcher that died
+first), so a ``kill -9`` of the recorded pid takes the whole agent down.
 """
 
 from __future__ import annotations
