@@ -53,18 +53,19 @@ def _locked(path: Path) -> Iterator[dict[str, int]]:
             fcntl.flock(lock, fcntl.LOCK_UN)
 
 
-def blocks_in_use() -> set[int]:
-    """Blocks of which some process runs right now (from the owners of /proc/<pid>)."""
-    found = set()
+def process_owners() -> Iterator[tuple[int, int]]:
+    """(pid, uid) of every process now, from the owners of /proc/<pid>."""
     for entry in Path("/proc").iterdir():
         if entry.name.isdigit():
             try:
-                uid = entry.stat().st_uid
-            except OSError:
+                yield int(entry.name), entry.stat().st_uid
+            except OSError:  # gone meanwhile
                 continue
-            if uid >= FIRST_UID:
-                found.add((uid - FIRST_UID) // BLOCK)
-    return found
+
+
+def blocks_in_use() -> set[int]:
+    """Blocks of which some process runs right now."""
+    return {(uid - FIRST_UID) // BLOCK for _, uid in process_owners() if uid >= FIRST_UID}
 
 
 def uid_base_for(swarm_dir: Path, registry: Path | None = None) -> int:

@@ -19,6 +19,7 @@ same start time and the agent's ``KSWARM_AGENT`` in its environment (pids get re
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 import shutil
@@ -41,6 +42,7 @@ from orchestrator.runtime.base import (
     project_root,
     python_paths,
 )
+from orchestrator.uid_ranges import process_owners
 
 CLK_TCK = os.sysconf("SC_CLK_TCK")
 
@@ -87,15 +89,7 @@ def agent_process(launcher: int) -> int:
 
 
 def pids_of_uid(uid: int) -> list[int]:
-    found = []
-    for entry in Path("/proc").iterdir():
-        if entry.name.isdigit():
-            try:
-                if entry.stat().st_uid == uid:
-                    found.append(int(entry.name))
-            except OSError:
-                continue
-    return found
+    return [pid for pid, owner in process_owners() if owner == uid]
 
 
 def can_isolate_by_uid() -> bool:
@@ -152,8 +146,14 @@ class ProcessRuntime:
     def __init__(self, layout: SwarmLayout, swarm: str, isolation: str = "auto") -> None:
         self.layout = layout
         self.swarm = swarm
-        self.mode = choose_isolation(isolation)
+        self.isolation = isolation
         self.children: dict[str, subprocess.Popen[bytes]] = {}  # only ours: we reap them
+
+    @functools.cached_property
+    def mode(self) -> str:
+        """The isolation in effect; decided on first use (``auto`` may build a probe sandbox), so that
+        commands that only look at agents (``kswarm ps``, ``logs``, ``down``) never pay for it."""
+        return choose_isolation(self.isolation)
 
     @property
     def own_uids(self) -> bool:
