@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 import time
-from typing import Annotated
+from typing import Annotated, Any
 
-from fastapi import APIRouter, Depends, HTTPException, Query, Request, Response
+from fastapi import APIRouter, Depends, HTTPException, Path, Query, Request, Response
 from pydantic import BaseModel, Field
 
 from gateway import keys
@@ -13,6 +13,7 @@ from gateway.auth import current_principal, require_operator
 from gateway.chat import ChatError
 from gateway.context import GatewayContext
 from gateway.models import (
+    MESSAGE_ID_SCHEMA,
     Channel,
     ChannelCreate,
     Heartbeat,
@@ -26,6 +27,8 @@ from gateway.principals import Principal, PrincipalError, PrincipalKind
 
 Caller = Annotated[Principal, Depends(current_principal)]
 Operator = Annotated[Principal, Depends(require_operator)]
+# Message-id parameters declare their form; the chat service checks it (a 400 naming the parameter).
+AN_ID: dict[str, Any] = {"json_schema_extra": MESSAGE_ID_SCHEMA}
 
 
 class Me(BaseModel):
@@ -172,8 +175,8 @@ def build_api_router() -> APIRouter:
         channel: str,
         ctx: Ctx,
         principal: Caller,
-        before: Annotated[str | None, Query(description="Only messages older than this id")] = None,
-        after: Annotated[str | None, Query(description="Only messages newer than this id")] = None,
+        before: Annotated[str | None, Query(description="Only messages older than this id", **AN_ID)] = None,
+        after: Annotated[str | None, Query(description="Only messages newer than this id", **AN_ID)] = None,
         limit: Annotated[int, Query(ge=1, le=1000)] = 50,
     ) -> Messages:
         try:
@@ -189,7 +192,12 @@ def build_api_router() -> APIRouter:
             raise chat_http_error(exc) from exc
 
     @router.get("/channels/{channel}/threads/{root_id}", response_model=Messages, summary="A thread")
-    async def thread(channel: str, root_id: str, ctx: Ctx, principal: Caller) -> Messages:
+    async def thread(
+        channel: str,
+        root_id: Annotated[str, Path(description="The root's id", **AN_ID)],
+        ctx: Ctx,
+        principal: Caller,
+    ) -> Messages:
         try:
             return Messages(messages=await ctx.chat.thread(principal, channel, root_id))
         except ChatError as exc:

@@ -16,6 +16,7 @@ from gateway.config import GatewaySettings
 from gateway.context import GatewayContext
 from gateway.events import build_events_router
 from gateway.mcp_server import build_mcp, build_mcp_app
+from gateway.models import BadMessageId
 from gateway.principals import Principal
 
 # A plugin adds routes, MCP tools and background tasks for one component (forge, jobs, ...).
@@ -71,6 +72,11 @@ def create_app(
         extra = plugin(app, ctx, mcp)
         if extra is not None:
             lifespans.append(extra)
+
+    @app.exception_handler(BadMessageId)
+    async def bad_message_id(_: Request, exc: BadMessageId) -> JSONResponse:
+        # An id from a client that is not a stream id never reaches Redis (which would make it a 500).
+        return JSONResponse(status_code=400, content={"detail": str(exc)})
 
     @app.exception_handler(ValueError)
     async def value_error(_: Request, exc: ValueError) -> JSONResponse:

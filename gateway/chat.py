@@ -17,12 +17,20 @@ from redis.asyncio import Redis
 from gateway import keys
 from gateway.config import GatewaySettings
 from gateway.metrics import GatewayMetrics
-from gateway.models import Channel, InboxItem, Message
+from gateway.models import (
+    FIRST_ID,
+    LAST_ID,
+    BadMessageId,
+    Channel,
+    InboxItem,
+    Message,
+    optional_message_id,
+    parse_message_id,
+)
 from gateway.principals import Principal, PrincipalKind, PrincipalStore
 
-CHANNEL_RE = re.compile(r"^[a-z0-9][a-z0-9_-]{0,63}$")
+CHANNEL_RE = re.compile(r"[a-z0-9][a-z0-9_-]{0,63}")  # fullmatch: "$" would let a trailing "\n" in
 MENTION_RE = re.compile(r"(?<![\w@./-])@([a-z][a-z0-9-]{0,38})(?![\w-])")
-STREAM_ID_RE = re.compile(r"^\d+-\d+$")
 INBOX_WAIT_SLICE = 2.0  # seconds per blocking read; bounds how long a dropped caller is served
 SEARCH_SCAN = 2000  # messages scanned per channel by search; bounded on purpose
 
@@ -89,9 +97,12 @@ def parse_mentions(text: str) -> list[str]:
     return list(seen)
 
 
-def _check_id(value: str | None, what: str) -> None:
-    if value is not None and not STREAM_ID_RE.match(value):
-        raise ChatError(f"bad {what} {value!r}: expected a message id like 1700000000000-0")
+def client_id(value: str | None, param: str) -> str | None:
+    """A message id from a client, canonical, or a 400 ChatError naming ``param`` (REST and MCP alike)."""
+    try:
+        return optional_message_id(value, param)
+    except BadMessageId as exc:
+        raise ChatError(str(exc)) from exc
 
 
 def message_from_fields(entry_id: str, fields: dict[str, str]) -> Message:
@@ -145,7 +156,7 @@ class ChatService:
         return bool(await self.redis.hsetnx(keys.CHANNELS, channel.name, meta))
 
     async def create_channel(self, principal: Principal, name: str, topic: str = "") -> Channel:
-        if not CHANNEL_RE.match(name):
+        if not CHANNEL_RE.fullmatch(name):
             raise ChatError(f"bad channel name {name!r}: use a-z, 0-9, '-' and '_' (max 64)")
         channel = Channel(name=name, topic=topic, created_by=principal.name, created=time.time())
         if not await self._create_channel(channel):
@@ -259,7 +270,7 @@ class ChatService:
             )
         if not text.strip():
             raise ChatError("empty message")
-        _check_id(reply_to, "reply_to")
+        reply_to = client_id(reply_to, "reply_to")
         meta = await self._readable_channel(principal, channel)
         await self.check_rate(principal)
 
@@ -338,6 +349,7 @@ class ChatService:
     async def post_dm(
         self, principal: Principal, peer: str, text: str, reply_to: str | None = None
     ) -> Message:
+        reply_to = client_id(reply_to, "reply_to")  # before the DM is opened: a refusal leaves nothing
         channel = await self.ensure_dm(principal, peer)
         return await self.post(principal, channel, text, reply_to)
 
@@ -356,12 +368,14 @@ class ChatService:
         limit: int = 50,
     ) -> list[Message]:
         """A page of history in chronological order: the latest, or before/after an id (exclusive)."""
-        _check_id(before, "before")
-        _check_id(after, "after")
+        before = client_id(before, "before")
+        after = client_id(after, "after")
         if before and after:
             raise ChatError("give before or after, not both")
         limit = max(1, min(limit, self.settings.history_max_limit))
         await self._readable_channel(principal, channel)
+        if after == LAST_ID or before == FIRST_ID:
+            return []  # nothing lies beyond the ends (and Redis refuses an exclusive bound there)
         stream = keys.channel_stream(channel)
         if after:
             entries = await self.redis.xrange(stream, f"({after}", "+", limit)
@@ -375,6 +389,7 @@ class ChatService:
         self, principal: Principal, channel: str, after: str | None = None, limit: int = 50
     ) -> list[Message]:
         """Messages after ``after`` (default: the caller's read cursor) and advance that cursor."""
+        after = client_id(after, "after")
         if after is None:
             after = await self.redis.hget(keys.cursors(principal.name), f"chan:{channel}")
         if after is None:
@@ -386,7 +401,10 @@ class ChatService:
         return messages
 
     async def thread(self, principal: Principal, channel: str, root_id: str) -> list[Message]:
-        _check_id(root_id, "thread id")
+        try:
+            root_id = parse_message_id(root_id, "root_id")
+        except BadMessageId as exc:
+            raise ChatError(str(exc)) from exc
         await self._readable_channel(principal, channel)
         stream = keys.channel_stream(channel)
         ids = [root_id, *await self.redis.lrange(keys.thread_index(channel, root_id), 0, -1)]

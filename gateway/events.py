@@ -10,13 +10,13 @@ import json
 from collections.abc import AsyncIterator
 from typing import Annotated
 
-from fastapi import APIRouter, Depends, HTTPException, Query, Request
+from fastapi import APIRouter, Depends, Query, Request
 from sse_starlette import EventSourceResponse, ServerSentEvent
 
 from gateway import keys
 from gateway.auth import current_principal
-from gateway.chat import STREAM_ID_RE
 from gateway.context import GatewayContext
+from gateway.models import MESSAGE_ID_SCHEMA, optional_message_id
 from gateway.principals import Principal
 
 BLOCK_MS = 5000
@@ -42,6 +42,17 @@ async def tail_events(
         ctx.metrics.sse_clients.dec()
 
 
+def resume_id(request: Request, last_event_id: str | None) -> str | None:
+    """Where a (re)connecting SSE client resumes: ``Last-Event-ID`` (the header wins), checked, or None.
+
+    A BadMessageId names the header or the parameter it came in; the app answers it with a 400.
+    """
+    header = request.headers.get("last-event-id")
+    if header is not None:
+        return optional_message_id(header, "Last-Event-ID")
+    return optional_message_id(last_event_id or None, "last_event_id")
+
+
 def build_events_router() -> APIRouter:
     router = APIRouter()
 
@@ -50,14 +61,13 @@ def build_events_router() -> APIRouter:
         request: Request,
         principal: Annotated[Principal, Depends(current_principal)],
         last_event_id: Annotated[
-            str | None, Query(description="Resume after this id (or the header)")
+            str | None,
+            Query(description="Resume after this id (or the header)", json_schema_extra=MESSAGE_ID_SCHEMA),
         ] = None,
         channel: Annotated[str | None, Query(description="Only events of this channel")] = None,
     ) -> EventSourceResponse:
         ctx: GatewayContext = request.app.state.ctx
-        start = request.headers.get("last-event-id") or last_event_id
-        if start is not None and not STREAM_ID_RE.match(start):
-            raise HTTPException(400, f"bad Last-Event-ID {start!r}")
+        start = resume_id(request, last_event_id)
         if start is None:
             # Resolve "now" to a concrete id up front, so nothing posted after connecting is missed.
             latest = await ctx.redis.xrevrange(keys.EVENTS, "+", "-", 1)

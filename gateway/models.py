@@ -1,10 +1,48 @@
-"""Wire models shared by the REST API, MCP tools and the event stream."""
+"""Wire models shared by the REST API, MCP tools and the event stream, and the one check of client ids."""
 
 from __future__ import annotations
 
-from typing import Literal
+import re
+from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, Field
+
+# -- message ids ----------------------------------------------------------------------------------
+# A message id is a Redis stream id: two unsigned 64-bit integers, ``<ms>-<seq>``. Every id a client
+# hands the gateway (REST, SSE, MCP, UI) goes through ``parse_message_id`` before it reaches Redis,
+# which would answer anything else -- or an id whose parts overflow -- with an error (a 500).
+MAX_ID_PART = 2**64 - 1
+FIRST_ID = "0-0"  # below every message (Redis never stores 0-0)
+LAST_ID = f"{MAX_ID_PART}-{MAX_ID_PART}"
+MESSAGE_ID_PATTERN = r"^[0-9]{1,20}-[0-9]{1,20}$"
+_MESSAGE_ID = re.compile(r"[0-9]{1,20}-[0-9]{1,20}")  # [0-9], not \d: no digits of other scripts
+# For the OpenAPI document: the form is declared, the check (a 400 naming the parameter) is ours.
+MESSAGE_ID_SCHEMA: dict[str, Any] = {"pattern": MESSAGE_ID_PATTERN, "maxLength": 41}
+
+
+class BadMessageId(ValueError):
+    """A client-supplied id that is not a message id; the text names the parameter it came in."""
+
+    def __init__(self, param: str) -> None:
+        super().__init__(f"{param}: not a message id (expected <ms>-<seq>)")
+        self.param = param
+
+
+def parse_message_id(value: object, param: str) -> str:
+    """``value`` as a canonical message id (``007-01`` -> ``7-1``), or BadMessageId naming ``param``.
+
+    Canonical, because ids are also keys (a thread's index is keyed by its root's id): two spellings
+    of one id must not name two threads.
+    """
+    if isinstance(value, str) and len(value) <= 41 and _MESSAGE_ID.fullmatch(value):
+        ms, seq = (int(part) for part in value.split("-"))
+        if ms <= MAX_ID_PART and seq <= MAX_ID_PART:
+            return f"{ms}-{seq}"
+    raise BadMessageId(param)
+
+
+def optional_message_id(value: object | None, param: str) -> str | None:
+    return None if value is None else parse_message_id(value, param)
 
 
 class Message(BaseModel):
@@ -46,7 +84,9 @@ class Channel(BaseModel):
 
 class PostRequest(BaseModel):
     text: str = Field(description="Message text; @name mentions are parsed by the server.")
-    reply_to: str | None = Field(None, description="Message id to reply to (starts or extends a thread).")
+    reply_to: Annotated[str, Field(json_schema_extra=MESSAGE_ID_SCHEMA)] | None = Field(
+        None, description="Message id to reply to (starts or extends a thread); else a 400 naming reply_to."
+    )
 
 
 class ChannelCreate(BaseModel):

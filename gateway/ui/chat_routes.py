@@ -10,8 +10,16 @@ from redis.exceptions import TimeoutError as RedisTimeoutError
 from sse_starlette import EventSourceResponse, ServerSentEvent
 
 from gateway import keys
-from gateway.chat import STREAM_ID_RE, dm_channel, dm_members, message_from_fields
-from gateway.models import Message
+from gateway.chat import dm_channel, dm_members, message_from_fields
+from gateway.events import resume_id
+from gateway.models import (
+    FIRST_ID,
+    MAX_ID_PART,
+    MESSAGE_ID_SCHEMA,
+    Message,
+    optional_message_id,
+    parse_message_id,
+)
 from gateway.ui.auth import UiUser
 from gateway.ui.internal import segment
 from gateway.ui.service import UiService
@@ -22,16 +30,15 @@ PAGE = 50
 BLOCK_MS = 2000
 
 
-def stream_id(value: str | None, what: str) -> str | None:
-    if value is not None and not STREAM_ID_RE.match(value):
-        raise HTTPException(400, f"bad {what} {value!r}")
-    return value
-
-
 def predecessor(entry_id: str) -> str:
-    """The stream id just before ``entry_id`` (so that an exclusive ``after`` includes it)."""
+    """The id just before ``entry_id`` (a canonical id), so that an exclusive ``after`` includes it.
+
+    ``0-0`` has none; it is its own answer, as no message is ever ``0-0``.
+    """
     ms, seq = (int(x) for x in entry_id.split("-"))
-    return f"{ms}-{seq - 1}" if seq else f"{max(ms - 1, 0)}-18446744073709551615"
+    if seq:
+        return f"{ms}-{seq - 1}"
+    return f"{ms - 1}-{MAX_ID_PART}" if ms else FIRST_ID
 
 
 class ChatPages:
@@ -52,6 +59,8 @@ class ChatPages:
         """The latest messages of every channel (event id, message), oldest first."""
         ctx = self.ui.ctx
         found: list[tuple[str, Message]] = []
+        if before == FIRST_ID:
+            return []  # nothing is older (and Redis refuses an exclusive bound there)
         upper = f"({before}" if before else "+"
         while len(found) < PAGE:
             batch = await ctx.redis.xrevrange(keys.EVENTS, upper, "-", 500)
@@ -106,10 +115,13 @@ def build_chat_router(ui: UiService) -> APIRouter:
         user: User,
         c: Annotated[str, Query(description="Channel, dm:<a>:<b>, or * for all")] = ALL,
         dm: Annotated[str | None, Query(description="Open a DM with this principal")] = None,
-        at: Annotated[str | None, Query(description="Show the history around this message id")] = None,
+        at: Annotated[
+            str | None,
+            Query(description="Show the history around this message id", json_schema_extra=MESSAGE_ID_SCHEMA),
+        ] = None,
     ) -> HTMLResponse:
         pages = ChatPages(ui, user)
-        stream_id(at, "message id")
+        at = optional_message_id(at, "at")
         if dm:
             c = dm_channel(user.principal.name, dm)
         channels_reply = await pages.api.get("/api/channels")
@@ -154,10 +166,14 @@ def build_chat_router(ui: UiService) -> APIRouter:
 
     @router.get("/chat/history", response_class=HTMLResponse, summary="Older messages (a fragment)")
     async def history(
-        user: User, c: str, before: Annotated[str, Query(description="Message (or, for *, event) id")]
+        user: User,
+        c: str,
+        before: Annotated[
+            str, Query(description="Message (or, for *, event) id", json_schema_extra=MESSAGE_ID_SCHEMA)
+        ],
     ) -> HTMLResponse:
         pages = ChatPages(ui, user)
-        stream_id(before, "before")
+        before = parse_message_id(before, "before")
         if c == ALL:
             pairs = await pages.feed(before)
             events, messages = [e for e, _ in pairs], [m for _, m in pairs]
@@ -167,9 +183,11 @@ def build_chat_router(ui: UiService) -> APIRouter:
         return HTMLResponse(html, headers={"X-More": "1" if len(messages) >= PAGE else "0"})
 
     @router.get("/chat/thread", response_class=HTMLResponse, summary="A thread (a fragment)")
-    async def thread(user: User, c: str, root: str) -> HTMLResponse:
+    async def thread(
+        user: User, c: str, root: Annotated[str, Query(json_schema_extra=MESSAGE_ID_SCHEMA)]
+    ) -> HTMLResponse:
         pages = ChatPages(ui, user)
-        stream_id(root, "thread id")
+        root = parse_message_id(root, "root")
         reply = await pages.api.get(f"/api/channels/{segment(c)}/threads/{root}")
         if not reply.ok:
             raise HTTPException(reply.status, reply.detail)
@@ -215,9 +233,11 @@ def build_chat_router(ui: UiService) -> APIRouter:
         request: Request,
         user: User,
         channel: Annotated[str | None, Query(description="Only events of this channel")] = None,
-        last_event_id: Annotated[str | None, Query(description="Resume after this id")] = None,
+        last_event_id: Annotated[
+            str | None, Query(description="Resume after this id", json_schema_extra=MESSAGE_ID_SCHEMA)
+        ] = None,
     ) -> EventSourceResponse:
-        start = stream_id(request.headers.get("last-event-id") or last_event_id, "Last-Event-ID")
+        start = resume_id(request, last_event_id)
         if start is None:
             latest = await ui.ctx.redis.xrevrange(keys.EVENTS, "+", "-", 1)
             start = latest[0][0] if latest else "0-0"
