@@ -1,126 +1,147 @@
-"""The local executor: the harness as a subprocess on this machine, confined as far as the platform allows.
+"""The local executor: the harness as a subprocess on this machine, inside the one sandbox.
 
-Applied (each recorded in the job log's header):
+Every job runs through ``python -m orchestrator.sandbox`` (the same sandbox as the agents'; see
+docs/sandbox.md): its own mount, pid, network and IPC namespaces around a minimal root that holds the
+system dirs, the Python installation, the project, the paths the job's command line and toolkit
+variables name (all read-only), its checkout (read-only) and its output dir (the one writable place),
+fresh tmpfs ``/tmp``, ``/var/tmp``, ``/run``, ``/dev/shm``, no network interface up, a seccomp filter.
+Other jobs' dirs are not in its root at all (the worker's work dir is hidden should a bind show it).
+As root the job runs as ``nobody``; without root as the worker's uid in a user namespace that maps
+nothing else. When neither works, every job is refused with the reason (``unavailable``): never run
+less confined. The protections in effect are the first line of the job's log and its ``isolation``.
 
-- **network**: a new, empty network namespace (``unshare --net``; loopback is down, so even
-  127.0.0.1 is unreachable) when we may create one (root, or unprivileged user namespaces);
-- **processes**: a new PID namespace with its own /proc (``--pid --fork --kill-child --mount-proc``):
-  the job cannot see or signal the worker. The namespace's init is a root shell that waits for the job
-  (a uid change would clear its parent-death signal), so when the worker dies, even by SIGKILL, the
-  init is killed and the kernel kills everything in the namespace;
-- **user**: when the worker is root, the job runs as ``nobody`` (``setpriv``), so the checkout (owned by
-  root, mode a-w) is read-only to it and the worker's files are out of reach; directories ``nobody``
-  cannot enter on the way to the interpreter or the project are covered with an empty tmpfs in the
-  job's private mount namespace, binding back only what it needs (``confine.py``);
-- **limits**: rlimits on address space, CPU seconds, open files, file size, core dumps (and processes
-  when it runs as its own uid); a wall-clock timeout that kills the whole tree; output capped;
-- **environment**: only the allow-list of ``base.job_env``.
-
-Not isolated: the filesystem is the host's (readable where ``nobody`` may read), there is no cgroup
-(memory is bounded by the address-space limit, not by RSS), and without root the job runs as the
-worker's user with network isolation only where unprivileged namespaces are allowed (and without a PID
-namespace, a killed worker's grandchildren may outlive it). When no network namespace can be made,
-the job log says ``network: NOT isolated`` and ``network_isolated`` is False.
+Not confined: CPU and memory by cgroup (rlimits bound address space, CPU seconds, file size, open files
+and processes); device nodes of a CUDA pool are all bound (``CUDA_VISIBLE_DEVICES`` picks the job's).
 """
 
 from __future__ import annotations
 
 import asyncio
-import contextlib
-import ctypes
+import functools
 import os
-import resource
-import shlex
 import signal
-import subprocess
-import tempfile
+import sys
 import time
+from glob import glob
 from pathlib import Path
 
-from orchestrator.jobs.executors.base import ExecOutcome, ExecSpec, OnOutput, OutputCap, pump, which
-from orchestrator.jobs.executors.confine import hide_plan, mount_script, needed_paths
+from orchestrator.home import kswarm_home
+from orchestrator.jobs.executors.base import ExecOutcome, ExecSpec, OnOutput, OutputCap, pump
+from orchestrator.sandbox.mounts import under
+from orchestrator.sandbox.plan import (
+    NOBODY,
+    PRIVATE_TMPFS,
+    PROJECT_ROOT,
+    SETUP_FAILED,
+    SandboxPlan,
+    interpreter_paths,
+)
+from orchestrator.sandbox.probe import launcher_env, sandbox_unavailable
+from orchestrator.sandbox.seccomp import SUMMARY
 
-NOBODY = 65534
-_PR_SET_PDEATHSIG = 1
+# Variables of the job's environment that name toolkit paths the job must read (bound read-only).
+PATH_VARIABLES = ("PYTHONPATH", "LD_LIBRARY_PATH", "CUDA_HOME", "ASCEND_HOME_PATH", "ASCEND_TOOLKIT_HOME")
+PATH_VARIABLES += ("ASCEND_OPP_PATH",)
+CUDA_DEVICES = ("/dev/nvidia*", "/dev/nvidia-caps")
+ASCEND_CONTROL_DEVICES = ("/dev/davinci_manager", "/dev/devmm_svm", "/dev/hisi_hdc")
 
 
-def _probe(argv: list[str]) -> bool:
-    try:
-        return subprocess.run(argv, capture_output=True, timeout=10).returncode == 0
-    except (OSError, subprocess.SubprocessError):
-        return False
+def job_root(spec: ExecSpec) -> Path:
+    """The job's own dir: the nearest dir holding its checkout and its output dir."""
+    return Path(os.path.commonpath([spec.checkout.resolve(), spec.outdir.resolve()]))
+
+
+def readable_paths(spec: ExecSpec) -> list[str]:
+    """What the job reads besides its checkout: interpreter, project, and the existing absolute paths its
+    command line and toolkit variables name -- never a path that holds its own dir, the private tmp
+    dirs or everything (``/``), which would show the host (and other jobs) through the bind."""
+    named = [a for a in spec.argv if a.startswith("/")]
+    for var in PATH_VARIABLES:
+        named += [p for p in spec.env.get(var, "").split(os.pathsep) if p.startswith("/")]
+    own = str(job_root(spec))
+    paths = {str(p) for p in [PROJECT_ROOT, *interpreter_paths()]}
+    for raw in named:
+        path = os.path.realpath(raw)
+        if not os.path.exists(path) or under(path, own) or under(own, path):
+            continue
+        if any(under(tmp, path) for tmp in PRIVATE_TMPFS):
+            continue
+        paths.add(path)
+    return sorted(p for p in paths if not any(p != q and under(p, q) for q in paths))
+
+
+def device_nodes(spec: ExecSpec) -> list[str]:
+    if spec.device == "cuda":
+        return sorted({p for pattern in CUDA_DEVICES for p in glob(pattern)})
+    if spec.device == "npu":
+        own = [f"/dev/davinci{d}" for d in spec.devices]
+        return [p for p in [*own, *ASCEND_CONTROL_DEVICES] if os.path.exists(p)]
+    return []
 
 
 class LocalExecutor:
     kind = "local"
 
-    def __init__(self, isolate: bool = True, run_as: int | None = None) -> None:
-        """``isolate=False`` only for tests of the executor plumbing; ``run_as`` overrides the uid."""
-        self.isolate = isolate
-        unshare = which("unshare")
-        self.netns = bool(isolate and unshare and _probe([unshare, "--net", "--", "true"]))
-        self.pidns = bool(
-            self.netns and _probe([unshare, "--pid", "--fork", "--kill-child", "--mount-proc", "--", "true"])
-        )
-        self.unshare = unshare or "unshare"
-        self.setpriv = which("setpriv")
-        if run_as is None and isolate and os.geteuid() == 0 and self.setpriv:
-            run_as = NOBODY
-        self.run_as = run_as
-        for stale in Path(tempfile.gettempdir()).glob("ks-stage-*"):  # left by workers killed mid-start
-            with contextlib.suppress(OSError):
-                if time.time() - stale.stat().st_mtime > 3600:
-                    _remove_staging(stale)
+    def __init__(self, run_as: int | None = None) -> None:
+        """``run_as``: the jobs' uid when the worker is root (default ``nobody``); ignored otherwise."""
+        self.root = os.geteuid() == 0
+        self.run_as = (run_as if run_as is not None else NOBODY) if self.root else None
+
+    @functools.cached_property
+    def unavailable(self) -> str | None:
+        """Why no job can be sandboxed here (None: they can); probed once, by building a sandbox."""
+        return sandbox_unavailable(self.run_as)
 
     @property
     def network_isolated(self) -> bool:
-        return self.netns
+        return self.unavailable is None
+
+    def plan(self, spec: ExecSpec) -> SandboxPlan:
+        limits = spec.limits
+        cpu = limits.cpu_time_s or int(spec.timeout_s * 2) + 30
+        checkout = str(spec.checkout.resolve())
+        return SandboxPlan(
+            argv=list(spec.argv),
+            env=dict(spec.env),
+            cwd=str(spec.outdir.resolve()),
+            ro=[*readable_paths(spec), checkout],
+            rw=[str(spec.outdir.resolve())],
+            # Every job's dirs (the worker's work dir) and kswarm's state, should a bind show them.
+            hide=[str(job_root(spec).parent), str(kswarm_home())],
+            devices=device_nodes(spec),
+            run_as=self.run_as,
+            loopback=False,
+            pids=limits.nproc,
+            parent_pid=os.getpid(),
+            rlimits={
+                "as": limits.memory_bytes,
+                "cpu": cpu,
+                "nofile": limits.nofile,
+                "fsize": limits.file_bytes,
+            },
+        )
 
     def isolation(self) -> list[str]:
-        notes = ["network: namespace (no interfaces up)" if self.netns else "network: NOT isolated"]
-        notes.append("pid: namespace" if self.pidns else "pid: shared")
-        notes.append(f"uid: {self.run_as}" if self.run_as is not None else f"uid: {os.geteuid()} (worker's)")
-        return notes
-
-    def notes(self, spec: ExecSpec) -> list[str]:
-        plan = self.hide_plan(spec)
-        hidden = [f"hidden: {b} (bound back: {', '.join(map(str, under))})" for b, under in plan.items()]
-        return self.isolation() + hidden
-
-    def hide_plan(self, spec: ExecSpec) -> dict[Path, list[Path]]:
-        """Directories to cover (with what to bind back) so that ``nobody`` reaches what it runs."""
-        if self.run_as is None or not self.pidns:
-            return {}
-        return hide_plan(needed_paths([spec.checkout, spec.outdir]))
-
-    def command(self, spec: ExecSpec, staging: Path | None = None) -> list[str]:
-        """The full command line: namespace and user wrappers around the harness command.
-
-        ``staging`` is an empty root-only directory outside everything the plan covers."""
-        argv = list(spec.argv)
-        if self.run_as is not None and self.setpriv:
-            argv = [
-                self.setpriv,
-                f"--reuid={self.run_as}",
-                f"--regid={self.run_as}",
-                "--clear-groups",
-                "--no-new-privs",
-                "--",
-                *argv,
-            ]
-            if self.pidns:
-                # The namespace's init stays a root shell that *waits* for the job: a uid change would
-                # clear the parent-death signal that kills the namespace when the worker dies.
-                plan = self.hide_plan(spec)
-                mounts = mount_script(plan, shlex.quote(str(staging))) + "\n" if plan and staging else ""
-                argv = ["/bin/sh", "-c", mounts + '"$@"\nexit $?', "kswarm-init", *argv]
-        if self.netns:
-            ns = ["--net"] + (["--pid", "--fork", "--kill-child", "--mount-proc"] if self.pidns else [])
-            argv = [self.unshare, *ns, "--", *argv]
-        return argv
+        """The protections every job gets here, one per line of the log header."""
+        if self.unavailable is not None:
+            return [f"sandbox: UNAVAILABLE, jobs refused ({self.unavailable})"]
+        if self.run_as is not None:
+            who = f"user: {self.run_as} (the job's own uid, no groups)"
+        else:
+            who = f"user namespace (the worker's uid {os.getuid()} inside, nothing else mapped)"
+        return [
+            "network: namespace (no interfaces up)",
+            "mount namespace: minimal root (system, Python, project read-only), checkout read-only, "
+            "output dir the only writable path, private /tmp /var/tmp /run /dev/shm, other jobs invisible",
+            "pid namespace (own /proc; dies with the worker)",
+            "ipc namespace",
+            who,
+            f"seccomp: {SUMMARY}; no_new_privs",
+            "limits: rlimits (address space, CPU s, files, file size, processes); no cgroup",
+        ]
 
     def prepare(self, spec: ExecSpec) -> None:
-        """Hand the output dir to the job's uid; make the checkout read-only."""
+        """Make the checkout read-only on disk too; hand the output dir to the job's uid."""
         for path in [spec.checkout, *spec.checkout.rglob("*")]:
             if path.is_symlink():
                 continue
@@ -130,43 +151,29 @@ class LocalExecutor:
             for path in [spec.outdir, *spec.outdir.rglob("*")]:
                 os.chown(path, self.run_as, self.run_as, follow_symlinks=False)
 
-    def _preexec(self, spec: ExecSpec) -> None:
-        """In the child before exec: die with the worker, own session, rlimits."""
-        libc = ctypes.CDLL(None, use_errno=True)
-        libc.prctl(_PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
-        os.setsid()
-        limits = spec.limits
-        cpu = limits.cpu_time_s or int(spec.timeout_s * 2) + 30
-        resource.setrlimit(resource.RLIMIT_AS, (limits.memory_bytes, limits.memory_bytes))
-        resource.setrlimit(resource.RLIMIT_CPU, (cpu, cpu + 5))
-        resource.setrlimit(resource.RLIMIT_NOFILE, (limits.nofile, limits.nofile))
-        resource.setrlimit(resource.RLIMIT_FSIZE, (limits.file_bytes, limits.file_bytes))
-        resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
-        if self.run_as is not None:
-            resource.setrlimit(resource.RLIMIT_NPROC, (limits.nproc, limits.nproc))
-
     async def run(
         self, spec: ExecSpec, cancel: asyncio.Event, on_output: OnOutput | None = None
     ) -> ExecOutcome:
         cap = OutputCap(spec.limits.output_bytes, on_output)
         started = time.monotonic()
-        staging = Path(tempfile.mkdtemp(prefix="ks-stage-")) if self.hide_plan(spec) else None
+        notes = await asyncio.to_thread(self.isolation)  # the first call probes
+        if self.unavailable is not None:
+            why = f"job refused: no sandbox can be built here: {self.unavailable}"
+            return ExecOutcome(returncode=None, error=why, isolation=notes)
+        cap.feed(f"[kswarm] sandbox: {'; '.join(notes)}\n".encode())
         try:
             self.prepare(spec)
             proc = await asyncio.create_subprocess_exec(
-                *self.command(spec, staging),
-                cwd=str(spec.outdir),
-                env=spec.env,
+                *self.command(spec),
+                cwd="/",
+                env=launcher_env(),  # the launcher's (init's): the job's own is in the plan
                 stdin=asyncio.subprocess.DEVNULL,
                 stdout=asyncio.subprocess.PIPE,
                 stderr=asyncio.subprocess.STDOUT,
-                preexec_fn=lambda: self._preexec(spec),
+                start_new_session=True,
             )
         except OSError as exc:
-            _remove_staging(staging)
-            return ExecOutcome(
-                returncode=None, error=f"cannot start the job: {exc}", isolation=self.notes(spec)
-            )
+            return ExecOutcome(returncode=None, error=f"cannot start the job: {exc}", isolation=notes)
         assert proc.stdout is not None
         reader = asyncio.create_task(pump(proc.stdout, cap))
         waiter = asyncio.create_task(proc.wait())
@@ -175,15 +182,16 @@ class LocalExecutor:
         timed_out = not done
         cancelled = stopper in done and waiter not in done
         if waiter not in done:
-            _kill_tree(proc.pid)
+            _kill(proc.pid)  # the launcher: its init dies with it, and the pid namespace with init
             await waiter
         stopper.cancel()
-        _kill_tree(proc.pid)  # stragglers of a finished job (no-op inside a PID namespace)
         try:
             await asyncio.wait_for(reader, 10)
-        except TimeoutError:  # a stray process outside the namespace still holds the pipe
+        except TimeoutError:  # cannot happen: nothing of the job outlives its pid namespace
             reader.cancel()
-        _remove_staging(staging)
+        error = None
+        if proc.returncode == SETUP_FAILED and not (timed_out or cancelled):
+            error = _setup_failure(cap.text())
         return ExecOutcome(
             returncode=None if (timed_out or cancelled) else proc.returncode,
             timed_out=timed_out,
@@ -191,29 +199,26 @@ class LocalExecutor:
             output=cap.text(),
             truncated=cap.truncated,
             wall_s=time.monotonic() - started,
-            isolation=self.notes(spec),
+            error=error,
+            isolation=notes,
         )
 
+    def command(self, spec: ExecSpec) -> list[str]:
+        return [sys.executable, "-m", "orchestrator.sandbox", self.plan(spec).model_dump_json()]
 
-def _kill_tree(pid: int) -> None:
+
+def _setup_failure(output: str) -> str | None:
+    """The sandbox's own one-line reason, when it (not the job) failed."""
+    for line in reversed(output.splitlines()):
+        if line.startswith("kswarm sandbox: "):
+            return f"the job's sandbox could not be built: {line.removeprefix('kswarm sandbox: ')}"
+    return None
+
+
+def _kill(pid: int) -> None:
     try:
         os.killpg(pid, signal.SIGKILL)
     except (ProcessLookupError, PermissionError):
-        pass
-
-
-def _remove_staging(staging: Path | None) -> None:
-    """Empty slot dirs once the namespace (and its mounts) is gone; never follows into a mount."""
-    if staging is None:
-        return
-    for slot in staging.iterdir():
-        try:
-            slot.rmdir()
-        except OSError:
-            pass
-    try:
-        staging.rmdir()
-    except OSError:
         pass
 
 
