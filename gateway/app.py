@@ -7,6 +7,7 @@ from contextlib import AsyncExitStack, asynccontextmanager
 from typing import Annotated, Any
 
 from fastapi import Depends, FastAPI, Request
+from fastapi.openapi.utils import validation_error_definition, validation_error_response_definition
 from fastapi.responses import JSONResponse, Response
 from redis.asyncio import Redis
 
@@ -16,13 +17,58 @@ from gateway.config import GatewaySettings
 from gateway.context import GatewayContext
 from gateway.events import build_events_router
 from gateway.mcp_server import build_mcp, build_mcp_app
-from gateway.models import BadMessageId
+from gateway.models import BadMessageId, GiteaError, Refusal
 from gateway.principals import Principal
 
 # A plugin adds routes, MCP tools and background tasks for one component (forge, jobs, ...).
 # It is called with the app, the context and the MCP server before start-up and may return an
 # async context manager factory that runs for the app's lifetime.
 GatewayPlugin = Callable[[FastAPI, GatewayContext, Any], Any]
+
+GITEA_PREFIX = "/api/v1/"  # the embedded forge's Gitea-compatible routes answer Gitea's error shape
+HTTP_METHODS = frozenset({"get", "put", "post", "delete", "options", "head", "patch", "trace"})
+
+
+def _ref(name: str) -> dict[str, str]:
+    return {"$ref": f"#/components/schemas/{name}"}
+
+
+def declare_error_shapes(schema: dict[str, Any]) -> dict[str, Any]:
+    """Make ``/openapi.json`` true about errors, for every operation (a plugin's too, unedited).
+
+    FastAPI declares only a 422 of its validation shape (``detail``: a list), while routes refuse with
+    ``HTTPException(status, "why")`` (``detail``: a string) -- a 422 among them. So every operation
+    gets a ``default`` response, ``Refusal`` (``{"detail": str}``), and its 422 becomes "either shape";
+    under /api/v1 Gitea's ``{"message", "url"}`` is declared beside them (those routes answer both:
+    the forge's errors in Gitea's shape, the shared auth's in ours). HTML pages declare HTML errors.
+    """
+    schemas = schema.setdefault("components", {}).setdefault("schemas", {})
+    schemas.setdefault("ValidationError", validation_error_definition)
+    schemas.setdefault("HTTPValidationError", validation_error_response_definition)
+    schemas["Refusal"] = Refusal.model_json_schema()
+    schemas["GiteaError"] = GiteaError.model_json_schema()
+    for path, item in schema.get("paths", {}).items():
+        refusals = [_ref("Refusal")] + ([_ref("GiteaError")] if path.startswith(GITEA_PREFIX) else [])
+        refusal = refusals[0] if len(refusals) == 1 else {"anyOf": refusals}
+        for method, operation in item.items():
+            if method not in HTTP_METHODS:
+                continue
+            responses = operation.setdefault("responses", {})
+            content: dict[str, Any] = {"application/json": {"schema": refusal}}
+            if any("text/html" in r.get("content", {}) for r in responses.values()):
+                content["text/html"] = {"schema": {"type": "string"}}  # a browser's error page
+            if "422" in responses:
+                responses["422"] = {
+                    "description": "Request validation (a list) or a refusal of the request's content",
+                    "content": {
+                        "application/json": {"schema": {"anyOf": [_ref("HTTPValidationError"), *refusals]}}
+                    },
+                }
+            responses.setdefault(
+                "default",
+                {"description": "Refused (4xx) or failed (5xx): detail says why", "content": content},
+            )
+    return schema
 
 
 def create_app(
@@ -81,6 +127,16 @@ def create_app(
     @app.exception_handler(ValueError)
     async def value_error(_: Request, exc: ValueError) -> JSONResponse:
         return JSONResponse(status_code=400, content={"detail": str(exc)})
+
+    generate_openapi = app.openapi
+
+    def openapi() -> dict[str, Any]:
+        # Post-processed once, when first asked: every plugin's routes are registered by then.
+        if app.openapi_schema is None:
+            app.openapi_schema = declare_error_shapes(generate_openapi())
+        return app.openapi_schema
+
+    app.openapi = openapi  # type: ignore[method-assign]
 
     # The MCP app is mounted last, at the root, so that it answers /mcp and nothing shadows our routes.
     app.mount("/", build_mcp_app(ctx, mcp))

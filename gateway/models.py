@@ -45,6 +45,23 @@ def optional_message_id(value: object | None, param: str) -> str | None:
     return None if value is None else parse_message_id(value, param)
 
 
+class Refusal(BaseModel):
+    """Every error the gateway answers outside /api/v1: a refusal (4xx) or a failure (5xx).
+
+    Request validation (422 from FastAPI) keeps its list form, ``HTTPValidationError``; the OpenAPI
+    document declares both (see ``gateway.app.declare_error_shapes``).
+    """
+
+    detail: str = Field(description="Why, in one line (names the parameter when one is at fault).")
+
+
+class GiteaError(BaseModel):
+    """Gitea's error shape, answered by the embedded forge's Gitea-compatible routes under /api/v1."""
+
+    message: str = Field(description="Why.")
+    url: str = Field(description="Gitea's documentation link (empty here).")
+
+
 class Message(BaseModel):
     """One chat message, as stored in its channel's stream."""
 

@@ -28,6 +28,13 @@ class Rollback(BaseModel):
     snapshot: str = Field(description="Snapshot id to restore.")
 
 
+class ActionResult(BaseModel):
+    """What an action on an agent did (200), or why it could not be done (409); the page shows it."""
+
+    ok: bool = Field(description="Whether it was done.")
+    message: str = Field(description="One line for the operator.")
+
+
 async def agent_rows(api: InternalApi, view: SwarmView) -> tuple[list[dict[str, Any]], dict[str, Any] | None]:
     """One row per agent (gateway principals and the orchestrator's agents), and the swarm usage."""
     reply = await api.get("/api/agents")
@@ -92,15 +99,20 @@ def build_panel_router(ui: UiService) -> APIRouter:
             view, error = None, str(exc)
         return ui.page("memory.html", request, user, "agents", name=name, memory=view, error=error)
 
-    @router.post("/agents/{name}/{action}", summary="restart, quarantine, release, snapshot or rollback")
+    @router.post(
+        "/agents/{name}/{action}",
+        response_model=ActionResult,
+        responses={409: {"model": ActionResult, "description": "Cannot be done now; message says why"}},
+        summary="restart, quarantine, release, snapshot or rollback",
+    )
     async def act(request: Request, name: str, action: str, user: Acting) -> JSONResponse:
         try:
             message = await perform(ui, request, name, action)
         except SwarmUnavailable as exc:
             ui.metrics.actions.labels(action=action, outcome="refused").inc()
-            return JSONResponse({"ok": False, "message": str(exc)}, status_code=409)
+            return JSONResponse(ActionResult(ok=False, message=str(exc)).model_dump(), status_code=409)
         ui.metrics.actions.labels(action=action, outcome="done").inc()
-        return JSONResponse({"ok": True, "message": message})
+        return JSONResponse(ActionResult(ok=True, message=message).model_dump())
 
     @router.get("/prs", response_class=HTMLResponse, summary="Pull requests with the gate's verdict")
     async def prs(request: Request, user: User, state: str = "all") -> HTMLResponse:
