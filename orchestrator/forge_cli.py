@@ -111,6 +111,7 @@ def print_why(pr: dict[str, Any]) -> None:
         for reason in gate["reasons"]:
             mark = "[red]x[/red]" if reason["blocking"] else "[yellow]…[/yellow]"
             console.print(f"  {mark} {reason['message']}  [dim]({reason['code']})[/dim]")
+    print_kernels(gate)
     approvals = ", ".join(f"@{a}" for a in approvals_counted) or "none"
     console.print(f"approvals counted: {approvals}")
     for note in gate["notes"]:
@@ -122,6 +123,28 @@ def print_why(pr: dict[str, Any]) -> None:
             repeats = f" x{entry['repeats']}" if entry.get("repeats") else ""
             reasons = "; ".join(r["code"] for r in entry["reasons"]) or "-"
             console.print(f"  {when} {entry['action']}{repeats} after {entry['cause']}: {reasons}")
+
+
+def print_kernels(gate: dict[str, Any]) -> None:
+    """Per changed kernel: each required check, the jobs that cover it and their verdicts, or what is
+    missing; then the paths only operators may change."""
+    kernels = gate.get("kernels") or []
+    if kernels:
+        console.print("changed kernels:")
+    marks = {"success": "[green]ok[/green]", "failure": "[red]x[/red]", "pending": "[yellow]…[/yellow]"}
+    for kernel in kernels:
+        console.print(
+            f"  {kernel['path']} [dim](task {kernel['task']}, {kernel['status']})[/dim]", markup=True
+        )
+        for check in kernel.get("checks") or []:
+            mark = marks.get(check["state"], "[yellow]missing[/yellow]")
+            console.print(f"    {mark} {check['context']}: {check['message']}", highlight=False)
+            for job in check.get("jobs") or []:
+                counts = "" if job["counts"] else " [dim](proves nothing)[/dim]"
+                verdict = job.get("verdict") or job["state"]
+                console.print(f"        job {job['id']} by @{job['submitter']}: {verdict}{counts}")
+    for blocked in gate.get("blocked_paths") or []:
+        console.print(f"  [red]trusted[/red] {blocked['path']}: {blocked['why']}", highlight=False)
 
 
 def register(app: typer.Typer) -> None:

@@ -181,6 +181,7 @@ class Supervisor:
                 "required_approvals": review.approvals,
                 "required_checks": review.required_checks,
                 "protected_branches": repo.protected,
+                "dataset": repo.kind == "dataset",
             }
             try:
                 self.client.request(

@@ -18,6 +18,7 @@ from gateway.forge.gitrepo import BareRepo
 from gateway.forge.models import (
     REVIEW_EVENTS,
     STATUS_STATES,
+    ChangedFile,
     Comment,
     CommitStatus,
     ForgeError,
@@ -34,6 +35,7 @@ from gateway.principals import Principal, PrincipalError, PrincipalKind, Princip
 REPO_NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,99}$")
 BRANCH_RE = re.compile(r"^(?!/)(?!.*//)(?!.*\.\.)(?!.*@\{)[A-Za-z0-9._/-]{1,200}(?<![/.])$")
 SHA_RE = re.compile(r"^[0-9a-f]{40}$")
+CHANGE_STATUS = {"A": "added", "M": "modified", "D": "deleted"}
 
 
 def check_name(value: str, what: str) -> None:
@@ -271,6 +273,13 @@ class EmbeddedForge:
             return ""
         return await self.bare(org, repo).diff(pr.base_sha, pr.head_sha)
 
+    async def pr_files(self, org: str, repo: str, number: int) -> list[ChangedFile]:
+        pr = await self._fill_shas(await self._stored(org, repo, number))
+        if not pr.head_sha or not pr.base_sha:
+            return []
+        changes = await self.bare(org, repo).changed_files(pr.base_sha, pr.head_sha)
+        return [ChangedFile(path=path, status=CHANGE_STATUS[code]) for code, path in changes]
+
     async def request_reviewers(
         self, actor: str, org: str, repo: str, number: int, reviewers: Sequence[str]
     ) -> PullRequest:
@@ -332,8 +341,14 @@ class EmbeddedForge:
         target_url: str = "",
     ) -> CommitStatus:
         setter = await self.principal(actor)
-        if setter.kind != PrincipalKind.worker:
+        if setter.kind not in (PrincipalKind.worker, PrincipalKind.gate):
             raise ForgeError(f"only job workers set commit statuses; {actor} is {setter.kind.value}", 403)
+        if context.startswith("kswarm/") and setter.kind != PrincipalKind.gate:
+            raise ForgeError(
+                f"{context}: kswarm/ statuses are computed by the gateway from job results "
+                "(a worker reports a result with POST /api/jobs/{id}/finish)",
+                403,
+            )
         if state not in STATUS_STATES:
             raise ForgeError(f"bad state {state!r}: one of {', '.join(STATUS_STATES)}", 422)
         if not context.strip():

@@ -1,8 +1,11 @@
 """The review gate: the ``gate`` principal's merge bot.
 
-It consumes the forge event stream (reviews, statuses, pushes, reproductions, protection changes)
-with a Redis consumer group, re-evaluates the affected PRs and merges those whose every rule holds:
-one merge per base at a time (a Redis lock), with the head sha rechecked under the lock and passed to
+It consumes the forge event stream (reviews, statuses, pushes, verification records, protection
+changes) with a Redis consumer group, re-evaluates the affected PRs and merges those whose every rule
+holds. Verification is bound to each changed kernel: the gate classifies the PR's changed files
+(``kernels.py``), reads the head's verification records (``ledger.py``), decides per kernel
+(``coverage.py``) and publishes the per-kernel and aggregate ``kswarm/`` statuses itself. Merges are
+one per base at a time (a Redis lock), with the head sha rechecked under the lock and passed to
 the forge so that a push in between makes the merge fail instead of merging unreviewed code. Every
 decision goes to an audit list per PR; merges and new hard blocks are announced in ``#reviews``.
 """
@@ -22,8 +25,12 @@ from redis.asyncio import Redis
 
 from gateway.chat import ChatService
 from gateway.forge import keys
-from gateway.forge.ledger import ReproductionLedger
-from gateway.forge.models import ForgeError, PullRequest
+from gateway.forge.coverage import STATUS_OF_COVERAGE
+from gateway.forge.coverage import coverage as kernel_coverage
+from gateway.forge.evidence import kernel_context, parse_check_context
+from gateway.forge.kernels import PRChanges, classify
+from gateway.forge.ledger import EvidenceLedger
+from gateway.forge.models import ChangedFile, ForgeError, PullRequest
 from gateway.forge.policy import GateDecision, Reason, ReviewPolicy, evaluate, short
 from gateway.forge.protocol import Forge
 from gateway.metrics import GatewayMetrics
@@ -32,6 +39,8 @@ from gateway.redis_compat import xautoclaim
 
 log = logging.getLogger("kswarm.forge.gate")
 AUDIT_MAX = 500
+FILES_CACHE = 512  # PRs whose changed-file lists are kept (keyed by repo, base sha, head sha)
+STATUS_DESCRIPTION_MAX = 140
 CLAIM_IDLE_MS = 60_000
 
 _RELEASE = """
@@ -47,7 +56,7 @@ class ReviewGate:
         redis: Redis,
         chat: ChatService,
         principals: PrincipalStore,
-        ledger: ReproductionLedger,
+        ledger: EvidenceLedger,
         *,
         sweep_s: float = 30.0,
         metrics: GatewayMetrics | None = None,
@@ -66,6 +75,7 @@ class ReviewGate:
         self.consumer = f"gate-{uuid.uuid4().hex[:12]}"
         self._release = redis.register_script(_RELEASE)
         self._principal: Principal | None = None
+        self._files: dict[tuple[str, str, str], list[ChangedFile]] = {}
 
     async def principal(self) -> Principal:
         if self._principal is None:
@@ -77,11 +87,60 @@ class ReviewGate:
     async def decide(self, org: str, repo: str, number: int) -> tuple[PullRequest, GateDecision]:
         pr = await self.forge.get_pr(org, repo, number)
         policy = await self.forge.get_protection(org, repo, pr.base) or ReviewPolicy()
-        reproductions = None
-        if policy.require_reproduction and pr.head_sha:
-            reproductions = await self.ledger.results(pr.full_name, pr.head_sha)
-        workers = {p.name for p in await self.principals.list(PrincipalKind.worker)}
-        return pr, evaluate(pr, policy, reproductions=reproductions, status_setters=workers)
+        trusted = {p.name for p in await self.principals.list(PrincipalKind.worker)}
+        trusted.add((await self.principal()).name)
+        if not pr.head_sha or not pr.base_sha:
+            return pr, evaluate(pr, policy, status_setters=trusted)
+        changes = await self.changes(pr, policy)
+        evidence = await self.ledger.for_sha(pr.full_name, pr.head_sha)
+        decision = evaluate(pr, policy, changes=changes, evidence=evidence, status_setters=trusted)
+        if pr.state != "open":  # merged or closed: still show what verified its head
+            decision.kernels = kernel_coverage(
+                pr.head_sha, changes.candidates, evidence, policy.required_checks
+            )
+        return pr, decision
+
+    async def changes(self, pr: PullRequest, policy: ReviewPolicy) -> PRChanges:
+        """The PR's changed files, classified; the file list is cached by (repo, base, head) because
+        it depends on nothing else (a push or a moved base changes the key)."""
+        key = (pr.full_name, pr.base_sha or "", pr.head_sha or "")
+        files = self._files.get(key)
+        if files is None:
+            files = await self.forge.pr_files(pr.org, pr.repo, pr.number)
+            self._files[key] = files
+            while len(self._files) > FILES_CACHE:
+                self._files.pop(next(iter(self._files)))
+        return classify(files, author=pr.author, dataset=policy.dataset, trusted_paths=policy.trusted_paths)
+
+    async def publish(self, pr: PullRequest, decision: GateDecision) -> None:
+        """Set the head's kswarm statuses from the decision: one per changed kernel and required check
+        (``kswarm/verify:cpu/<task>/<file>``) and the aggregate required check (``kswarm/verify:cpu``),
+        so that forge UIs and the forge's own merge check see what the gate sees. Only changes are
+        written; a failure to write is logged and retried on the next decision."""
+        head = decision.head_sha
+        if pr.state != "open" or not head:
+            return
+        wanted: dict[str, tuple[str, str]] = {}
+        for kernel in decision.kernels:
+            for check in kernel.checks:
+                kind, pool = parse_check_context(check.context) or ("verify", "?")
+                context = kernel_context(kind, pool, kernel.path)
+                wanted[context] = (STATUS_OF_COVERAGE[check.state], check.message)
+        contexts = {c.context for k in decision.kernels for c in k.checks}
+        policy = await self.forge.get_protection(pr.org, pr.repo, pr.base) or ReviewPolicy()
+        contexts |= {c for c in policy.required_checks if parse_check_context(c)}
+        for context in contexts:
+            wanted[context] = decision.aggregate(context)
+        current = {s.context: (s.state, s.description) for s in pr.statuses if s.sha == head}
+        gate = await self.principal()
+        for context, (state, description) in sorted(wanted.items()):
+            description = description[:STATUS_DESCRIPTION_MAX]
+            if current.get(context) == (state, description):
+                continue
+            try:
+                await self.forge.set_status(gate.name, pr.org, pr.repo, head, state, context, description)
+            except ForgeError as exc:
+                log.warning("gate: status %s on %s: %s", context, short(head), exc)
 
     async def audit(self, repo: str, number: int, limit: int = 50) -> list[dict[str, Any]]:
         raw = await self.redis.lrange(keys.audit(repo, number), -limit, -1)
@@ -138,6 +197,7 @@ class ReviewGate:
         pr, decision = await self.decide(org, repo, number)
         if pr.state != "open":
             return decision
+        await self.publish(pr, decision)
         if not decision.mergeable:
             await self.record(pr, decision, "blocked", cause)
             await self.announce_block(pr, decision)
@@ -150,6 +210,7 @@ class ReviewGate:
                 await self.record(pr, decision, "blocked", cause)
                 await self.announce_block(pr, decision)
                 return decision
+            await self.publish(pr, decision)  # the forge's own merge check reads the aggregate
             gate = await self.principal()
             try:
                 result = await self.forge.merge(gate.name, org, repo, number, decision.head_sha)
@@ -192,13 +253,15 @@ class ReviewGate:
         kind = fields.get("type", "")
         if kind == "merged":
             return []
+        if kind == "status" and fields.get("actor") == (await self.principal()).name:
+            return []  # the gate's own published statuses change none of its decisions
         if fields.get("pr"):
             return [(org, repo, int(fields["pr"]))]
         prs = await self.forge.list_prs(org, repo, "open")
         if kind == "push":
             branch = fields.get("ref", "").removeprefix("refs/heads/")
             prs = [p for p in prs if branch in (p.head, p.base)]
-        elif kind in ("status", "reproduction"):
+        elif kind in ("status", "verification"):
             prs = [p for p in prs if p.head_sha == fields.get("sha")]
         return [(org, repo, p.number) for p in prs]
 

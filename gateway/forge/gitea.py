@@ -16,6 +16,7 @@ import httpx
 
 from gateway.forge import gitea_shapes as shapes
 from gateway.forge.models import (
+    ChangedFile,
     Comment,
     CommitStatus,
     ForgeError,
@@ -173,6 +174,19 @@ class GiteaForge:
     async def pr_diff(self, org: str, repo: str, number: int) -> str:
         return (await self.call("GET", f"/repos/{org}/{repo}/pulls/{number}.diff")).text
 
+    async def pr_files(self, org: str, repo: str, number: int) -> list[ChangedFile]:
+        out: list[ChangedFile] = []
+        for page in range(1, 1000):
+            reply = await self.call(
+                "GET", f"/repos/{org}/{repo}/pulls/{number}/files", params={"page": page, "limit": 50}
+            )
+            batch = reply.json()
+            for item in batch:
+                out.extend(shapes.parse_changed_file(item))
+            if len(batch) < 50:
+                break
+        return out
+
     async def request_reviewers(
         self, actor: str, org: str, repo: str, number: int, reviewers: Sequence[str]
     ) -> PullRequest:
@@ -207,6 +221,9 @@ class GiteaForge:
         description: str = "",
         target_url: str = "",
     ) -> CommitStatus:
+        if context.startswith("kswarm/") and actor != self.gate_user:
+            # Gitea would accept it; kswarm's own contexts are computed by the gateway (as the gate).
+            raise ForgeError(f"{context}: kswarm/ statuses are computed by the gateway from job results", 403)
         payload = {"state": state, "context": context, "description": description, "target_url": target_url}
         reply = await self.call("POST", f"/repos/{org}/{repo}/statuses/{sha}", actor=actor, json=payload)
         return shapes.parse_status(reply.json(), sha)

@@ -97,6 +97,8 @@ class Protection(_Body):
     enable_status_check: bool = False
     status_check_contexts: list[str] = Field(default_factory=list)
     kswarm_require_reproduction: bool = False
+    kswarm_dataset: bool = False
+    kswarm_trusted_paths: list[str] | None = None
 
 
 class Merge(_Body):
@@ -250,6 +252,18 @@ def build_gitea_router(forge: EmbeddedForge) -> APIRouter:
     @r.get(R + "/pulls/{index}.diff", response_class=PlainTextResponse)
     async def pull_diff(owner: str, repo: str, index: int, _: Actor) -> str:
         return await forge.pr_diff(owner, repo, index)
+
+    @r.get(R + "/pulls/{index}/files")
+    async def pull_files(
+        owner: str,
+        repo: str,
+        index: int,
+        _: Actor,
+        page: Annotated[int, Query(ge=1)] = 1,
+        limit: Annotated[int, Query(ge=1, le=50)] = 30,
+    ) -> list[dict[str, Any]]:
+        files = await forge.pr_files(owner, repo, index)
+        return [shapes.changed_file_json(f) for f in files[(page - 1) * limit : page * limit]]
 
     @r.get(R + "/pulls/{index}")
     async def get_pull(owner: str, repo: str, index: int, _: Actor) -> dict[str, Any]:

@@ -11,7 +11,7 @@ import hashlib
 from datetime import UTC, datetime
 from typing import Any
 
-from gateway.forge.models import Comment, CommitStatus, PullRequest, RepoInfo, Review
+from gateway.forge.models import ChangedFile, Comment, CommitStatus, PullRequest, RepoInfo, Review
 from gateway.forge.policy import ReviewPolicy
 
 
@@ -218,6 +218,8 @@ def protection_json(branch: str, policy: ReviewPolicy, gate: str = "gate") -> di
         "merge_whitelist_usernames": [gate],
         "block_admin_merge_override": True,
         "kswarm_require_reproduction": policy.require_reproduction,
+        "kswarm_dataset": policy.dataset,
+        "kswarm_trusted_paths": list(policy.trusted_paths),
     }
 
 
@@ -229,4 +231,34 @@ def parse_protection(data: dict[str, Any]) -> ReviewPolicy:
         required_checks=list(checks),
         require_reproduction=bool(data.get("kswarm_require_reproduction", False)),
         protected_branches=[branch],
+        dataset=bool(data.get("kswarm_dataset", False)),
+        **({"trusted_paths": list(trusted)} if (trusted := data.get("kswarm_trusted_paths")) else {}),
     )
+
+
+def changed_file_json(changed: ChangedFile) -> dict[str, Any]:
+    """Gitea's ``ChangedFile`` (the fields kswarm reads, plus the counters as zeros)."""
+    return {
+        "filename": changed.path,
+        "previous_filename": "",
+        "status": changed.status,
+        "additions": 0,
+        "deletions": 0,
+        "changes": 0,
+    }
+
+
+def parse_changed_file(data: dict[str, Any]) -> list[ChangedFile]:
+    """Gitea's ``ChangedFile`` as kswarm's: a rename is the old path deleted plus the new one added;
+    an unknown status counts as a modification (it still needs verification)."""
+    path = str(data.get("filename") or "")
+    status = str(data.get("status") or "modified")
+    if not path:
+        return []
+    if status in ("renamed", "copied"):
+        previous = str(data.get("previous_filename") or "")
+        gone = [ChangedFile(path=previous, status="deleted")] if previous and status == "renamed" else []
+        return [*gone, ChangedFile(path=path, status="added")]
+    if status in ("added", "deleted"):
+        return [ChangedFile(path=path, status=status)]  # type: ignore[arg-type]
+    return [ChangedFile(path=path, status="modified")]

@@ -136,6 +136,18 @@ class BareRepo:
         await self.update_ref(f"refs/heads/{branch}", sha, ZERO_SHA, "initial commit")
         return sha
 
+    async def changed_files(self, base: str, head: str) -> list[tuple[str, str]]:
+        """(status, path) of every path ``head`` changes since its merge base with ``base``: ``A``dded,
+        ``M``odified (a type change counts as one) or ``D``eleted; renames are split into D + A, so
+        a renamed kernel is a new file that needs its own verification."""
+        out = await self.git("diff", "--name-status", "-z", "--no-renames", "--no-color", f"{base}...{head}")
+        parts = out.split("\0")
+        changes = []
+        for status, path in zip(parts[0::2], parts[1::2], strict=False):
+            if status and path:
+                changes.append(("M" if status[0] == "T" else status[0], path))
+        return changes
+
     async def diff(self, base: str, head: str, max_bytes: int = 2_000_000) -> str:
         text = await self.git("diff", "--no-color", "--no-ext-diff", f"{base}...{head}")
         return text[:max_bytes]

@@ -48,8 +48,8 @@ def password(user: str) -> str:
     return f"{PREFIX}password:{user}"  # salted hash, for Gitea-style Basic token creation
 
 
-def reproductions(repo: str, sha: str) -> str:
-    return f"{PREFIX}repro:{repo}:{sha}"  # hash reviewer -> json {passed, job_id, ts}
+def verifications(repo: str, sha: str) -> str:
+    return f"{PREFIX}verify:{repo}:{sha}"  # hash job id -> Verification json (gateway/forge/evidence.py)
 
 
 def audit(repo: str, number: int) -> str:

@@ -1,31 +1,44 @@
-"""Reproductions: which reviewer verified which sha with a passing job (the optional reproduction rule).
+"""Where verification records live: one Redis hash per (repo, sha), keyed by job id.
 
-The job runner calls ``record`` (in-process via ``ctx.extras["forge_ledger"]``, or through
-``POST /api/forge/repos/{org}/{repo}/reproductions/{sha}`` as a worker) when a verification job that
-a reviewer submitted on a sha finishes; the gate reads ``passed_by``.
+Written only by the job runner inside the gateway (``EvidenceLedger.record``); read by the gate, the PR
+views and ``pr why``. Every write emits a ``verification`` forge event, so the gate re-decides the PRs
+whose head is that sha and republishes their statuses.
 """
 
 from __future__ import annotations
 
-import json
-import time
-
 from redis.asyncio import Redis
 
 from gateway.forge import keys
+from gateway.forge.evidence import Verification
 from gateway.forge.store import emit_event
 
 
-class ReproductionLedger:
+class EvidenceLedger:
+    """Verification records per (repo, sha) in one Redis hash, keyed by job id."""
+
     def __init__(self, redis: Redis) -> None:
         self.redis = redis
 
-    async def record(self, repo: str, sha: str, reviewer: str, passed: bool, job_id: str = "") -> None:
-        """Reviewer ``reviewer`` reproduced ``sha`` of ``repo`` (org/name): passed or not. Last one wins."""
-        entry = json.dumps({"passed": passed, "job_id": job_id, "ts": time.time()})
-        await self.redis.hset(keys.reproductions(repo, sha), reviewer, entry)
-        await emit_event(self.redis, "reproduction", repo, sha=sha, reviewer=reviewer, passed=int(passed))
+    async def record(self, verification: Verification) -> None:
+        """Store (or update) a job's record and tell the gate; idempotent for the same record."""
+        key = keys.verifications(verification.repo, verification.sha)
+        await self.redis.hset(key, verification.job_id, verification.model_dump_json())
+        await emit_event(
+            self.redis,
+            "verification",
+            verification.repo,
+            sha=verification.sha,
+            kernel=verification.kernel,
+            job=verification.job_id,
+            state=verification.state,
+        )
 
-    async def results(self, repo: str, sha: str) -> dict[str, bool]:
-        raw = await self.redis.hgetall(keys.reproductions(repo, sha))
-        return {name: bool(json.loads(v).get("passed")) for name, v in raw.items()}
+    async def forget(self, repo: str, sha: str, job_id: str) -> None:
+        """Drop a record whose job was never accepted (e.g. the queue refused it)."""
+        await self.redis.hdel(keys.verifications(repo, sha), job_id)
+
+    async def for_sha(self, repo: str, sha: str) -> list[Verification]:
+        raw = await self.redis.hgetall(keys.verifications(repo, sha))
+        records = [Verification.model_validate_json(v) for v in raw.values()]
+        return sorted(records, key=lambda r: (r.ts, r.job_id))

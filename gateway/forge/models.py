@@ -103,6 +103,16 @@ class PullRequest(BaseModel):
         return f"{self.org}/{self.repo}#{self.number}"
 
 
+ChangeStatus = Literal["added", "modified", "deleted"]
+
+
+class ChangedFile(BaseModel):
+    """One path a PR changes between its merge base and its head (a rename is a delete plus an add)."""
+
+    path: str
+    status: ChangeStatus
+
+
 class MergeResult(BaseModel):
     merged: bool
     merge_sha: str | None = None

@@ -22,7 +22,7 @@ from gateway.forge.gate import ReviewGate
 from gateway.forge.git_http import build_git_router
 from gateway.forge.gitea import GiteaForge
 from gateway.forge.gitea_api import build_gitea_router
-from gateway.forge.ledger import ReproductionLedger
+from gateway.forge.ledger import EvidenceLedger
 from gateway.forge.mcp_tools import register_pr_tools
 from gateway.forge.models import ForgeError
 from gateway.forge.protocol import Forge
@@ -49,7 +49,7 @@ def forge_plugin(
 ) -> Callable[[], AbstractAsyncContextManager[None]]:
     settings = settings or ForgeSettings()
     forge = build_forge(ctx, settings)
-    ledger = ReproductionLedger(ctx.redis)
+    ledger = EvidenceLedger(ctx.redis)
     gate = ReviewGate(
         forge,
         ctx.redis,

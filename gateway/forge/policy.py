@@ -1,15 +1,21 @@
 """The review policy and its evaluation: a pure function from a PR's facts to a decision with reasons.
 
 Both the embedded forge (refusing a merge while protection is unmet, as Gitea does) and the gate bot
-(deciding to merge) call ``evaluate``; only the gate passes reproduction results.
+(deciding to merge) call ``evaluate``; only the gate passes the PR's classified changes and its head's
+verification records, so only the gate decides kswarm checks per changed kernel.
 """
 
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 
 from pydantic import BaseModel, Field
 
+from gateway.forge.coverage import KernelCoverage, kernel_checks, reproduced_by
+from gateway.forge.coverage import coverage as kernel_coverage
+from gateway.forge.evidence import Verification, parse_check_context
+from gateway.forge.kernels import DEFAULT_TRUSTED_PATHS, BlockedPath, PRChanges
 from gateway.forge.models import PullRequest, Review
 
 
@@ -18,13 +24,26 @@ class ReviewPolicy(BaseModel):
 
     required_approvals: int = Field(1, ge=0, description="Approvals on the head sha, never by the author.")
     required_checks: list[str] = Field(
-        default_factory=list, description="Status contexts that must be success on the head sha."
+        default_factory=list,
+        description="Status contexts that must be success on the head sha. kswarm/<kind>:<pool> (e.g. "
+        "kswarm/verify:cpu) means: every kernel the PR changes passed a <kind> job on <pool> at the head.",
     )
     require_reproduction: bool = Field(
-        False, description="An approval counts only if its reviewer reproduced the head sha (passed)."
+        False,
+        description="An approval counts only if its reviewer verified every changed kernel at the head "
+        "with a passing job of their own.",
     )
     protected_branches: list[str] = Field(
         default_factory=lambda: ["main"], description="Branches only the gate merges into."
+    )
+    dataset: bool = Field(
+        False,
+        description="A kernel dataset branch: trusted paths are operator-only, agents add or change only "
+        "their own kernels (kernels/<task>/<author>_<variant>.py), kernels are never deleted by a PR.",
+    )
+    trusted_paths: list[str] = Field(
+        default_factory=lambda: list(DEFAULT_TRUSTED_PATHS),
+        description="Operator-only paths of a dataset branch (fnmatch patterns, * crosses /).",
     )
 
 
@@ -44,12 +63,30 @@ class GateDecision(BaseModel):
     reasons: list[Reason] = Field(default_factory=list)
     approvals: list[str] = Field(default_factory=list, description="Reviewers whose approval counts.")
     notes: list[str] = Field(default_factory=list, description="Things ignored, and why.")
+    kernels: list[KernelCoverage] = Field(
+        default_factory=list, description="Per changed kernel: its verification on each required check."
+    )
+    blocked_paths: list[BlockedPath] = Field(
+        default_factory=list, description="Changed paths only operators may change (dataset branches)."
+    )
     ts: float = Field(default_factory=time.time)
 
     def summary(self) -> str:
         if self.mergeable:
             return "mergeable: every rule holds"
         return "; ".join(r.message for r in self.reasons)
+
+    def aggregate(self, context: str) -> tuple[str, str]:
+        """(state, description) of a kswarm check for this PR, computed from its kernels' coverage."""
+        states = [c.state for k in self.kernels for c in k.checks if c.context == context]
+        if not states:
+            return "success", "no kernels changed: nothing to verify"
+        done = sum(s == "success" for s in states)
+        if "failure" in states:
+            return "failure", f"{states.count('failure')} of {len(states)} changed kernel(s) failed"
+        if done == len(states):
+            return "success", f"all {len(states)} changed kernel(s) verified"
+        return "pending", f"{done} of {len(states)} changed kernel(s) verified"
 
 
 def short(sha: str | None) -> str:
@@ -74,14 +111,17 @@ def evaluate(
     pr: PullRequest,
     policy: ReviewPolicy,
     *,
-    reproductions: dict[str, bool] | None = None,
+    changes: PRChanges | None = None,
+    evidence: list[Verification] | None = None,
     status_setters: set[str] | None = None,
 ) -> GateDecision:
     """Why ``pr`` may or may not be merged now.
 
-    ``reproductions`` maps reviewer -> passed for the head sha; it is consulted only when the policy
-    requires reproduction. ``status_setters``, when given, are the principals whose statuses count
-    (workers); statuses by anyone else are ignored with a note.
+    With ``changes`` and ``evidence`` (the gate), every kswarm check (``kswarm/<kind>:<pool>``) is
+    decided per changed kernel from the verification records, dataset rules apply, and reproduction is
+    checked per kernel; without them (the embedded forge refusing a merge as Gitea would) required
+    checks are plain commit statuses. ``status_setters``, when given, are the principals whose statuses
+    count; statuses by anyone else are ignored with a note.
     """
     head = pr.head_sha
     decision = GateDecision(repo=pr.full_name, number=pr.number, head_sha=head, mergeable=False)
@@ -105,6 +145,13 @@ def evaluate(
     if pr.mergeable is False:
         add("conflict", f"{pr.head} conflicts with {pr.base}: rebase or merge {pr.base} and push", True)
 
+    by_kernel = changes is not None and evidence is not None
+    candidates = changes.candidates if changes is not None else []
+    if changes is not None:
+        decision.blocked_paths = list(changes.blocked)
+        for blocked in changes.blocked:
+            add("trusted-path", blocked.why, blocking=True)
+
     verdicts = latest_verdicts(pr)
     for user, review in sorted(verdicts.items()):
         if review.state == "REQUEST_CHANGES":
@@ -126,10 +173,20 @@ def evaluate(
                 f"approval by @{user} was on {short(review.commit_id)}, not the head {short(head)}"
             )
             continue
-        if policy.require_reproduction and not (reproductions or {}).get(user, False):
-            decision.notes.append(f"approval by @{user} not counted: no passing reproduction")
-            add("reproduction", f"@{user} approved but has not reproduced {short(head)} with a passing job")
-            continue
+        if policy.require_reproduction:
+            missing = (
+                reproduced_by(user, head, candidates, evidence or [], policy.required_checks)
+                if by_kernel
+                else ["(no verification records)"]
+            )
+            if missing:
+                decision.notes.append(f"approval by @{user} not counted: no passing reproduction")
+                add(
+                    "reproduction",
+                    f"@{user} approved but has not verified {', '.join(missing)} at {short(head)} "
+                    "with a passing job of their own",
+                )
+                continue
         approvals.append(user)
     decision.approvals = approvals
     if len(approvals) < policy.required_approvals:
@@ -141,11 +198,39 @@ def evaluate(
             f"from reviewers other than @{pr.author}{extra}",
         )
 
+    if by_kernel:
+        decision.kernels = kernel_coverage(head, candidates, evidence or [], policy.required_checks)
+        if kernel_checks(policy.required_checks) and not candidates:
+            decision.notes.append("no kernels changed: no verification needed")
+        for kernel in decision.kernels:
+            for check in kernel.checks:
+                if check.state == "failure":
+                    add("kernel-failed", check.message, blocking=True)
+                elif check.state == "pending":
+                    add("kernel-pending", check.message)
+                elif check.state == "missing":
+                    add("kernel-unverified", check.message)
+    plain = [c for c in policy.required_checks if not (by_kernel and parse_check_context(c))]
+    _plain_checks(pr, head, plain, status_setters, decision, add)
+
+    decision.mergeable = not reasons
+    return decision
+
+
+def _plain_checks(
+    pr: PullRequest,
+    head: str,
+    contexts: list[str],
+    status_setters: set[str] | None,
+    decision: GateDecision,
+    add: Callable[..., None],
+) -> None:
+    """Required checks decided by the head's latest commit status of each context."""
     by_context = {s.context: s for s in pr.statuses if s.sha == head}
-    for context in policy.required_checks:
+    for context in contexts:
         status = by_context.get(context)
         if status is not None and status_setters is not None and status.creator not in status_setters:
-            decision.notes.append(f"status {context} set by @{status.creator} (not a worker) ignored")
+            decision.notes.append(f"status {context} set by @{status.creator} ignored (not trusted for it)")
             status = None
         if status is None:
             add("check-missing", f"required check {context} has not reported on {short(head)}")
@@ -154,6 +239,3 @@ def evaluate(
         elif status.state != "success":
             desc = f": {status.description}" if status.description else ""
             add("check-failed", f"required check {context} is {status.state} on {short(head)}{desc}", True)
-
-    decision.mergeable = not reasons
-    return decision

@@ -12,7 +12,16 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Protocol, runtime_checkable
 
-from gateway.forge.models import Comment, CommitStatus, ForgeUser, MergeResult, PullRequest, RepoInfo, Review
+from gateway.forge.models import (
+    ChangedFile,
+    Comment,
+    CommitStatus,
+    ForgeUser,
+    MergeResult,
+    PullRequest,
+    RepoInfo,
+    Review,
+)
 from gateway.forge.policy import ReviewPolicy
 
 
@@ -59,6 +68,11 @@ class Forge(Protocol):
         ...
 
     async def pr_diff(self, org: str, repo: str, number: int) -> str: ...
+
+    async def pr_files(self, org: str, repo: str, number: int) -> list[ChangedFile]:
+        """Every path the PR's head changes since its merge base with the base (renames split into a
+        deletion and an addition); what the gate binds verification to."""
+        ...
 
     async def request_reviewers(
         self, actor: str, org: str, repo: str, number: int, reviewers: Sequence[str]

@@ -1,36 +1,28 @@
 """kswarm's own forge REST under ``/api/forge``: PR views with the gate's reasons (for ``kswarm pr``),
-repo and policy provisioning, forge accounts, and the reproduction hook for the job runner."""
+repo and policy provisioning, forge accounts."""
 
 from __future__ import annotations
 
 from typing import Annotated, Any
 
 from fastapi import APIRouter, Depends, Query, Request
-from pydantic import BaseModel, Field
+from pydantic import BaseModel
 
-from gateway.auth import current_principal, require_kind, require_operator
+from gateway.auth import current_principal, require_operator
 from gateway.context import GatewayContext
-from gateway.forge.ledger import ReproductionLedger
 from gateway.forge.models import ForgeError, ForgeUser, RepoInfo
 from gateway.forge.policy import ReviewPolicy
 from gateway.forge.service import forge_of, gate_of, pr_view, resolve_repo, summary
-from gateway.principals import Principal, PrincipalKind
+from gateway.principals import Principal
 
 Caller = Annotated[Principal, Depends(current_principal)]
 Operator = Annotated[Principal, Depends(require_operator)]
-Worker = Annotated[Principal, Depends(require_kind(PrincipalKind.worker, PrincipalKind.operator))]
 
 
 class RepoCreate(BaseModel):
     org: str
     name: str
     default_branch: str = "main"
-
-
-class Reproduction(BaseModel):
-    reviewer: str = Field(description="The reviewer who submitted the verification job.")
-    passed: bool
-    job_id: str = ""
 
 
 def ctx_of(request: Request) -> GatewayContext:
@@ -105,13 +97,5 @@ def build_forge_router() -> APIRouter:
         org: str, repo: str, number: int, ctx: Ctx, _: Caller, diff: Annotated[bool, Query()] = False
     ) -> dict[str, Any]:
         return await pr_view(ctx, org, repo, number, diff_chars=2_000_000 if diff else 0, audit=50)
-
-    @r.post("/repos/{org}/{repo}/reproductions/{sha}", status_code=201)
-    async def reproduction(
-        org: str, repo: str, sha: str, body: Reproduction, ctx: Ctx, _: Worker
-    ) -> dict[str, Any]:
-        ledger: ReproductionLedger = ctx.extras["forge_ledger"]
-        await ledger.record(f"{org}/{repo}", sha, body.reviewer, body.passed, body.job_id)
-        return {"repo": f"{org}/{repo}", "sha": sha, **body.model_dump()}
 
     return r

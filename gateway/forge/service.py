@@ -93,6 +93,8 @@ async def pr_view(
             "reasons": [r.model_dump() for r in decision.reasons],
             "approvals": decision.approvals,
             "notes": decision.notes,
+            "kernels": [k.model_dump() for k in decision.kernels],
+            "blocked_paths": [b.model_dump() for b in decision.blocked_paths],
         },
     )
     if audit:

@@ -135,7 +135,9 @@ class ForgeStore:
         the last status event always agree, however many workers set statuses at once."""
         status.id = int(await self.redis.incr(keys.STATUS_SEQ))
         status.created = time.time()
-        event = event_fields("status", repo, sha=status.sha, context=status.context, state=status.state)
+        event = event_fields(
+            "status", repo, sha=status.sha, context=status.context, state=status.state, actor=status.creator
+        )
         async with self.redis.pipeline(transaction=True) as pipe:
             pipe.hset(keys.statuses(repo, status.sha), status.context, status.model_dump_json())
             pipe.xadd(keys.EVENTS, event, maxlen=EVENTS_MAXLEN, approximate=True)

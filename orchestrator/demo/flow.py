@@ -61,7 +61,12 @@ async def set_stage(api: Api) -> None:
     await api.call("POST", "/api/tasks/seed", json={"repo": DATASET_REPO, "post_tasks": False})
     await api.call("POST", "/api/kb/seed")
     org, _, repo = DATASET_REPO.partition("/")
-    policy = {"required_approvals": 1, "required_checks": [CHECK], "protected_branches": ["main"]}
+    policy = {
+        "required_approvals": 1,
+        "required_checks": [CHECK],
+        "protected_branches": ["main"],
+        "dataset": True,
+    }
     await api.call("PUT", f"/api/forge/repos/{org}/{repo}/policy", json=policy)
 
 

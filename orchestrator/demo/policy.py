@@ -13,8 +13,9 @@ Who wakes whom (every hop goes through the platform):
 - that mention -> developer: ``task_list``, ``task_claim`` (a lost race moves on to the next task),
   branch ``<me>/<task>``, commit, push, ``pr_open`` (a reviewer gets a notice), ``job_submit``;
 - the worker's job DM -> developer: ``job_status``, comment on the PR, @reviewer in #reviews, next task;
-- that mention -> reviewer: ``pr_view`` + ``job_status`` (the job must be for the PR's head), then
-  ``pr_review`` APPROVED, or REQUEST_CHANGES citing the job's flags and @author;
+- that mention -> reviewer: ``pr_view`` + ``job_status``; approve only when every kernel the PR
+  changes passed a job at its head (the gateway's per-kernel evidence in ``pr_view``), else
+  REQUEST_CHANGES citing the failing job's flags and @author, or a comment while one is pending;
 - "changes requested" -> developer: a fresh commit with the fix, force-pushed, and a new job;
 - the gate's "merged" notice -> developer: ``task_done``.
 """
@@ -36,7 +37,6 @@ from orchestrator.demo.steps import (
     DemoPolicy,
     Flow,
     flags_text,
-    job_passed,
     names_after,
 )
 
@@ -54,8 +54,30 @@ def rev_look(policy: DemoPolicy, event: dict[str, Any]) -> list[Step]:
     return [lambda s: Call("pr_view", {"number": number, "repo": repo, "diff": True})]
 
 
+def coverage_verdict(pr: dict[str, Any]) -> tuple[str, str]:
+    """(APPROVED | REQUEST_CHANGES | WAIT, why) from the gateway's per-kernel evidence in ``pr_view``:
+    approve only when every kernel the PR changes passed a job at the head on every required check, so
+    that a job id for another file, another sha or another task never talks the reviewer into it."""
+    gate = pr.get("gate") or {}
+    kernels = gate.get("kernels") or []
+    if gate.get("blocked_paths"):
+        return "REQUEST_CHANGES", "; ".join(b["why"] for b in gate["blocked_paths"])
+    if not kernels:
+        return "WAIT", "the PR changes no kernel (kernels/<task>/<file>.py)"
+    failed = [c["message"] for k in kernels for c in k.get("checks") or [] if c["state"] == "failure"]
+    if failed:
+        return "REQUEST_CHANGES", "; ".join(failed)
+    open_checks = [c["message"] for k in kernels for c in k.get("checks") or [] if c["state"] != "success"]
+    if open_checks or not all(k.get("checks") for k in kernels):
+        return "WAIT", "; ".join(open_checks) or "no verification is required here"
+    jobs = sorted(
+        {j["id"] for k in kernels for c in k["checks"] for j in c["jobs"] if j["verdict"] == "pass"}
+    )
+    return "APPROVED", f"{len(kernels)} kernel(s), passing job(s) {', '.join(jobs)}"
+
+
 def rev_decide(policy: DemoPolicy, event: dict[str, Any]) -> list[Step]:
-    """The author says a job finished: check that job is for the PR's head, then approve or object."""
+    """The author says a job finished: approve only what the gateway's evidence shows verified."""
     found = REVIEW_PING_RE.search(event.get("text", ""))
     assert found is not None
     number, job_id = int(found.group(1)), found.group(2)
@@ -74,24 +96,19 @@ def rev_decide(policy: DemoPolicy, event: dict[str, Any]) -> list[Step]:
         if not got:
             return None
         pr, job = got
-        head, sha = str(pr.get("head_sha")), str(job.get("sha"))
-        in_diff = str(job.get("kernel")) in str(pr.get("diff", ""))
-        if sha != head or job.get("repo") != pr.get("repo") or not in_diff:
-            text = f"Job {job_id} is for {sha[:10]}, not the head {head[:10]}: waiting for a job on the head."
-            return Call("pr_comment", {"number": number, "body": text, "repo": policy.repo})
-        if job_passed(job):
+        head = str(pr.get("head_sha"))
+        verdict, why = coverage_verdict(pr)
+        if verdict == "APPROVED":
+            body = f"Every changed kernel passed verification at {head[:10]} ({why}). Approving this head."
+        elif verdict == "REQUEST_CHANGES":
+            cited = f" Job {job_id}: {flags_text(job)}." if job.get("sha") == head else ""
             body = (
-                f"Job {job_id} verified `{job.get('kernel')}` at {head[:10]} on `{job.get('pool')}`: pass. "
-                "Read the diff; approving this head."
+                f"Not verified at {head[:10]}: {why}.{cited} Please fix the kernel and verify the new head."
             )
-            event_kind = "APPROVED"
         else:
-            body = (
-                f"Job {job_id} at {head[:10]} did not pass: {flags_text(job)}. "
-                "Please fix the kernel and verify the new head."
-            )
-            event_kind = "REQUEST_CHANGES"
-        args = {"number": number, "event": event_kind, "body": body, "head_sha": head, "repo": policy.repo}
+            text = f"Waiting before I review {head[:10]}: {why}."
+            return Call("pr_comment", {"number": number, "body": text, "repo": policy.repo})
+        args = {"number": number, "event": verdict, "body": body, "head_sha": head, "repo": policy.repo}
         return Call("pr_review", args)
 
     def tell(s: Scratch) -> Call | None:

@@ -164,6 +164,3 @@ def flags_text(job: dict[str, Any]) -> str:
     head = flags or str(job.get("verdict") or job.get("state") or "no result")
     return f"{head} ({reasons})" if reasons else head
 
-
-def job_passed(job: dict[str, Any]) -> bool:
-    return job.get("state") == "succeeded" and job.get("verdict") == "pass"

@@ -13,7 +13,9 @@ import time
 from enum import StrEnum
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+
+from gateway.forge.kernels import task_of_kernel
 
 SHA_RE = re.compile(r"^[0-9a-f]{40}$")
 TASK_RE = re.compile(r"^[a-z0-9][a-z0-9_.-]{0,63}$")
@@ -76,14 +78,19 @@ def check_kernel_path(path: str) -> str:
 
 
 class JobRequest(BaseModel):
-    """A submission (REST body and MCP tool arguments). The submitter comes from the token."""
+    """A submission (REST body and MCP tool arguments). The submitter comes from the token; the task
+    comes from the kernel's path (``kernels/<task>/<file>.py``)."""
 
     model_config = ConfigDict(extra="forbid")
 
-    task: str = Field(
-        description="Task id, e.g. add; the task itself comes from the pool's trusted task dir."
+    kernel: str = Field(
+        description="Candidate module path in the repo: kernels/<task>/<file>.py; its directory is the task."
     )
-    kernel: str = Field(description="Candidate module path in the repo, e.g. kernels/add/add_masked.py.")
+    task: str | None = Field(
+        None,
+        description="Optional; must equal the task the kernel's path names (a file is only ever verified "
+        "as its own task). The task itself comes from the pool's trusted task dir.",
+    )
     ref: str = Field("main", description="Branch, tag or sha to check out; resolved to a sha at submission.")
     repo: str | None = Field(None, description="org/name in the forge; default: the forge's default repo.")
     entry: str | None = Field(None, description="Entry function (informational; the task names it).")
@@ -98,15 +105,17 @@ class JobRequest(BaseModel):
 
     @field_validator("task")
     @classmethod
-    def _task(cls, value: str) -> str:
-        if not TASK_RE.match(value):
+    def _task(cls, value: str | None) -> str | None:
+        if value is not None and not TASK_RE.match(value):
             raise ValueError(f"bad task id {value!r}: a-z, 0-9, '_', '.', '-' (max 64)")
         return value
 
     @field_validator("kernel")
     @classmethod
     def _kernel(cls, value: str) -> str:
-        return check_kernel_path(value)
+        check_kernel_path(value)
+        task_of_kernel(value)
+        return value
 
     @field_validator("repo")
     @classmethod
@@ -114,6 +123,17 @@ class JobRequest(BaseModel):
         if value is not None and not REPO_RE.match(value):
             raise ValueError(f"bad repo {value!r}: org/name")
         return value
+
+    @model_validator(mode="after")
+    def _task_from_path(self) -> JobRequest:
+        named = task_of_kernel(self.kernel)
+        if self.task is not None and self.task != named:
+            raise ValueError(
+                f"task {self.task!r} disagrees with the kernel's path {self.kernel} (task {named!r}): "
+                "a kernel is verified only as the task its directory names"
+            )
+        self.task = named
+        return self
 
 
 class Job(BaseModel):

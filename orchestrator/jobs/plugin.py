@@ -77,12 +77,14 @@ def build_jobs_router() -> APIRouter:
         full: bool = False,
         limit: Annotated[int, Query(ge=1, le=500)] = 50,
     ) -> list[Job]:
-        jobs = await svc.queue.list(pool, state, principal.name if mine else submitter, limit)
+        jobs = await svc.visible(
+            principal, await svc.queue.list(pool, state, principal.name if mine else submitter, limit)
+        )
         return jobs if full else [j.model_copy(update={"result": None}) for j in jobs]
 
     @r.get("/pools", summary="Pools: depth, running jobs with devices, recent results, config")
-    async def pools(svc: Svc, _: Caller) -> list[dict[str, Any]]:
-        return await svc.pools_view()
+    async def pools(svc: Svc, principal: Caller) -> list[dict[str, Any]]:
+        return await svc.pools_view(principal)
 
     @r.get("/pools/{pool}/config", summary="One pool's configuration (what workers run)")
     async def pool_config(pool: str, svc: Svc, _: Caller) -> dict[str, Any]:
@@ -101,16 +103,17 @@ def build_jobs_router() -> APIRouter:
             assignment = await svc.take(principal, pool, body, gone=request.is_disconnected)
         return assignment if assignment is not None else Response(status_code=204)
 
-    @r.get("/{job_id}", response_model=Job, summary="One job with its result record")
-    async def get(job_id: str, svc: Svc, _: Caller) -> Job:
+    @r.get("/{job_id}", response_model=Job, summary="One job with its result record (if you may read it)")
+    async def get(job_id: str, svc: Svc, principal: Caller) -> Job:
         with http_errors():
-            return await svc.get(job_id)
+            return await svc.read(principal, job_id)
 
     @r.get("/{job_id}/logs", response_class=PlainTextResponse, summary="A job's output (capped)")
-    async def logs(job_id: str, svc: Svc, _: Caller, tail: Annotated[int | None, Query(ge=1)] = None) -> str:
+    async def logs(
+        job_id: str, svc: Svc, principal: Caller, tail: Annotated[int | None, Query(ge=1)] = None
+    ) -> str:
         with http_errors():
-            await svc.get(job_id)
-        return await svc.queue.logs(job_id, tail)
+            return await svc.logs(principal, job_id, tail)
 
     @r.post("/{job_id}/cancel", response_model=Job, summary="Cancel (submitter or operator)")
     async def cancel(job_id: str, svc: Svc, principal: Caller) -> Job:
@@ -161,10 +164,13 @@ def _brief(job: Job) -> dict[str, Any]:
 
 
 def register_job_tools(mcp: Any, svc: JobService) -> None:
-    @mcp.tool(name="job_submit", description="Verify a kernel: run task's harness on repo@ref in a pool.")
+    @mcp.tool(
+        name="job_submit",
+        description="Verify kernels/<task>/<file>.py (as the task its dir names) at repo@ref.",
+    )
     async def job_submit(
-        task: str,
         kernel: str,
+        task: str | None = None,
         ref: str = "main",
         repo: str | None = None,
         pool: str = "cpu",
@@ -195,17 +201,16 @@ def register_job_tools(mcp: Any, svc: JobService) -> None:
             jobs = await svc.queue.list(submitter=caller().name, limit=max(1, min(limit, 50)))
             return {"jobs": [_brief(j) for j in jobs]}
         try:
-            return _brief(await svc.get(id))
+            return _brief(await svc.read(caller(), id))
         except JobError as exc:
             raise _tool_error(exc) from exc
 
     @mcp.tool(name="job_logs", description="The end of a job's output (tail characters).")
     async def job_logs(id: str, tail: int = 4000) -> str:
         try:
-            await svc.get(id)
+            return await svc.logs(caller(), id, max(1, min(tail, 100_000)))
         except JobError as exc:
             raise _tool_error(exc) from exc
-        return await svc.queue.logs(id, max(1, min(tail, 100_000)))
 
     @mcp.tool(name="job_cancel", description="Cancel one of your jobs.")
     async def job_cancel(id: str) -> dict[str, Any]:

@@ -294,6 +294,15 @@ class JobQueue:
         )
         return reply[0] == "ok", reply[1]
 
+    async def unreported(self, older_than_s: float = 0.0, limit: int = 100) -> list[str]:
+        """Finished jobs whose evidence and notice are not delivered yet, oldest first; only those
+        finished at least ``older_than_s`` ago (younger ones are being reported right now)."""
+        cutoff = time.time() - older_than_s
+        return list(await self.redis.zrangebyscore(self.key("unreported"), "-inf", cutoff, 0, limit))
+
+    async def mark_reported(self, job_id: str) -> None:
+        await self.redis.zrem(self.key("unreported"), job_id)
+
     async def cancel(self, job_id: str) -> str:
         """cancelled (was queued), cancelling (running: its worker stops it), final or missing."""
         reply = await self._cancel(args=[self.prefix, job_id, repr(time.time()), self.recent_kept])

@@ -5,7 +5,8 @@ Layout under the prefix P (``ks:jobs:``), per pool: a *lane* stream per (priorit
 running jobs; ``lanes:<pool>`` (zset lane -> priority); ``queued:<pool>`` / ``running:<pool>`` (hash
 submitter -> count); ``served:<pool>`` (zset submitter -> serial of its last start, for fairness);
 ``active:<pool>`` (zset of running job ids); ``bell:<pool>`` (a stream that wakes long-polling
-workers); ``dead:<pool>`` (dead letters); ``recent:<pool>`` (list of finished ids). Per job:
+workers); ``dead:<pool>`` (dead letters); ``recent:<pool>`` (list of finished ids); ``unreported``
+(zset of finished job ids whose evidence and notice the gateway has not delivered yet). Per job:
 ``job:<id>`` (hash) and ``logs:<id>`` (string). Keys are derived inside the scripts, so this layout
 needs a single Redis (not a cluster).
 
@@ -63,9 +64,13 @@ local function counter(key, field, delta)
   local v = redis.call('HINCRBY', key, field, delta)
   if v <= 0 then redis.call('HDEL', key, field) end
 end
-local function recent(pool, id, keep)
+-- A job reached a final state: list it as recent, and as unreported until the gateway has recorded
+-- its verification evidence and sent its notice (the same script that ends the job, so no final
+-- state can be missed by a crash in between).
+local function recent(pool, id, keep, now)
   redis.call('LPUSH', P .. 'recent:' .. pool, id)
   redis.call('LTRIM', P .. 'recent:' .. pool, 0, keep - 1)
+  redis.call('ZADD', P .. 'unreported', now, id)
 end
 local function append_log(id, chunk, max)
   if chunk == nil or chunk == '' then return end
@@ -180,7 +185,7 @@ local pool = s[4]
 counter(P .. 'running:' .. pool, s[7], -1)
 redis.call('ZREM', P .. 'active:' .. pool, id)
 drop_entry(pool, s[5], s[6])
-recent(pool, id, tonumber(ARGV[9]))
+recent(pool, id, tonumber(ARGV[9]), ARGV[6])
 ring(pool, id)
 return {'ok', ARGV[5]}
 """
@@ -212,7 +217,7 @@ local lost = 'attempt ' .. attempts .. ' lost: worker ' .. worker .. ' stopped h
 append_log(id, '\\n[kswarm] ' .. lost .. '\\n', tonumber(ARGV[7]))
 if s[8] == '1' then
   redis.call('HSET', jk, 'state', 'cancelled', 'finished', now, 'error', 'cancelled; ' .. lost)
-  recent(pool, id, tonumber(ARGV[6]))
+  recent(pool, id, tonumber(ARGV[6]), now)
   return {'cancelled', id}
 end
 if attempts >= tonumber(s[4]) then
@@ -221,7 +226,7 @@ if attempts >= tonumber(s[4]) then
   redis.call('HSET', jk, 'state', 'error', 'verdict', 'error', 'error', reason, 'finished', now)
   redis.call('XADD', P .. 'dead:' .. pool, 'MAXLEN', '~', '10000', '*', 'job', id, 'reason', reason,
     'attempts', tostring(attempts), 'worker', worker, 'ts', now)
-  recent(pool, id, tonumber(ARGV[6]))
+  recent(pool, id, tonumber(ARGV[6]), now)
   return {'dead', id}
 end
 local rlane = '0:' .. sub
@@ -247,7 +252,7 @@ if s[1] == 'queued' then
   drop_lane_if_empty(pool, s[3])
   counter(P .. 'queued:' .. pool, s[5], -1)
   redis.call('HSET', jk, 'state', 'cancelled', 'finished', ARGV[3], 'error', 'cancelled before it started')
-  recent(pool, id, tonumber(ARGV[4]))
+  recent(pool, id, tonumber(ARGV[4]), ARGV[3])
   return {'cancelled', 'cancelled'}
 elseif s[1] == 'running' then
   redis.call('HSET', jk, 'cancel_requested', '1')

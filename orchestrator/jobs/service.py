@@ -2,6 +2,8 @@
 
 Identity is always the caller's principal: the submitter of a job, the consumer that runs it
 (``<worker principal>/<instance>``) and who may cancel it are derived from the token, never from a body.
+The task of a job is always the one its kernel's path names. Who may read a job is ``access.py``; what
+follows a final state (evidence, notice) is ``outcomes.py``.
 """
 
 from __future__ import annotations
@@ -16,7 +18,9 @@ from redis.exceptions import RedisError
 
 from gateway import keys as gateway_keys
 from gateway.context import GatewayContext
+from gateway.forge.kernels import task_of_kernel
 from gateway.principals import Principal, PrincipalKind
+from orchestrator.jobs.access import JobAccess
 from orchestrator.jobs.models import (
     SHA_RE,
     Assignment,
@@ -29,6 +33,7 @@ from orchestrator.jobs.models import (
     TakeRequest,
     new_job_id,
 )
+from orchestrator.jobs.outcomes import JobOutcomes
 from orchestrator.jobs.pools import JobsSettings, PoolConfig, RuleViolation
 from orchestrator.jobs.queue import JobQueue
 
@@ -121,6 +126,7 @@ class JobService:
             ctx.redis, log_max_bytes=settings.log_max_bytes, recent_kept=settings.recent_kept
         )
         self.refs = ForgeRefs(ctx, settings.default_repo)
+        self.outcomes = JobOutcomes(ctx, self.queue)
 
     def pool(self, name: str) -> PoolConfig:
         try:
@@ -133,11 +139,12 @@ class JobService:
     async def submit(self, principal: Principal, request: JobRequest) -> Job:
         if principal.kind not in (PrincipalKind.agent, PrincipalKind.operator):
             raise JobError(f"{principal.kind.value} principals do not submit jobs", 403)
+        task = task_of_kernel(request.kernel)  # the only task this file can be verified as
         pool = self.pool(request.pool)
         devices, timeout = pool.admit(request)
-        task_dir = pool.task_root() / request.task
+        task_dir = pool.task_root() / task
         if pool.task_root().is_dir() and not (task_dir / "task.py").is_file():
-            raise JobError(f"pool {pool.name} has no task {request.task!r}", 404)
+            raise JobError(f"pool {pool.name} has no task {task!r} (from {request.kernel})", 404)
         repo = await self.refs.repo(request.repo)
         ref = request.ref
         priority = "normal"
@@ -160,7 +167,7 @@ class JobService:
             repo=repo,
             ref=ref,
             sha=sha,
-            task=request.task,
+            task=task,
             kernel=request.kernel,
             entry=request.entry,
             pool=pool.name,
@@ -173,7 +180,13 @@ class JobService:
             max_attempts=pool.max_attempts,
             submitted=time.time(),
         )
-        queued = await self.queue.submit(job, pool.rules.max_queued_per_agent)
+        # Evidence first: a worker may take and finish the job before submit() returns.
+        await self.outcomes.submitted(job)
+        try:
+            queued = await self.queue.submit(job, pool.rules.max_queued_per_agent)
+        except BaseException:
+            await self.outcomes.refused(job)
+            raise
         await self.announce(queued)
         return queued
 
@@ -203,19 +216,39 @@ class JobService:
             raise JobError(f"no job {job_id}", 404)
         return job
 
+    async def read(self, principal: Principal, job_id: str) -> Job:
+        """A job the caller may read (docs/jobs.md "Who sees a job"); others get the missing-job 404."""
+        job = await self.queue.get(job_id)
+        if job is None or not await JobAccess(self.ctx).can_read(principal, job):
+            raise JobError(f"no job {job_id}", 404)
+        return job
+
+    async def visible(self, principal: Principal, jobs: list[Job]) -> list[Job]:
+        return await JobAccess(self.ctx).visible(principal, jobs)
+
+    async def logs(self, principal: Principal, job_id: str, tail: int | None = None) -> str:
+        await self.read(principal, job_id)
+        return await self.queue.logs(job_id, tail)
+
     async def cancel(self, principal: Principal, job_id: str) -> Job:
-        job = await self.get(job_id)
+        job = await self.read(principal, job_id)
         if principal.name != job.submitter and principal.kind != PrincipalKind.operator:
             raise JobError(f"only {job.submitter} (the submitter) or an operator cancels {job_id}", 403)
         await self.queue.cancel(job_id)
         cancelled = await self.get(job_id)
+        if cancelled.terminal:
+            await self.outcomes.deliver(job_id)
         await self.announce(cancelled)
         return cancelled
 
-    async def pools_view(self) -> list[dict[str, Any]]:
+    async def pools_view(self, principal: Principal) -> list[dict[str, Any]]:
         out = []
+        access = JobAccess(self.ctx)
         for pool in self.pools.values():
             depth = await self.queue.depth(pool.name)
+            for listing in ("running_jobs", "recent"):
+                jobs = [Job.model_validate(j) for j in depth[listing]]
+                depth[listing] = [j.public(with_result=False) for j in await access.visible(principal, jobs)]
             out.append({**depth, "config": pool.model_dump(mode="json", exclude={"harness_command"})})
         return out
 
@@ -294,6 +327,7 @@ class JobService:
             job = await self.queue.get(job_id)
             if job is not None:
                 self.ctx.metrics.jobs_finished.labels(pool=job.pool, state=state).inc()
+                await self.outcomes.deliver(job_id)
                 await self.announce(job)
         return FinishReply(recorded=recorded, state=state or "error")  # type: ignore[arg-type]
 
@@ -308,14 +342,21 @@ class JobService:
             m.dead_letters.labels(pool=pool.name).set(depth["dead_letters"])
 
     async def reclaim_loop(self) -> None:
-        """Requeue or dead-letter the jobs of silent workers, in every pool, forever."""
+        """Requeue or dead-letter the jobs of silent workers, in every pool, and deliver the outcomes
+        a crash left undelivered, forever."""
         idle_ms = int(self.settings.claim_idle_s * 1000)
         while True:
+            try:
+                await self.outcomes.deliver_pending()
+            except Exception:
+                log.exception("delivering job outcomes failed")
             for pool in self.pools:
                 try:
                     for action in await self.queue.reclaim(pool, idle_ms):
                         job = await self.queue.get(action.job_id)
                         if job is not None:
+                            if job.terminal:  # dead-lettered or cancelled: its evidence is final
+                                await self.outcomes.deliver(job.id)
                             await self.announce(job)
                 except Exception:  # a bad pass must not stop reclaiming; the next one retries
                     log.exception("reclaim of pool %s failed", pool)

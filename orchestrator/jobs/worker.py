@@ -3,10 +3,11 @@
 It serves one node of one pool (``--node``, default the pool's first; a Slurm pool's worker serves the
 whole cluster). It takes jobs from the gateway (the pool's streams, fair order, a long poll), allocates
 their devices on its node, checks out the exact sha, runs the executor, heartbeats while it runs (which
-keeps the job from being reclaimed, streams its log and picks up cancellations), records the result
-once, then sets the commit status, DMs the submitter and, for reproductions, records the reproduction.
-A worker killed mid-job leaves the job pending; the gateway reclaims and retries it after
-``claim_idle_s`` of silence.
+keeps the job from being reclaimed, streams its log and picks up cancellations) and records the result
+with one ``finish`` call. Everything that follows (the verification evidence the gate binds to the
+kernel, the commit statuses, the submitter's notice) the gateway does itself, so a worker that dies
+right after ``finish`` loses nothing. A worker killed mid-job leaves the job running; the gateway
+reclaims and retries it after ``claim_idle_s`` of silence.
 """
 
 from __future__ import annotations
@@ -29,11 +30,11 @@ import httpx
 
 from orchestrator.jobs.allocator import Allocation, DeviceAllocator
 from orchestrator.jobs.checkout import CheckoutError, checkout, inside, sha256_of
+from orchestrator.jobs.client import ConflictError, JobsClient
 from orchestrator.jobs.executors import ExecSpec, Executor, make_executor
 from orchestrator.jobs.executors.base import job_env
 from orchestrator.jobs.executors.local import make_writable
 from orchestrator.jobs.models import (
-    STATUS_OF_STATE,
     Assignment,
     FinishRequest,
     HeartbeatRequest,
@@ -41,7 +42,6 @@ from orchestrator.jobs.models import (
     TakeRequest,
 )
 from orchestrator.jobs.pools import PoolConfig
-from orchestrator.jobs.reporting import ConflictError, GatewayReporter, JobsClient, Reporter
 from orchestrator.jobs.results import PROJECT_ROOT, Verdict, harness_argv, interpret
 
 log = logging.getLogger("kswarm.jobs.worker")
@@ -93,7 +93,7 @@ class Worker:
         stop = stop or asyncio.Event()
         headers = {"Authorization": f"Bearer {self.token}"}
         async with httpx.AsyncClient(base_url=self.gateway, headers=headers, timeout=60) as http:
-            client, reporter = JobsClient(http), GatewayReporter(http)
+            client = JobsClient(http)
             pool = await client.pool_config(self.pool_name)
             executor = self.executor or make_executor(pool.executor)
             if pool.executor == "slurm":  # Slurm allocates; we only count what we have handed it
@@ -137,7 +137,7 @@ class Worker:
                         allocation = Allocation(assignment.job.id, node_name, ())
                     running = Running(assignment, allocation)
                     self.running[assignment.job.id] = running
-                    task = asyncio.create_task(self._job(pool, executor, client, reporter, running))
+                    task = asyncio.create_task(self._job(pool, executor, client, running))
                     tasks.add(task)
                     task.add_done_callback(lambda t, r=running: self._done(t, r, allocator, tasks))
             finally:
@@ -189,11 +189,8 @@ class Worker:
                     running.cancel.set()
             await asyncio.sleep(self.heartbeat_s)
 
-    async def _job(
-        self, pool: PoolConfig, executor: Executor, client: JobsClient, reporter: Reporter, running: Running
-    ) -> None:
+    async def _job(self, pool: PoolConfig, executor: Executor, client: JobsClient, running: Running) -> None:
         job, attempt = running.assignment.job, running.assignment.attempt
-        context = f"kswarm/{job.kind}:{pool.name}"
         base = self.workdir / f"{job.id}-{attempt}"
         src, out = base / "src", base / "out"
         devices = running.allocation.devices
@@ -202,9 +199,6 @@ class Worker:
             f"devices {list(devices) or '-'} executor {executor.kind}\n"
         )
         running.pending_log.append(header)
-        await reporter.commit_status(
-            job.repo, job.sha, "pending", context, f"{job.id} running (attempt {attempt})"
-        )
         verdict: Verdict
         try:
             shutil.rmtree(base, ignore_errors=True)
@@ -274,21 +268,6 @@ class Worker:
             return  # the gateway reclaims it after claim_idle_s and runs it again
         if not reply.recorded:
             log.warning("job %s: result not recorded (job is %s)", job.id, reply.state.value)
-            return
-        state = STATUS_OF_STATE[verdict.state]
-        summary = f"{job.id}: {verdict.verdict or verdict.state.value}"
-        await reporter.commit_status(
-            job.repo, job.sha, state, context, f"{summary} {verdict.error or ''}".strip()
-        )
-        text = (
-            f"job {job.id} ({job.task}, {job.kernel} @ {job.sha[:10]}, pool {pool.name}): "
-            f"{verdict.state.value}" + (f" - {verdict.error}" if verdict.error else "")
-        )
-        await reporter.notify(job.submitter, text[:2000])
-        if job.reproduce_pr is not None and verdict.state in (JobState.succeeded, JobState.failed):
-            await reporter.reproduction(
-                job.repo, job.sha, job.submitter, verdict.state == JobState.succeeded, job.id
-            )
 
 
 async def _first(*aws: object) -> None:

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import asyncio
 import os
+import secrets
 import subprocess
 import time
 from collections.abc import Callable
@@ -11,7 +13,10 @@ from pathlib import Path
 from typing import Any
 
 import httpx
+from redis.asyncio import Redis
 
+from gateway.forge.evidence import Verification
+from gateway.forge.ledger import EvidenceLedger
 from gateway.forge.plugin import forge_plugin
 from gateway.forge.settings import ForgeSettings
 from gateway.plugins import default_plugins
@@ -155,6 +160,51 @@ class Swarm:
     def status(self, who: str, sha: str, state: str, context: str = "kswarm/verify:cpu") -> httpx.Response:
         with self.api(who) as api:
             return api.post(f"/repos/{self.full}/statuses/{sha}", json={"state": state, "context": context})
+
+    def verify(
+        self,
+        sha: str,
+        kernel: str,
+        verdict: str = "pass",
+        *,
+        submitter: str = "alice",
+        pool: str = "cpu",
+        kind: str = "verify",
+        task: str | None = None,
+        state: str | None = None,
+    ) -> str:
+        """Record a job's verification of ``kernel`` at ``sha`` the way the job runner does (the
+        ledger the gate reads); returns the job id. ``verdict`` None with ``state`` queued: pending."""
+        job_id = f"j{secrets.token_hex(7)}"
+        states = {"pass": "succeeded", "fail": "failed", "unverifiable": "failed", "error": "error"}
+        record = Verification(
+            job_id=job_id,
+            repo=self.full,
+            sha=sha,
+            kernel=kernel,
+            task=task or kernel.split("/")[1],
+            pool=pool,
+            kind=kind,
+            submitter=submitter,
+            state=state or states.get(str(verdict), "error"),
+            verdict=verdict,
+        )
+
+        async def write() -> None:
+            redis = Redis.from_url(self.gw.redis_url, decode_responses=True)
+            try:
+                await EvidenceLedger(redis).record(record)
+            finally:
+                await redis.aclose()
+
+        asyncio.run(write())
+        return job_id
+
+    def statuses(self, sha: str) -> dict[str, tuple[str, str]]:
+        """context -> (state, creator) of the latest statuses on ``sha``."""
+        with self.api("operator") as api:
+            combined = api.get(f"/repos/{self.full}/commits/{sha}/status").json()
+        return {s["context"]: (s["status"], s["creator"]["login"]) for s in combined["statuses"]}
 
     def pr(self, number: int) -> dict[str, Any]:
         with self.api("operator") as api:

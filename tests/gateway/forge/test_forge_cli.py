@@ -28,11 +28,16 @@ def cli(swarm: Swarm, *args: str) -> tuple[int, str]:
 
 
 def test_prs_show_and_why(swarm: Swarm) -> None:
-    _, _, sha = swarm.push_branch("alice", "alice/cli", "k.py", "k\n")
+    covered, uncovered = "kernels/add/alice_k.py", "kernels/softmax/alice_k.py"
+    git, repo, _ = swarm.push_branch("alice", "alice/cli", covered, "k\n")
+    sha = git.commit(repo, uncovered, "s\n", "a second kernel")
+    assert git.push(repo, "alice/cli").returncode == 0
     number = swarm.open_pr("alice", "alice/cli")
+    job = swarm.verify(sha, covered, "pass")
+    other = swarm.verify(sha, "kernels/relu/alice_k.py", "pass")  # a file the PR does not change
     since = time.time()
     assert swarm.review("bob", number, "REQUEST_CHANGES", "needs a test").status_code == 200
-    swarm.wait_decision(number, since, {"changes-requested", "approvals", "check-missing"})
+    swarm.wait_decision(number, since, {"changes-requested", "approvals", "kernel-unverified"})
 
     code, out = cli(swarm, "prs", "--repo", swarm.full)
     assert code == 0, out
@@ -42,12 +47,16 @@ def test_prs_show_and_why(swarm: Swarm) -> None:
     assert code == 0, out
     assert "BLOCKED" in out
     assert "@bob requested changes" in out and "(changes-requested)" in out
-    assert "required check kswarm/verify:cpu has not reported" in out
-    assert "recent gate decisions:" in out and "blocked after review" in out
+    assert f"{uncovered} on kswarm/verify:cpu at {sha[:10]} has no passing job" in out
+    assert "changed kernels:" in out and f"job {job} by @alice: pass" in out
+    assert other not in out, "a job on a file the PR does not change is not its evidence"
+    assert "recent gate decisions:" in out and "blocked" in out and "after " in out
 
     code, out = cli(swarm, "pr", "why", str(number), "--repo", swarm.full, "--json")
     data = json.loads(out)
     assert data["gate"]["mergeable"] is False and data["head_sha"] == sha
+    states = {k["path"]: k["checks"][0]["state"] for k in data["gate"]["kernels"]}
+    assert states == {covered: "success", uncovered: "missing"}
 
     code, out = cli(swarm, "pr", "show", str(number), "--repo", swarm.full, "--diff")
     assert code == 0, out
@@ -55,7 +64,7 @@ def test_prs_show_and_why(swarm: Swarm) -> None:
 
     # merged: why says so
     assert swarm.review("bob", number, "APPROVED").status_code == 200
-    assert swarm.status("worker1", sha, "success").status_code == 201
+    swarm.verify(sha, uncovered, "pass")
     swarm.wait_merged(number)
     code, out = cli(swarm, "pr", "why", str(number), "--repo", swarm.full)
     assert code == 0 and "merged by the gate" in out and "merge commit" in out

@@ -12,7 +12,7 @@ from gateway.config import GatewaySettings
 from gateway.context import GatewayContext
 from gateway.forge.embedded import EmbeddedForge
 from gateway.forge.gate import ReviewGate
-from gateway.forge.ledger import ReproductionLedger
+from gateway.forge.ledger import EvidenceLedger
 from gateway.forge.policy import ReviewPolicy
 
 
@@ -36,7 +36,7 @@ async def test_racing_gates_merge_each_pr_once_and_keep_main_linear(
         await forge.review("carol", "proto", "race", pr.number, "APPROVED")
         numbers.append(pr.number)
 
-    ledger = ReproductionLedger(redis)
+    ledger = EvidenceLedger(redis)
     gates = [ReviewGate(forge, redis, ctx.chat, ctx.principals, ledger) for _ in range(2)]
     await asyncio.gather(*(g.consider("proto", "race", n) for g in gates for n in numbers))
 

@@ -2,7 +2,8 @@
 
 Gateway A serves the embedded forge (standing in for Gitea; no gate of its own). Gateway B has its own
 principals (another Redis database, as a production gateway's are not Gitea's) and
-``KSWARM_FORGE_GITEA_URL`` pointing at A; B's gate learns of reviews and statuses from its sweep.
+``KSWARM_FORGE_GITEA_URL`` pointing at A; B's gate learns of reviews from its sweep, reads the PR's
+changed files through the adapter, and publishes the kswarm statuses to A.
 """
 
 from __future__ import annotations
@@ -14,7 +15,10 @@ from pathlib import Path
 
 import pytest
 from forgekit import ForgeGateway, Git, wait_for
+from redis.asyncio import Redis
 
+from gateway.forge.evidence import Verification
+from gateway.forge.ledger import EvidenceLedger
 from gateway.forge.settings import ForgeSettings
 from kstest.mcp_client import call, mcp_session
 
@@ -50,7 +54,8 @@ async def test_gate_merges_through_the_gitea_adapter(
     git = Git(short_tmp / "h", quiet_gw.tokens["alice"], "alice", "alice@agents.test")
     work = git.clone(info["clone_url"], short_tmp / "w")
     git.run("checkout", "-q", "-b", "alice/gm", cwd=work)
-    sha = git.commit(work, "k.py", "k\n", "k")
+    kernel = "kernels/add/alice_k.py"
+    sha = git.commit(work, kernel, "k\n", "k")
     assert git.push(work, "alice/gm").returncode == 0
     # agents use B's MCP tools with B's tokens; B acts on Gitea with Sudo
     async with mcp_session(gitea_mode.url, gitea_mode.tokens["alice"]) as alice:
@@ -62,16 +67,29 @@ async def test_gate_merges_through_the_gitea_adapter(
         assert any("gm/kernels#" in i["text"] for i in await call(bob, "inbox"))
         await call(bob, "pr_review", number=number, event="APPROVED", repo="gm/kernels")
         view = await call(bob, "pr_view", number=number, repo="gm/kernels")
-        assert {r["code"] for r in view["gate"]["reasons"]} == {"check-missing"}
-    # the job worker reports to "Gitea"; B's gate sees it on its next sweep and merges as `gate`
-    with quiet_gw.gitea(quiet_gw.tokens["worker1"]) as worker:
-        body = {"state": "success", "context": "kswarm/verify:cpu"}
-        assert worker.post(f"/repos/gm/kernels/statuses/{sha}", json=body).status_code == 201
+        assert {r["code"] for r in view["gate"]["reasons"]} == {"kernel-unverified"}
+        assert [k["path"] for k in view["gate"]["kernels"]] == [kernel], "changed files read from Gitea"
+    # B's job runner records the verification in B's ledger; B's gate publishes the statuses to
+    # "Gitea" and merges as `gate` (Gitea's own merge check reads the aggregate status)
+    record = Verification(
+        job_id="j1", repo="gm/kernels", sha=sha, kernel=kernel, task="add", pool="cpu", kind="verify",
+        submitter="alice", state="succeeded", verdict="pass",
+    )  # fmt: skip
+    redis = Redis.from_url(gitea_mode.redis_url, decode_responses=True)
+    await EvidenceLedger(redis).record(record)
+    await redis.aclose()
     with quiet_gw.gitea(quiet_gw.operator_token) as admin:
         merged = wait_for(
             lambda: (pr := admin.get(f"/repos/gm/kernels/pulls/{number}").json())["merged"] and pr
         )
     assert merged["merged_by"]["login"] == "gate"
+    with quiet_gw.gitea(quiet_gw.operator_token) as admin:
+        combined = admin.get(f"/repos/gm/kernels/commits/{sha}/status").json()
+    published = {(x["context"], x["status"], x["creator"]["login"]) for x in combined["statuses"]}
+    assert published == {
+        ("kswarm/verify:cpu", "success", "gate"),
+        ("kswarm/verify:cpu/add/alice_k.py", "success", "gate"),
+    }
     with gitea_mode.op() as op:
         texts = [m["text"] for m in op.get("/api/channels/reviews/messages").json()["messages"]]
     assert any(f"@alice gm/kernels#{number}" in t and "merged into main" in t for t in texts)

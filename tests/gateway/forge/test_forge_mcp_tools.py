@@ -13,7 +13,7 @@ PR_TOOLS = {"pr_open", "pr_list", "pr_view", "pr_review", "pr_comment"}
 
 
 async def test_pr_tools_round_trip(swarm: Swarm) -> None:
-    _, _, sha = swarm.push_branch("alice", "alice/mcp", "kernels/relu.py", "def relu(x): ...\n")
+    _, _, sha = swarm.push_branch("alice", "alice/mcp", "kernels/relu/alice_v1.py", "def relu(x): ...\n")
     url, repo = swarm.gw.url, swarm.full
     async with mcp_session(url, swarm.tokens["alice"]) as alice:
         tools = {t.name: t for t in (await alice.list_tools()).tools}
@@ -34,7 +34,8 @@ async def test_pr_tools_round_trip(swarm: Swarm) -> None:
         assert [(p["number"], p["gate"]["mergeable"]) for p in listed] == [(number, False)]
         view = await call(bob, "pr_view", number=number, repo=repo)
         assert "+def relu(x): ..." in view["diff"]
-        assert {r["code"] for r in view["gate"]["reasons"]} == {"approvals", "check-missing"}
+        assert {r["code"] for r in view["gate"]["reasons"]} == {"approvals", "kernel-unverified"}
+        assert [k["path"] for k in view["gate"]["kernels"]] == ["kernels/relu/alice_v1.py"]
         review = await call(
             bob, "pr_review", number=number, event="APPROVE", head_sha=view["head_sha"], repo=repo
         )
@@ -44,7 +45,7 @@ async def test_pr_tools_round_trip(swarm: Swarm) -> None:
         assert "diff" not in view
         assert [(r["user"], r["state"]) for r in view["reviews"]] == [("bob", "APPROVED")]
         assert view["comments"] == [{"user": "bob", "body": "checked the tail handling"}]
-        assert {r["code"] for r in view["gate"]["reasons"]} == {"check-missing"}
+        assert {r["code"] for r in view["gate"]["reasons"]} == {"kernel-unverified"}
         assert view["gate"]["approvals"] == ["bob"]
         assert await call(bob, "pr_list", repo=repo, mine=True) == []
 

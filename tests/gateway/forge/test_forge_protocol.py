@@ -97,6 +97,8 @@ async def test_pull_request_lifecycle(forge: Forge, quiet_gw: ForgeGateway, shor
     git = agent_git(quiet_gw, short_tmp, "alice")
     work = git.clone(info.clone_url, short_tmp / "w")
     git.run("checkout", "-q", "-b", "alice/life", cwd=work)
+    git.commit(work, "kernels/add/alice_old.py", "old\n", "a kernel to rename")
+    git.run("mv", "kernels/add/alice_old.py", "kernels/add/alice_life.py", cwd=work)
     sha = git.commit(work, "kernel.py", "def kernel(): return 1\n", "a kernel")
     assert git.push(work, "alice/life").returncode == 0
 
@@ -110,6 +112,9 @@ async def test_pull_request_lifecycle(forge: Forge, quiet_gw: ForgeGateway, shor
     assert [(p.number, p.head_sha) for p in listed] == [(1, sha)]
     assert "+def kernel(): return 1" in await forge.pr_diff("proto", name, 1)
     assert (await forge.get_pr("proto", name, 1)).mergeable is True
+    # changed files since the merge base: a file added then renamed within the PR is one added file
+    changed = {(f.path, f.status) for f in await forge.pr_files("proto", name, 1)}
+    assert changed == {("kernel.py", "added"), ("kernels/add/alice_life.py", "added")}
 
     with pytest.raises(ForgeError) as exc:
         await forge.review("alice", "proto", name, 1, "APPROVED")
@@ -132,10 +137,13 @@ async def test_pull_request_lifecycle(forge: Forge, quiet_gw: ForgeGateway, shor
     with pytest.raises(ForgeError) as exc:  # the required check has not reported
         await forge.merge("gate", "proto", name, 1, sha)
     assert exc.value.status == 405 and "kswarm/verify:cpu" in str(exc.value)
+    with pytest.raises(ForgeError) as exc:  # kswarm/ statuses are the gateway's, not a worker's
+        await forge.set_status("worker1", "proto", name, sha, "success", "kswarm/verify:cpu")
+    assert exc.value.status == 403
     status = await forge.set_status(
-        "worker1", "proto", name, sha, "success", "kswarm/verify:cpu", "3/3 shapes", "http://jobs/1"
+        "gate", "proto", name, sha, "success", "kswarm/verify:cpu", "3/3 shapes", "http://jobs/1"
     )
-    assert (status.state, status.context, status.creator) == ("success", "kswarm/verify:cpu", "worker1")
+    assert (status.state, status.context, status.creator) == ("success", "kswarm/verify:cpu", "gate")
     pr = await forge.get_pr("proto", name, 1)
     assert [(r.user, r.state) for r in pr.reviews] == [("bob", "APPROVED")]
     assert [(s.context, s.state, s.description, s.target_url) for s in pr.statuses] == [

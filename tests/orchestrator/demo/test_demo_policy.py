@@ -185,12 +185,29 @@ async def test_a_job_result_goes_to_the_pr_and_to_its_reviewer() -> None:
     assert "job j1 failed" in ping["text"] and "mismatch" in ping["text"]
 
 
-def reviewer(job: dict[str, Any]) -> Responder:
+def coverage(path: str, state: str, job_id: str = "j1", verdict: str | None = "pass") -> dict[str, Any]:
+    """One changed kernel as ``pr_view``'s gate section shows it (the gateway's evidence)."""
+    jobs = [{"id": job_id, "submitter": "dev-1", "state": "x", "verdict": verdict, "counts": True}]
+    check = {
+        "context": "kswarm/verify:cpu",
+        "state": state,
+        "jobs": jobs if verdict else [],
+        "message": f"{path}: {state}",
+    }
+    return {"path": path, "task": path.split("/")[1], "status": "added", "checks": [check]}
+
+
+def reviewer(job: dict[str, Any], kernels: list[dict[str, Any]] | None = None) -> Responder:
+    if kernels is None:
+        state = {"pass": "success", "fail": "failure"}.get(str(job.get("verdict")), "missing")
+        kernels = [coverage(str(job["kernel"]), state, verdict=job.get("verdict"))]
+
     def respond(name: str, args: dict[str, Any]) -> Any:
         if name == "pr_view":
             return {
                 "number": 5, "state": "open", "author": "dev-1", "repo": "kswarm/dataset", "head_sha": SHA,
                 "diff": "+++ b/kernels/softmax/dev-1_triton.py",
+                "gate": {"kernels": kernels, "blocked_paths": []},
             }  # fmt: skip
         if name == "job_status":
             return job
@@ -236,8 +253,23 @@ async def test_a_reviewer_approves_only_a_passing_job_on_the_head() -> None:
     calls = await drive("reviewer", PING, reviewer(passed))
     assert names(calls) == ["pr_view", "job_status", "pr_review", "chat_post"]
     assert calls[2][1]["event"] == "APPROVED" and calls[3][1]["reply_to"] == "4-0"
-    stale = await drive("reviewer", PING, reviewer(passed | {"sha": FIX}))
-    assert names(stale) == ["pr_view", "job_status", "pr_comment"]  # a job for another commit proves nothing
+    # a job for another commit proves nothing: the gateway shows the head's kernel as unverified
+    stale = reviewer(passed | {"sha": FIX}, [coverage(JOB["kernel"], "missing", verdict=None)])
+    assert names(await drive("reviewer", PING, stale)) == ["pr_view", "job_status", "pr_comment"]
+
+
+async def test_a_reviewer_is_not_talked_into_approving_by_a_job_for_another_file() -> None:
+    """The two-kernel trick on the reviewer: the PR changes softmax and add, the author pings with a
+    passing job on add; softmax has no passing job at the head, so there is no approval."""
+    on_add = JOB | {"kernel": "kernels/add/dev-1_triton.py", "state": "succeeded", "verdict": "pass"}
+    kernels = [
+        coverage("kernels/add/dev-1_triton.py", "success"),
+        coverage("kernels/softmax/dev-1_triton.py", "missing", verdict=None),
+    ]
+    calls = await drive("reviewer", PING, reviewer(on_add, kernels))
+    assert names(calls) == ["pr_view", "job_status", "pr_comment"]
+    assert "kernels/softmax/dev-1_triton.py" in calls[2][1]["body"]
+    assert all(name != "pr_review" for name, _ in calls)
 
 
 async def test_changes_requested_make_a_fresh_fixed_commit_and_a_new_job() -> None:

@@ -101,10 +101,10 @@ def test_cpu_pool_defaults_and_capacity() -> None:
     cpu = PoolConfig(name="cpu")
     assert cpu.rules.allowed_device_counts == [1] and cpu.rules.kinds == ["verify"]
     with pytest.raises(RuleViolation, match="kinds"):
-        cpu.admit(JobRequest(task="add", kernel="k.py", kind="bench"))
+        cpu.admit(JobRequest(task="add", kernel="kernels/add/k.py", kind="bench"))
     free = PoolConfig(name="gpu", device="cuda", nodes=[NodeConfig(name="g", devices=[0, 1, 2, 3])])
     with pytest.raises(RuleViolation, match="node_capacity"):
-        free.admit(JobRequest(task="add", kernel="k.py", pool="gpu", devices=8))
+        free.admit(JobRequest(task="add", kernel="kernels/add/k.py", pool="gpu", devices=8))
     assert (
         free.visible_devices_var == "CUDA_VISIBLE_DEVICES"
         and NPU.visible_devices_var == "ASCEND_RT_VISIBLE_DEVICES"
@@ -116,7 +116,7 @@ def test_bad_requests_are_refused_by_the_model() -> None:
         with pytest.raises(ValueError):
             JobRequest(task="add", kernel=kernel)
     with pytest.raises(ValueError):
-        JobRequest(task="add", kernel="k.py", submitter="bob")  # type: ignore[call-arg]
+        JobRequest(task="add", kernel="kernels/add/k.py", submitter="bob")  # type: ignore[call-arg]
 
 
 def test_pools_from_a_swarm_yaml(tmp_path) -> None:
