@@ -1,9 +1,11 @@
 """The LLM proxy: ``POST /v1/messages`` and ``/v1/messages/count_tokens`` for agents.
 
 An agent calls the gateway with its own token (``Authorization: Bearer`` from the anthropic SDK, or
-``x-api-key`` from the Claude Code CLI); the proxy checks its budget, waits for one of the global
+``x-api-key`` from the Claude Code CLI); the proxy reserves the request's worst-case cost against
+every budget that applies (or refuses it with a 429 naming the budget), waits for one of the global
 concurrency slots, and forwards the request body untouched to the configured upstream with the real
-key. Upstream 429/529/5xx answers and connection failures are retried with exponential backoff that
+key; when the answer is over (or failed, or the client left) the reservation is settled to the real
+usage. Upstream 429/529/5xx answers and connection failures are retried with exponential backoff that
 honours ``retry-after`` (capped). SSE streams pass through chunk by chunk while their
 ``message_start`` / ``message_delta`` usage is read on the side; JSON answers pass through whole.
 The real key is scrubbed from every byte that goes back to an agent. See docs/llm-proxy.md.
@@ -13,10 +15,12 @@ from __future__ import annotations
 
 import asyncio
 import email.utils
+import functools
 import json
 import logging
 import random
 import time
+import weakref
 from collections.abc import AsyncIterator, Callable
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from typing import Any
@@ -24,15 +28,17 @@ from typing import Any
 import anyio
 import httpx
 from fastapi import FastAPI, HTTPException, Request
-from fastapi.responses import JSONResponse, Response, StreamingResponse
-from starlette.types import Receive, Scope, Send
+from fastapi.responses import JSONResponse, Response
+from redis.exceptions import RedisError
 
 from gateway.auth import current_principal
 from gateway.context import GatewayContext
+from gateway.llm.stream import ProxyStream, Slot
+from gateway.llm.usage_api import UsageMetrics, build_usage_router, register_usage_tool
 from gateway.llm_config import LLMProxySettings
 from gateway.principals import Principal, PrincipalKind
-from gateway.sse_scrub import SSEKeyScrubber
-from gateway.usage import Usage, UsageMetrics, UsageStore, build_usage_router, register_usage_tool
+from gateway.sse_scrub import KeyScrubber
+from gateway.usage import TOKEN_FIELDS, TOKEN_TYPES, BudgetRefusal, Reservation, Usage, UsageStore
 
 log = logging.getLogger("kswarm.llm_proxy")
 
@@ -41,9 +47,14 @@ RETRY_STATUSES = frozenset({429, 500, 502, 503, 504, 529})
 RETRY_ERRORS = (httpx.ConnectError, httpx.ConnectTimeout, httpx.RemoteProtocolError, httpx.ReadError)
 REQUEST_HEADERS = ("anthropic-version", "anthropic-beta", "content-type", "accept", "user-agent", "x-app")
 RESPONSE_HEADERS = ("content-type", "request-id", "retry-after", "retry-after-ms", "x-should-retry")
+ERROR_TYPES = {
+    400: "invalid_request_error",
+    401: "authentication_error",
+    403: "permission_error",
+    504: "timeout_error",
+}
 SENDER = "gateway"  # the gate principal that posts budget notices to #ops
 ALLOWED_KINDS = (PrincipalKind.agent, PrincipalKind.operator)
-MAX_SSE_LINE = 1 << 20  # usage events are small; longer lines are passed through unparsed
 
 
 def anthropic_error(
@@ -52,70 +63,6 @@ def anthropic_error(
     """An error in Anthropic's format, which the SDKs turn into the matching exception."""
     body = {"type": "error", "error": {"type": error_type, "message": message}}
     return JSONResponse(status_code=status, content=body, headers=headers)
-
-
-class KeyScrubber:
-    """Replaces the key in a byte stream, also when it is split across chunks.
-
-    Only a chunk's tail that could begin the key is held back, so SSE events (which end in a
-    newline, never part of a key) are not delayed.
-    """
-
-    def __init__(self, secret: bytes | None) -> None:
-        self.secret = secret or b""
-        self.pending = b""
-
-    def scrub(self, data: bytes) -> bytes:
-        return data.replace(self.secret, REDACTED) if self.secret else data
-
-    def feed(self, chunk: bytes) -> bytes:
-        if not self.secret:
-            return chunk
-        data = (self.pending + chunk).replace(self.secret, REDACTED)
-        keep = 0
-        for n in range(min(len(self.secret) - 1, len(data)), 0, -1):
-            if data.endswith(self.secret[:n]):
-                keep = n
-                break
-        self.pending = data[len(data) - keep :] if keep else b""
-        return data[: len(data) - keep]
-
-    def flush(self) -> bytes:
-        out, self.pending = self.pending, b""
-        return out
-
-
-class SSEUsage:
-    """Reads usage and model out of an Anthropic SSE stream without changing a byte of it."""
-
-    def __init__(self) -> None:
-        self.usage = Usage()
-        self.model: str | None = None
-        self.seen = False
-        self._line = b""
-
-    def feed(self, chunk: bytes) -> None:
-        lines = (self._line + chunk).split(b"\n")
-        self._line = lines.pop()
-        if len(self._line) > MAX_SSE_LINE:
-            self._line = b""
-        for line in lines:
-            if line.startswith(b"data:") and (b'"message_start"' in line or b'"message_delta"' in line):
-                self._event(line[5:])
-
-    def _event(self, raw: bytes) -> None:
-        try:
-            event = json.loads(raw)
-        except ValueError:
-            return
-        if not isinstance(event, dict):
-            return
-        if event.get("type") == "message_start" and isinstance(event.get("message"), dict):
-            self.seen = True
-            self.model = event["message"].get("model") or self.model
-            self.usage.merge(event["message"].get("usage"))
-        elif event.get("type") == "message_delta":
-            self.usage.merge(event.get("usage"))
 
 
 def parse_retry_after(headers: httpx.Headers) -> float | None:
@@ -139,6 +86,14 @@ def parse_retry_after(headers: httpx.Headers) -> float | None:
     return max(0.0, when.timestamp() - time.time())
 
 
+class BudgetRefused(Exception):
+    """The request's worst case does not fit in one of its budgets."""
+
+    def __init__(self, refusal: BudgetRefusal) -> None:
+        super().__init__(refusal.message())
+        self.refusal = refusal
+
+
 class ProxyError(Exception):
     """A refusal or failure answered in Anthropic's error format (bad token, unreachable upstream)."""
 
@@ -147,105 +102,23 @@ class ProxyError(Exception):
         self.status = status
 
 
-class Slot:
-    """One of the global concurrency slots; ``release`` is idempotent."""
-
-    def __init__(self, proxy: LLMProxy) -> None:
-        self.proxy = proxy
-        self.held = False
-
-    async def acquire(self) -> None:
-        metrics = self.proxy.metrics
-        metrics.queued.inc()
-        try:
-            await self.proxy.slots.acquire()
-        finally:
-            metrics.queued.dec()
-        self.held = True
-        metrics.in_flight.inc()
-
-    def release(self) -> None:
-        if self.held:
-            self.held = False
-            self.proxy.slots.release()
-            self.proxy.metrics.in_flight.dec()
-
-
-class ProxyStream(StreamingResponse):
-    """An upstream SSE stream passed through; usage recorded at the end, cleanup on every exit."""
-
-    def __init__(
-        self,
-        proxy: LLMProxy,
-        upstream: httpx.Response,
-        slot: Slot,
-        principal: Principal,
-        headers: dict[str, str],
-    ) -> None:
-        self.proxy = proxy
-        self.upstream = upstream
-        self.slot = slot
-        self.principal = principal
-        self.parser = SSEUsage()
-        self.scrubber = SSEKeyScrubber(proxy.secret)  # also catches a key spelled out across deltas
-        self.recorded = False
-        self.closed = False
-        self.chunks = self._chunks()
-        super().__init__(self.chunks, status_code=upstream.status_code, headers=headers)
-
-    async def _chunks(self) -> AsyncIterator[bytes]:
-        try:
-            async for chunk in self.upstream.aiter_bytes():
-                self.parser.feed(chunk)
-                if out := self.scrubber.feed(chunk):
-                    yield out
-        except httpx.HTTPError as exc:
-            log.warning("upstream stream broke for %s: %s", self.principal.name, type(exc).__name__)
-            error = {"type": "error", "error": {"type": "api_error", "message": "upstream stream broke"}}
-            yield self.scrubber.flush() + b"event: error\ndata: " + json.dumps(error).encode() + b"\n\n"
-        if tail := self.scrubber.flush():
-            yield tail
-        # Recorded before the stream's last byte, so a client that has read it sees its usage.
-        await self._record()
-
-    async def _record(self) -> None:
-        if self.recorded or not self.parser.seen:
-            return
-        self.recorded = True
-        await self.proxy.record(self.principal, self.parser.model, self.parser.usage)
-
-    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        try:
-            await super().__call__(scope, receive, send)
-        finally:
-            with anyio.CancelScope(shield=True):
-                await self.close()
-
-    async def close(self) -> None:
-        if self.closed:
-            return
-        self.closed = True
-        try:
-            await self.chunks.aclose()
-            await self.upstream.aclose()
-            await self._record()  # a client that went away still spent what it spent
-        finally:
-            self.slot.release()
-
-
 class LLMProxy:
-    """One per app: the upstream client, the concurrency slots, usage and metrics."""
+    """One per app: the upstream client, the concurrency slots, reservations, usage and metrics."""
 
     def __init__(self, ctx: GatewayContext, settings: LLMProxySettings) -> None:
         self.ctx = ctx
         self.settings = settings
         self.metrics = UsageMetrics(ctx.metrics.registry)
-        self.usage = UsageStore(ctx.redis, settings, self.metrics)
+        self.usage = UsageStore(ctx.redis, settings)
         key = settings.key()
         self.secret = key.encode() if key else None
         self.slots = asyncio.Semaphore(settings.max_concurrency)  # replaced per lifespan (event loop)
         self.client: httpx.AsyncClient | None = None
         self.sender: Principal | None = None
+        # This process's unsettled reservations, renewed while held. Weak: a reservation whose
+        # request vanished without settling (its stream object dropped) is no longer renewed, so it
+        # expires instead of holding budget for as long as the process lives.
+        self.live: weakref.WeakValueDictionary[str, Reservation] = weakref.WeakValueDictionary()
 
     @asynccontextmanager
     async def lifespan(self) -> AsyncIterator[None]:
@@ -259,10 +132,21 @@ class LLMProxy:
         ) as client:
             self.client = client
             self.slots = asyncio.Semaphore(self.settings.max_concurrency)
+            renewer = asyncio.create_task(self._renew_reservations(), name="llm-reservation-renewer")
             try:
                 yield
             finally:
+                renewer.cancel()
                 self.client = None
+
+    async def _renew_reservations(self) -> None:
+        """Keep this process's reservations alive: a crashed gateway's expire after the TTL."""
+        while True:
+            await asyncio.sleep(self.settings.reservation_ttl / 3)
+            try:
+                await self.usage.renew(list(self.live.keys()))
+            except Exception as exc:  # Redis away: the next round tries again
+                log.warning("could not renew LLM budget reservations: %r", exc)
 
     # -- helpers ------------------------------------------------------------------------------
 
@@ -311,10 +195,46 @@ class LLMProxy:
             except Exception as exc:  # best effort: the refusal matters more than its notice
                 log.error("could not post the budget notice to #%s: %r", self.settings.ops_channel, exc)
 
-    async def record(self, principal: Principal, model: str | None, usage: Usage) -> None:
-        verdict = await self.usage.record(principal.name, model, usage)
-        if verdict is not None and verdict.notices:
-            await self.post_notices(verdict.notices)
+    async def reserve(self, principal: Principal, body: bytes) -> Reservation:
+        """Reserve the request's worst case, or raise the refusal (400 for a body that gives none)."""
+        try:
+            message = json.loads(body)
+        except ValueError:
+            raise ProxyError(400, "the request body is not JSON") from None
+        max_tokens = message.get("max_tokens") if isinstance(message, dict) else None
+        if not isinstance(max_tokens, int) or isinstance(max_tokens, bool) or max_tokens < 1:
+            raise ProxyError(400, "max_tokens: a positive integer is required (it bounds the reservation)")
+        model = message.get("model")
+        model = model if isinstance(model, str) else None
+        try:
+            answer = await self.usage.reserve(principal.name, model, len(body), max_tokens)
+        except RedisError as exc:  # no budget check, no request: fail closed
+            log.error("LLM budget reservation failed: %r", exc)
+            raise ProxyError(503, "the gateway cannot check budgets right now (Redis); try again") from None
+        if isinstance(answer, BudgetRefusal):
+            self.metrics.budget_refusals.labels(scope=answer.scope).inc()
+            await self.post_notices(answer.notices)
+            raise BudgetRefused(answer)
+        self.live[answer.id] = answer
+        return answer
+
+    async def settle(self, res: Reservation, model: str | None, usage: Usage | None) -> None:
+        """Replace the reservation by ``usage`` (None: release it); never raises, never cancelled."""
+        self.live.pop(res.id, None)
+        with anyio.CancelScope(shield=True):
+            try:
+                await self.usage.settle(res, model, usage)
+            except Exception as exc:  # the reservation expires on its own; the usage is lost
+                log.error("could not settle the LLM usage of %s: %r", res.name, exc)
+                return
+        if usage is not None:
+            for f, n in zip(TOKEN_FIELDS, (getattr(usage, f) for f in TOKEN_FIELDS), strict=True):
+                if n:
+                    self.metrics.tokens.labels(agent=res.name, type=TOKEN_TYPES[f]).inc(n)
+            price = self.settings.price_for(model or res.model)
+            self.metrics.cost.labels(agent=res.name).inc(
+                price.cost(*(getattr(usage, f) for f in TOKEN_FIELDS))
+            )
 
     # -- upstream ----------------------------------------------------------------------------
 
@@ -352,41 +272,57 @@ class LLMProxy:
 
     async def forward(self, request: Request, limited: bool, record: bool) -> Response:
         started = time.perf_counter()
+        res: Reservation | None = None
         try:
             principal = await self.authenticate(request)
-            if record and (verdict := await self.usage.check(principal.name)) is not None:
-                await self.post_notices(verdict.notices)
-                # x-should-retry: false stops the SDKs' automatic retries; no retry-after on purpose.
-                headers = {"x-should-retry": "false", "x-kswarm-budget-exhausted": verdict.scope}
-                return self.answer(anthropic_error(429, "rate_limit_error", verdict.message(), headers))
             body = await request.body()
+            if record:
+                res = await self.reserve(principal, body)
             slot = Slot(self)
-            if limited:
-                await slot.acquire()
             try:
+                if limited:
+                    await slot.acquire()
                 upstream = await self.send(request, body)
             except BaseException:
                 slot.release()
                 raise
+        except BudgetRefused as refused:
+            # x-should-retry: false stops the SDKs' automatic retries; no retry-after on purpose.
+            r = refused.refusal
+            headers = {
+                "x-should-retry": "false",
+                "x-kswarm-budget-exhausted": r.scope,
+                "x-kswarm-budget": r.budget,
+            }
+            return self.answer(anthropic_error(429, "rate_limit_error", r.message(), headers))
         except ProxyError as exc:
-            kinds = {401: "authentication_error", 403: "permission_error", 504: "timeout_error"}
-            error_type = kinds.get(exc.status, "api_error")
+            if res is not None:
+                await self.settle(res, None, None)
+            error_type = ERROR_TYPES.get(exc.status, "api_error")
             return self.answer(anthropic_error(exc.status, error_type, self.scrub_text(str(exc))))
+        except BaseException:
+            if res is not None:
+                await self.settle(res, None, None)
+            raise
         self.metrics.seconds.observe(time.perf_counter() - started)
         headers = self.response_headers(upstream)
         if upstream.headers.get("content-type", "").startswith("text/event-stream"):
             headers.setdefault("cache-control", "no-cache")
             self.metrics.requests.labels(status=str(upstream.status_code)).inc()
-            return ProxyStream(self, upstream, slot, principal, headers)
+            return ProxyStream(self, upstream, slot, principal, res, headers)
+        spent: Usage | None = None
+        model: str | None = None
         try:
             data = await upstream.aread()
+            if res is not None and upstream.status_code == 200:
+                model, spent = self.usage_of(data, res)
         except httpx.HTTPError as exc:
             return self.answer(anthropic_error(502, "api_error", f"upstream broke: {type(exc).__name__}"))
         finally:
             await upstream.aclose()
             slot.release()
-        if record and upstream.status_code == 200:
-            await self.record_json(principal, data)
+            if res is not None:
+                await self.settle(res, model, spent)
         response = Response(KeyScrubber(self.secret).scrub(data), upstream.status_code, headers)
         return self.answer(response)
 
@@ -394,46 +330,45 @@ class LLMProxy:
         self.metrics.requests.labels(status=str(response.status_code)).inc()
         return response
 
-    async def record_json(self, principal: Principal, data: bytes) -> None:
+    @staticmethod
+    def usage_of(data: bytes, res: Reservation) -> tuple[str | None, Usage]:
+        """The model and usage to book for a 200 JSON answer; unreported counts book their worst case."""
         try:
             message = json.loads(data)
         except ValueError:
-            return
-        if isinstance(message, dict) and isinstance(message.get("usage"), dict):
-            usage = Usage()
-            usage.merge(message["usage"])
-            await self.record(principal, message.get("model"), usage)
+            message = None
+        usage, model = Usage(), None
+        if isinstance(message, dict):
+            usage.merge(message.get("usage"))
+            model = message.get("model") if isinstance(message.get("model"), str) else None
+        return model, res.billable(usage)
 
 
 Lifespan = Callable[[], AbstractAsyncContextManager[None]]
 
 
-def make_llm_proxy_plugin(
-    settings: LLMProxySettings | None = None,
-) -> Callable[[FastAPI, GatewayContext, Any], Lifespan]:
-    """A gateway plugin with explicit settings (tests, benchmarks); default: from the environment."""
+def llm_proxy_plugin(
+    app: FastAPI, ctx: GatewayContext, mcp: Any, settings: LLMProxySettings | None = None
+) -> Lifespan:
+    """The LLM proxy plugin; ``settings`` default: from ``KSWARM_LLM_*`` (and ``ANTHROPIC_API_KEY``)."""
+    proxy = LLMProxy(ctx, settings or LLMProxySettings())
+    ctx.extras["llm_proxy"] = proxy
+    ctx.extras["llm_usage"] = proxy.usage
 
-    def plugin(app: FastAPI, ctx: GatewayContext, mcp: Any) -> Lifespan:
-        proxy = LLMProxy(ctx, settings or LLMProxySettings())
-        ctx.extras["llm_proxy"] = proxy
-        ctx.extras["llm_usage"] = proxy.usage
+    @app.post("/v1/messages", summary="Anthropic Messages API, proxied with the real key (agents)")
+    async def messages(request: Request) -> Response:
+        return await proxy.forward(request, limited=True, record=True)
 
-        @app.post("/v1/messages", summary="Anthropic Messages API, proxied with the real key (agents)")
-        async def messages(request: Request) -> Response:
-            return await proxy.forward(request, limited=True, record=True)
+    @app.post("/v1/messages/count_tokens", summary="Anthropic token counting, proxied (agents)")
+    async def count_tokens(request: Request) -> Response:
+        return await proxy.forward(request, limited=False, record=False)
 
-        @app.post("/v1/messages/count_tokens", summary="Anthropic token counting, proxied (agents)")
-        async def count_tokens(request: Request) -> Response:
-            return await proxy.forward(request, limited=False, record=False)
-
-        app.include_router(build_usage_router(proxy.usage))
-        if mcp is not None:
-            register_usage_tool(mcp, proxy.usage)
-        return proxy.lifespan
-
-    return plugin
+    app.include_router(build_usage_router(proxy.usage))
+    if mcp is not None:
+        register_usage_tool(mcp, proxy.usage)
+    return proxy.lifespan
 
 
-def llm_proxy_plugin(app: FastAPI, ctx: GatewayContext, mcp: Any) -> Lifespan:
-    """The LLM proxy plugin, configured from ``KSWARM_LLM_*`` (and ``ANTHROPIC_API_KEY``)."""
-    return make_llm_proxy_plugin()(app, ctx, mcp)
+def make_llm_proxy_plugin(settings: LLMProxySettings | None = None) -> Callable[..., Lifespan]:
+    """``llm_proxy_plugin`` with explicit settings; keeps its ``__name__`` (lists filter by it)."""
+    return functools.update_wrapper(functools.partial(llm_proxy_plugin, settings=settings), llm_proxy_plugin)

@@ -1,4 +1,8 @@
-"""Keep the real model key out of a streamed (SSE) reply, even when the model spells it out.
+"""Reading and scrubbing the upstream's bytes: the key out of every reply, the usage out of streams.
+
+``KeyScrubber`` replaces the key in any byte stream; ``SSEUsage`` reads usage out of an Anthropic
+SSE stream without changing it; ``SSEKeyScrubber`` keeps the key out of a streamed (SSE) reply,
+even when the model spells it out.
 
 A byte scrubber catches the key inside one event; a model that echoes the key in streamed text sends
 it as several ``content_block_delta`` events, each holding a piece. So text deltas are scrubbed per
@@ -12,8 +16,94 @@ from __future__ import annotations
 import json
 from typing import Any
 
+from gateway.usage import Usage
+
 REDACTED = "[redacted]"
 DELTA_FIELDS = {"text_delta": "text", "input_json_delta": "partial_json", "thinking_delta": "thinking"}
+MAX_SSE_LINE = 1 << 20  # usage events are small; longer lines are passed through unparsed
+
+
+class KeyScrubber:
+    """Replaces the key in a byte stream, also when it is split across chunks.
+
+    Only a chunk's tail that could begin the key is held back, so SSE events (which end in a
+    newline, never part of a key) are not delayed.
+    """
+
+    def __init__(self, secret: bytes | None) -> None:
+        self.secret = secret or b""
+        self.pending = b""
+
+    def scrub(self, data: bytes) -> bytes:
+        return data.replace(self.secret, REDACTED.encode()) if self.secret else data
+
+    def feed(self, chunk: bytes) -> bytes:
+        if not self.secret:
+            return chunk
+        data = (self.pending + chunk).replace(self.secret, REDACTED.encode())
+        keep = 0
+        for n in range(min(len(self.secret) - 1, len(data)), 0, -1):
+            if data.endswith(self.secret[:n]):
+                keep = n
+                break
+        self.pending = data[len(data) - keep :] if keep else b""
+        return data[: len(data) - keep]
+
+    def flush(self) -> bytes:
+        out, self.pending = self.pending, b""
+        return out
+
+
+class SSEUsage:
+    """Reads usage and model out of an Anthropic SSE stream without changing a byte of it.
+
+    ``seen``: ``message_start`` arrived (it carries the input tokens); ``final``: a ``message_delta``
+    with the final output count arrived; ``deltas``: content deltas so far (each carries at least
+    one output token: what a stream cut before its final count is known to have produced);
+    ``error``: the upstream sent an ``event: error``.
+    """
+
+    def __init__(self) -> None:
+        self.usage = Usage()
+        self.model: str | None = None
+        self.seen = False
+        self.final = False
+        self.error = False
+        self.deltas = 0
+        self._line = b""
+
+    def feed(self, chunk: bytes) -> None:
+        lines = (self._line + chunk).split(b"\n")
+        self._line = lines.pop()
+        if len(self._line) > MAX_SSE_LINE:
+            self._line = b""
+        for line in lines:
+            if line.startswith(b"data:"):
+                if b'"message_start"' in line or b'"message_delta"' in line:
+                    self._event(line[5:])
+                elif b'"content_block_delta"' in line:
+                    self.deltas += 1
+            elif line.startswith(b"event:") and line[6:].strip() == b"error":
+                self.error = True
+
+    def _event(self, raw: bytes) -> None:
+        try:
+            event = json.loads(raw)
+        except ValueError:
+            return
+        if not isinstance(event, dict):
+            return
+        kind = event.get("type")
+        if kind == "message_start" and isinstance(event.get("message"), dict):
+            self.seen = True
+            self.model = event["message"].get("model") or self.model
+            self.usage.merge(event["message"].get("usage"))
+            self.usage.reported.discard("output_tokens")  # message_start's output count is provisional
+        elif kind == "message_delta":
+            self.usage.merge(event.get("usage"))
+            self.final = "output_tokens" in self.usage.reported
+        elif kind == "content_block_delta":
+            self.deltas += 1
 
 
 def held_tail(text: str, secret: str) -> int:

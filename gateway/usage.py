@@ -1,32 +1,40 @@
-"""LLM usage accounting per agent in Redis, budgets, and the proxy's Prometheus metrics.
+"""LLM usage accounting per agent in Redis, and budgets enforced by reservations.
 
 Layout (all under ``ks:llm:``): one hash per agent with its token counters, request count and cost
-in nano-USD (integers, so increments are exact), one hash with the swarm totals, a set of the
-agents that have used the proxy, an optional budget override hash per agent, and one flag per
-exhausted budget that makes the ``#ops`` notice fire once per crossing (it is cleared when the
-budget is no longer exhausted: usage reset or budget raised).
+in nano-USD (integers, so increments are exact), one hash with the swarm totals, one hash per UTC
+day with each agent's and the swarm's tokens and cost of that day, a set of the agents that have
+used the proxy, an optional budget override hash per agent (set by operators), and the live
+reservations: a sorted set of reservation ids scored by expiry, a hash with each one's amounts,
+and a hash with the sums of the live ones per budget. Flags make each budget's ``#ops`` notice
+fire once per crossing.
+
+A request reserves its worst-case cost in one script (``reserve``): the script drops expired
+reservations, then admits the request only if usage + live reservations + this request fit in
+every budget that applies. ``settle`` replaces the reservation by the real usage in one script.
 """
 
 from __future__ import annotations
 
+import secrets
 import time
-from dataclasses import dataclass, field, fields
-from typing import TYPE_CHECKING, Annotated, Any, Literal
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, Literal
 
-from fastapi import APIRouter, Depends, HTTPException
-from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 from pydantic import BaseModel, Field
 from redis.asyncio import Redis
 
-from gateway.auth import current_principal, require_operator
 from gateway.keys import PREFIX
+from gateway.llm.budget_scripts import RESERVE_SCRIPT, SETTLE_SCRIPT
 from gateway.llm_config import LLMProxySettings
-from gateway.principals import Principal, PrincipalKind
+from gateway.principals import PrincipalKind
 
 if TYPE_CHECKING:
     from gateway.context import GatewayContext
 
 NANO = 1_000_000_000
+DAY_S = 86_400
+BYTES_PER_TOKEN = 3  # the input estimate: see docs/llm-proxy.md, "Reservations"
+DAY_KEEP_S = 3 * DAY_S  # a day's counters outlive it long enough for late settlements
 TOKEN_FIELDS = ("input_tokens", "output_tokens", "cache_creation_input_tokens", "cache_read_input_tokens")
 TOKEN_TYPES = {
     "input_tokens": "input",
@@ -37,6 +45,22 @@ TOKEN_TYPES = {
 USAGE_AGENTS = f"{PREFIX}llm:usage-agents"
 USAGE_SWARM = f"{PREFIX}llm:usage-swarm"
 SWARM_EXHAUSTED = f"{PREFIX}llm:exhausted-swarm"
+RESERVATIONS = f"{PREFIX}llm:reservations"  # zset: reservation id -> expiry (unix time)
+RESERVATION_DATA = f"{PREFIX}llm:reservation-data"  # hash: id -> "name day tokens nusd"
+RESERVED = f"{PREFIX}llm:reserved"  # hash: live reservations' sums per budget
+
+Scope = Literal["agent", "swarm"]
+LimitField = Literal["tokens", "usd", "tokens_per_day", "usd_per_day"]
+# The order of the reserve script's limits and of its override fields.
+BUDGETS: tuple[tuple[Scope, LimitField], ...] = tuple(
+    (scope, f) for scope in ("agent", "swarm") for f in ("tokens", "usd", "tokens_per_day", "usd_per_day")
+)
+BUDGET_NAMES = {
+    "tokens": "token budget",
+    "usd": "USD budget",
+    "tokens_per_day": "daily token budget",
+    "usd_per_day": "daily USD budget",
+}
 
 
 def usage_key(name: str) -> str:
@@ -51,6 +75,20 @@ def exhausted_key(name: str) -> str:
     return f"{PREFIX}llm:exhausted:{name}"
 
 
+def day_key(day: int) -> str:
+    return f"{PREFIX}llm:day:{day}"
+
+
+def utc_day(now: float) -> int:
+    """Days since 1970-01-01 UTC: unix time has no leap seconds, so days turn at 00:00 UTC."""
+    return int(now // DAY_S)
+
+
+def input_estimate(body_bytes: int) -> int:
+    """Input tokens counted for a reservation: the request body's size in bytes / 3, rounded up."""
+    return -(-body_bytes // BYTES_PER_TOKEN)
+
+
 @dataclass
 class Usage:
     """The token usage of one response (Anthropic's ``usage`` object, cache fields included)."""
@@ -59,15 +97,17 @@ class Usage:
     output_tokens: int = 0
     cache_creation_input_tokens: int = 0
     cache_read_input_tokens: int = 0
+    reported: set[str] = field(default_factory=set, compare=False, repr=False)  # counters the upstream gave
 
     def merge(self, usage: Any) -> None:
         """Take every known counter present in ``usage`` (later events carry cumulative values)."""
         if not isinstance(usage, dict):
             return
-        for f in fields(self):
-            value = usage.get(f.name)
-            if isinstance(value, int) and value >= 0:
-                setattr(self, f.name, value)
+        for f in TOKEN_FIELDS:
+            value = usage.get(f)
+            if isinstance(value, int) and not isinstance(value, bool) and value >= 0:
+                setattr(self, f, value)
+                self.reported.add(f)
 
     @property
     def total(self) -> int:
@@ -75,7 +115,7 @@ class Usage:
 
 
 class AgentUsage(BaseModel):
-    """Accumulated usage and estimated cost of one agent (or of the whole swarm)."""
+    """Accumulated usage and estimated cost of one agent (or of the whole swarm), and its budgets."""
 
     name: str = Field(description="Agent name, or 'swarm' for the totals.")
     requests: int = Field(0, description="Successful /v1/messages requests recorded.")
@@ -85,8 +125,14 @@ class AgentUsage(BaseModel):
     cache_read_input_tokens: int = Field(0, description="Input tokens read from the prompt cache.")
     total_tokens: int = Field(0, description="Sum of the four token counters.")
     cost_usd: float = Field(0.0, description="Estimated cost from the configured price table.")
+    today_tokens: int = Field(0, description="Tokens of requests started today (UTC).")
+    today_cost_usd: float = Field(0.0, description="Estimated cost of requests started today (UTC).")
+    reserved_tokens: int = Field(0, description="Tokens reserved by requests in flight (worst case).")
+    reserved_usd: float = Field(0.0, description="USD reserved by requests in flight (worst case).")
     budget_usd: float | None = Field(None, description="Spending budget; None = unlimited.")
     budget_tokens: int | None = Field(None, description="Token budget; None = unlimited.")
+    budget_usd_per_day: float | None = Field(None, description="Spending budget per UTC day.")
+    budget_tokens_per_day: int | None = Field(None, description="Token budget per UTC day.")
     exhausted: bool = Field(False, description="True when a budget is used up: requests are refused.")
     last_request: float | None = Field(None, description="Unix time of the last recorded request.")
 
@@ -96,77 +142,80 @@ class UsageReport(BaseModel):
     swarm: AgentUsage | None = Field(None, description="Swarm totals (operators only).")
 
 
-@dataclass
-class Exhausted:
-    """A refused request: which budget is used up, and whether this call claimed the #ops notice."""
+class BudgetUpdate(BaseModel):
+    """An operator's override of one agent's budgets (Redis); a null field falls back to the settings."""
 
-    scope: Literal["agent", "swarm"]
+    usd: float | None = Field(None, ge=0, description="USD budget, all time.")
+    tokens: int | None = Field(None, ge=0, description="Token budget, all time.")
+    usd_per_day: float | None = Field(None, ge=0, description="USD budget per UTC day.")
+    tokens_per_day: int | None = Field(None, ge=0, description="Token budget per UTC day.")
+
+
+@dataclass
+class Reservation:
+    """A request's worst-case cost, held against its budgets until it is settled."""
+
+    id: str
     name: str
-    usage: AgentUsage
+    day: int
+    model: str | None
+    input_tokens: int  # the input estimate
+    max_tokens: int
+    tokens: int
+    nusd: int
+
+    def billable(self, usage: Usage | None, output_floor: int | None = None) -> Usage:
+        """What to book: ``usage`` with the counts the upstream did not report filled in by their
+        worst case (input: the estimate; output: max_tokens). ``output_floor``: the output of a
+        stream cut before its final count is the larger of the reported one and this floor."""
+        usage = usage or Usage()
+        out = Usage(**{f: getattr(usage, f) for f in TOKEN_FIELDS})
+        if "input_tokens" not in usage.reported:
+            out.input_tokens = self.input_tokens
+        if output_floor is not None:
+            out.output_tokens = max(out.output_tokens, output_floor)
+        elif "output_tokens" not in usage.reported:
+            out.output_tokens = self.max_tokens
+        return out
+
+
+@dataclass
+class BudgetRefusal:
+    """A request that does not fit: the first budget it would exceed, and the amounts."""
+
+    scope: Scope
+    name: str  # the agent
+    limit_field: LimitField
+    limit: int  # tokens, or nano-USD
+    used: int
+    reserved: int  # by other requests in flight
+    need: int  # this request's worst case
     notices: list[str] = field(default_factory=list)  # #ops notices this caller must post
 
+    @property
+    def budget(self) -> str:
+        """``agent.tokens_per_day``: the budget's field (also in ``x-kswarm-budget``)."""
+        return f"{self.scope}.{self.limit_field}"
+
+    def _amount(self, value: int) -> str:
+        return f"${value / NANO:.4f}" if self.limit_field.startswith("usd") else str(value)
+
     def message(self) -> str:
+        whose = f"agent {self.name}'s" if self.scope == "agent" else "the swarm's"
         who = f"agent {self.name}" if self.scope == "agent" else "the swarm"
-        u = self.usage
-        parts = []
-        if u.budget_usd is not None:
-            parts.append(f"${u.cost_usd:.4f} of ${u.budget_usd:.4f}")
-        if u.budget_tokens is not None:
-            parts.append(f"{u.total_tokens} of {u.budget_tokens} tokens")
-        return (
-            f"LLM budget exhausted: {who} has used {' and '.join(parts)}. Model requests are refused "
-            "until an operator raises the budget or resets the usage; retrying will not help."
-        )
-
-
-class UsageMetrics:
-    """The proxy's Prometheus metrics, registered in the app's registry."""
-
-    def __init__(self, registry: CollectorRegistry) -> None:
-        self.tokens = Counter(
-            "kswarm_llm_tokens", "Tokens used through the proxy", ["agent", "type"], registry=registry
-        )
-        self.cost = Counter("kswarm_llm_cost_usd", "Estimated spend (USD)", ["agent"], registry=registry)
-        self.requests = Counter(
-            "kswarm_llm_proxy_requests", "Proxy answers by HTTP status", ["status"], registry=registry
-        )
-        self.retries = Counter(
-            "kswarm_llm_upstream_retries",
-            "Upstream attempts retried, by cause",
-            ["reason"],
-            registry=registry,
-        )
-        self.budget_refusals = Counter(
-            "kswarm_llm_budget_refusals", "Requests refused for budget", ["scope"], registry=registry
-        )
-        self.queued = Gauge(
-            "kswarm_llm_queued_requests", "Requests waiting for a concurrency slot", registry=registry
-        )
-        self.in_flight = Gauge("kswarm_llm_in_flight_requests", "Requests holding a slot", registry=registry)
-        self.seconds = Histogram(
-            "kswarm_llm_proxy_seconds",
-            "Time from request to upstream response headers (queueing and retries included)",
-            buckets=(0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120),
-            registry=registry,
-        )
-
-
-# Add one response's usage to an agent and the swarm, and return the state a budget check needs,
-# in one round trip. KEYS: agent usage, swarm usage, agents set, budget override, agent flag, swarm
-# flag. ARGV: name, now, cost in nano-USD, then the four token counts in TOKEN_FIELDS order.
-_RECORD_SCRIPT = """
-local fields = {'input_tokens', 'output_tokens', 'cache_creation_input_tokens', 'cache_read_input_tokens'}
-for k = 1, 2 do
-  for i = 1, 4 do redis.call('HINCRBY', KEYS[k], fields[i], ARGV[3 + i]) end
-  redis.call('HINCRBY', KEYS[k], 'cost_nusd', ARGV[3])
-  redis.call('HINCRBY', KEYS[k], 'requests', 1)
-  redis.call('HSET', KEYS[k], 'last_request', ARGV[2])
-end
-redis.call('SADD', KEYS[3], ARGV[1])
-return {redis.call('HGETALL', KEYS[1]), redis.call('HGETALL', KEYS[2]),
-        redis.call('HMGET', KEYS[4], 'usd', 'tokens'), redis.call('EXISTS', KEYS[5]),
-        redis.call('EXISTS', KEYS[6])}
-"""
+        kind, a = BUDGET_NAMES[self.limit_field], self._amount
+        if self.used >= self.limit:
+            what = f"{who} has used {a(self.used)} of its {kind} ({a(self.limit)})"
+        else:
+            what = (
+                f"{whose} {kind} ({a(self.limit)}) would be exceeded: {a(self.used)} used + "
+                f"{a(self.reserved)} reserved by requests in flight + {a(self.need)} for this request "
+                "(input estimate + max_tokens)"
+            )
+        until = "raises the budget or resets the usage"
+        if self.limit_field.endswith("_per_day"):
+            until += ", or the day ends (00:00 UTC)"
+        return f"LLM budget exhausted: {what}. Model requests are refused until an operator {until}."
 
 
 def _pairs(flat: list[str]) -> dict[str, str]:
@@ -185,208 +234,201 @@ def _opt_int(value: str | None) -> int | None:
     return int(value) if value not in (None, "") else None
 
 
-class UsageStore:
-    """Usage counters, budgets and budget flags in Redis."""
+def _nusd(usd: float | None) -> str:
+    return "" if usd is None else str(round(usd * NANO))
 
-    def __init__(self, redis: Redis, settings: LLMProxySettings, metrics: UsageMetrics | None = None) -> None:
+
+class UsageStore:
+    """Usage counters, reservations, budgets and budget flags in Redis."""
+
+    def __init__(self, redis: Redis, settings: LLMProxySettings) -> None:
         self.redis = redis
         self.settings = settings
-        self.metrics = metrics
-        self._record_script = redis.register_script(_RECORD_SCRIPT)
+        self._reserve_script = redis.register_script(RESERVE_SCRIPT)
+        self._settle_script = redis.register_script(SETTLE_SCRIPT)
 
-    # -- recording ---------------------------------------------------------------------------
+    # -- reservations ------------------------------------------------------------------------
 
-    async def record(self, name: str, model: str | None, usage: Usage) -> Exhausted | None:
-        """Add one response's usage to ``name`` and the swarm (one atomic script); like ``check``,
-        returns the budget this used up, if any, with the #ops notices of a fresh crossing."""
-        price = self.settings.price_for(model)
-        counts = [getattr(usage, f) for f in TOKEN_FIELDS]
-        cost = price.cost(*counts)
-        keys = [usage_key(name), USAGE_SWARM, USAGE_AGENTS, *self._state_keys(name)[2:]]
-        args = [name, repr(time.time()), round(cost * NANO), *counts]
-        agent_flat, swarm_flat, *state = await self._record_script(keys=keys, args=args)
-        state = [_pairs(agent_flat), _pairs(swarm_flat), *state]
-        if self.metrics is not None:
-            for f, n in zip(TOKEN_FIELDS, counts, strict=True):
-                if n:
-                    self.metrics.tokens.labels(agent=name, type=TOKEN_TYPES[f]).inc(n)
-            self.metrics.cost.labels(agent=name).inc(cost)
-        return await self._verdict(name, *state, refusing=False)
+    def _limits(self, name: str) -> list[str]:
+        """The configured limits in ``BUDGETS`` order ('' = none; USD in nano-USD)."""
+        out = []
+        for scope, f in BUDGETS:
+            limit = self.settings.budgets.for_agent(name) if scope == "agent" else self.settings.budgets.swarm
+            value = getattr(limit, f)
+            out.append(_nusd(value) if f.startswith("usd") else ("" if value is None else str(value)))
+        return out
+
+    @staticmethod
+    def _flag_keys(name: str, day: int) -> list[str]:
+        agent, swarm = exhausted_key(name), SWARM_EXHAUSTED
+        return [agent, f"{agent}:day:{day}", swarm, f"{swarm}:day:{day}"]
+
+    async def reserve(
+        self, name: str, model: str | None, body_bytes: int, max_tokens: int
+    ) -> Reservation | BudgetRefusal:
+        """Hold the request's worst case against every budget of ``name`` (one script), or say
+        which budget it does not fit in. The first refusal of a budget claims its #ops notice."""
+        now = time.time()
+        estimate = input_estimate(body_bytes)
+        cost = self.settings.price_for(model).worst_case(estimate, max_tokens)
+        res = Reservation(
+            id=secrets.token_hex(8),
+            name=name,
+            day=utc_day(now),
+            model=model,
+            input_tokens=estimate,
+            max_tokens=max_tokens,
+            tokens=estimate + max_tokens,
+            nusd=round(cost * NANO),
+        )
+        keys = [
+            usage_key(name),
+            USAGE_SWARM,
+            day_key(res.day),
+            budget_key(name),
+            RESERVATIONS,
+            RESERVATION_DATA,
+            RESERVED,
+            *self._flag_keys(name, res.day),
+        ]
+        args = [name, res.id, repr(now), repr(now + self.settings.reservation_ttl), res.day]
+        args += [res.tokens, res.nusd, *self._limits(name), DAY_KEEP_S]
+        answer = await self._reserve_script(keys=keys, args=args)
+        if answer[0] == 1:
+            return res
+        _, index, used, reserved, limit, claimed = answer
+        scope, limit_field = BUDGETS[index - 1]
+        need = res.nusd if limit_field.startswith("usd") else res.tokens
+        refusal = BudgetRefusal(scope, name, limit_field, limit, used, reserved, need)
+        if claimed:
+            refusal.notices.append(refusal.message())
+        return refusal
+
+    async def record(self, name: str, model: str | None, usage: Usage) -> None:
+        """Book ``usage`` to ``name`` today without a reservation (usage made outside the proxy)."""
+        day = utc_day(time.time())
+        none = Reservation(secrets.token_hex(8), name, day, model, 0, 0, 0, 0)  # nothing to release
+        await self.settle(none, model, usage)
+
+    async def settle(self, res: Reservation, model: str | None, usage: Usage | None) -> None:
+        """Replace ``res`` by ``usage`` (None: release it, book nothing), atomically.
+
+        A reservation that expired meanwhile was already dropped; the usage is booked all the same."""
+        counts = [getattr(usage, f) for f in TOKEN_FIELDS] if usage is not None else [0, 0, 0, 0]
+        cost = self.settings.price_for(model or res.model).cost(*counts) if usage is not None else 0.0
+        keys = [
+            usage_key(res.name),
+            USAGE_SWARM,
+            day_key(res.day),
+            USAGE_AGENTS,
+            RESERVATIONS,
+            RESERVATION_DATA,
+            RESERVED,
+        ]
+        args = [res.name, res.id, repr(time.time()), int(usage is not None), round(cost * NANO)]
+        args += [*counts, sum(counts), DAY_KEEP_S]
+        await self._settle_script(keys=keys, args=args)
+
+    async def renew(self, ids: list[str]) -> None:
+        """Push the expiry of live reservations (their gateway is alive); gone ones stay gone."""
+        if ids:
+            expires = time.time() + self.settings.reservation_ttl
+            await self.redis.zadd(RESERVATIONS, dict.fromkeys(ids, expires), xx=True)
 
     # -- budgets -----------------------------------------------------------------------------
 
-    async def set_budget(self, name: str, usd: float | None, tokens: int | None) -> None:
-        """Override ``name``'s budget in Redis (None clears that part of the override)."""
-        key = budget_key(name)
+    async def set_budget(self, name: str, update: BudgetUpdate) -> None:
+        """Override ``name``'s budgets in Redis (null fields fall back); re-arms its notices."""
+        day = utc_day(time.time())
         async with self.redis.pipeline(transaction=True) as pipe:
-            pipe.delete(key)
-            mapping = {k: str(v) for k, v in (("usd", usd), ("tokens", tokens)) if v is not None}
+            pipe.delete(budget_key(name), *self._flag_keys(name, day)[:2])
+            mapping = {k: str(v) for k, v in update.model_dump().items() if v is not None}
             if mapping:
-                pipe.hset(key, mapping=mapping)
+                pipe.hset(budget_key(name), mapping=mapping)
             await pipe.execute()
 
-    def _agent_budget(self, name: str, override: list[str | None]) -> tuple[float | None, int | None]:
-        usd = _opt_float(override[0])
-        if usd is None:
-            usd = self.settings.agent_budgets_usd.get(name, self.settings.agent_budget_usd)
-        tokens = _opt_int(override[1])
-        if tokens is None:
-            tokens = self.settings.agent_budget_tokens
-        return usd, tokens
+    def _agent_limits(self, name: str, override: list[str | None]) -> dict[str, Any]:
+        limit = self.settings.budgets.for_agent(name)
+        tokens, usd, tokens_day, usd_day = override
+        return {
+            "budget_tokens": _opt_int(tokens) if tokens else limit.tokens,
+            "budget_usd": _opt_float(usd) if usd else limit.usd,
+            "budget_tokens_per_day": _opt_int(tokens_day) if tokens_day else limit.tokens_per_day,
+            "budget_usd_per_day": _opt_float(usd_day) if usd_day else limit.usd_per_day,
+        }
+
+    def _swarm_limits(self) -> dict[str, Any]:
+        s = self.settings.budgets.swarm
+        return {
+            "budget_tokens": s.tokens,
+            "budget_usd": s.usd,
+            "budget_tokens_per_day": s.tokens_per_day,
+            "budget_usd_per_day": s.usd_per_day,
+        }
 
     @staticmethod
     def _build(
-        name: str, raw: dict[str, str], budget_usd: float | None, budget_tokens: int | None
+        name: str, raw: dict[str, str], today: list[str | None], reserved: list[str | None], **limits: Any
     ) -> AgentUsage:
         counts = {f: _int(raw.get(f)) for f in TOKEN_FIELDS}
-        total = sum(counts.values())
-        cost = _int(raw.get("cost_nusd")) / NANO
-        exhausted = (budget_usd is not None and cost >= budget_usd) or (
-            budget_tokens is not None and total >= budget_tokens
-        )
-        return AgentUsage(
+        u = AgentUsage(
             name=name,
             requests=_int(raw.get("requests")),
-            total_tokens=total,
-            cost_usd=cost,
-            budget_usd=budget_usd,
-            budget_tokens=budget_tokens,
-            exhausted=exhausted,
+            total_tokens=sum(counts.values()),
+            cost_usd=_int(raw.get("cost_nusd")) / NANO,
+            today_tokens=_int(today[0]),
+            today_cost_usd=_int(today[1]) / NANO,
+            reserved_tokens=_int(reserved[0]),
+            reserved_usd=_int(reserved[1]) / NANO,
             last_request=_opt_float(raw.get("last_request")),
             **counts,
+            **limits,
         )
-
-    @staticmethod
-    def _state_keys(name: str) -> list[str]:
-        return [usage_key(name), USAGE_SWARM, budget_key(name), exhausted_key(name), SWARM_EXHAUSTED]
-
-    def _queue_state(self, pipe: Any, name: str) -> None:
-        usage, swarm, budget, flag, swarm_flag = self._state_keys(name)
-        pipe.hgetall(usage)
-        pipe.hgetall(swarm)
-        pipe.hmget(budget, ["usd", "tokens"])
-        pipe.exists(flag)
-        pipe.exists(swarm_flag)
-
-    async def check(self, name: str) -> Exhausted | None:
-        """None when ``name`` may spend; else which budget is used up (agent first, then swarm).
-
-        Each newly exhausted budget is flagged in Redis so that exactly one caller gets it in
-        ``notices`` (the #ops notice fires once per crossing); a flag whose budget is no longer
-        exhausted is cleared, re-arming its notice. One Redis round trip in the common case.
-        """
-        async with self.redis.pipeline(transaction=False) as pipe:
-            self._queue_state(pipe, name)
-            state = await pipe.execute()
-        return await self._verdict(name, *state, refusing=True)
-
-    async def _verdict(
-        self,
-        name: str,
-        agent_raw: dict[str, str],
-        swarm_raw: dict[str, str],
-        override: list[str | None],
-        agent_flag: int,
-        swarm_flag: int,
-        refusing: bool,
-    ) -> Exhausted | None:
-        agent = self._build(name, agent_raw, *self._agent_budget(name, override))
-        swarm = self._build(
-            "swarm", swarm_raw, self.settings.swarm_budget_usd, self.settings.swarm_budget_tokens
-        )
-        scopes: list[tuple[Literal["agent", "swarm"], str, bool, AgentUsage]] = [
-            ("agent", exhausted_key(name), bool(agent_flag), agent),
-            ("swarm", SWARM_EXHAUSTED, bool(swarm_flag), swarm),
+        pairs = [
+            (u.total_tokens, u.budget_tokens),
+            (u.cost_usd, u.budget_usd),
+            (u.today_tokens, u.budget_tokens_per_day),
+            (u.today_cost_usd, u.budget_usd_per_day),
         ]
-        stale = [key for _, key, flag, u in scopes if flag and not u.exhausted]
-        if stale:
-            await self.redis.delete(*stale)
-        found: Exhausted | None = None
-        for scope, key, flag, u in scopes:
-            if not u.exhausted:
-                continue
-            verdict = Exhausted(scope=scope, name=name, usage=u)
-            if not flag and await self.redis.set(key, repr(time.time()), nx=True):
-                verdict.notices.append(verdict.message())
-            if found is None:
-                found = verdict
-            else:
-                found.notices.extend(verdict.notices)
-        if found is not None and refusing and self.metrics is not None:
-            self.metrics.budget_refusals.labels(scope=found.scope).inc()
-        return found
+        u.exhausted = any(limit is not None and used >= limit for used, limit in pairs)
+        return u
 
     # -- reading -----------------------------------------------------------------------------
 
     async def get(self, name: str) -> AgentUsage:
+        day, prefix = utc_day(time.time()), f"agent:{name}:"
         async with self.redis.pipeline(transaction=False) as pipe:
             pipe.hgetall(usage_key(name))
-            pipe.hmget(budget_key(name), ["usd", "tokens"])
-            raw, override = await pipe.execute()
-        return self._build(name, raw, *self._agent_budget(name, override))
+            pipe.hmget(budget_key(name), ["tokens", "usd", "tokens_per_day", "usd_per_day"])
+            pipe.hmget(day_key(day), [f"{prefix}tokens", f"{prefix}nusd"])
+            pipe.hmget(RESERVED, [f"{prefix}tokens", f"{prefix}nusd"])
+            raw, override, today, reserved = await pipe.execute()
+        return self._build(name, raw, today, reserved, **self._agent_limits(name, override))
 
     async def all(self) -> dict[str, AgentUsage]:
         names = sorted(await self.redis.smembers(USAGE_AGENTS))
         return {n: await self.get(n) for n in names}
 
     async def swarm(self) -> AgentUsage:
-        raw = await self.redis.hgetall(USAGE_SWARM)
-        return self._build("swarm", raw, self.settings.swarm_budget_usd, self.settings.swarm_budget_tokens)
+        day = utc_day(time.time())
+        async with self.redis.pipeline(transaction=False) as pipe:
+            pipe.hgetall(USAGE_SWARM)
+            pipe.hmget(day_key(day), ["swarm:tokens", "swarm:nusd"])
+            pipe.hmget(RESERVED, ["swarm:tokens", "swarm:nusd"])
+            raw, today, reserved = await pipe.execute()
+        return self._build("swarm", raw, today, reserved, **self._swarm_limits())
 
     async def reset(self, name: str) -> AgentUsage:
-        """Forget ``name``'s usage (the swarm totals keep it) and re-arm its notice; returns what it was."""
+        """Forget ``name``'s usage, today's included (the swarm totals keep it), and re-arm its
+        notices; returns what it was. Reservations in flight stay until they settle."""
         before = await self.get(name)
+        day = utc_day(time.time())
         async with self.redis.pipeline(transaction=True) as pipe:
-            pipe.delete(usage_key(name), exhausted_key(name))
+            pipe.delete(usage_key(name), *self._flag_keys(name, day)[:2])
+            pipe.hdel(day_key(day), f"agent:{name}:tokens", f"agent:{name}:nusd")
             pipe.srem(USAGE_AGENTS, name)
             await pipe.execute()
         return before
-
-
-Caller = Annotated[Principal, Depends(current_principal)]
-Operator = Annotated[Principal, Depends(require_operator)]
-
-
-class BudgetUpdate(BaseModel):
-    usd: float | None = Field(None, ge=0, description="USD budget; None falls back to the configured one.")
-    tokens: int | None = Field(None, ge=0, description="Token budget; None falls back to the configured one.")
-
-
-def build_usage_router(store: UsageStore) -> APIRouter:
-    """``/api/usage``: operators see every agent and the swarm totals, others only themselves."""
-    router = APIRouter(prefix="/api/usage", tags=["usage"])
-
-    @router.get("", response_model=UsageReport, summary="LLM usage, cost estimates and budgets")
-    async def usage(principal: Caller) -> UsageReport:
-        if principal.kind == PrincipalKind.operator:
-            return UsageReport(agents=await store.all(), swarm=await store.swarm())
-        return UsageReport(agents={principal.name: await store.get(principal.name)})
-
-    @router.get("/{name}", response_model=AgentUsage, summary="One agent's usage (operators or itself)")
-    async def one(name: str, principal: Caller) -> AgentUsage:
-        if principal.kind != PrincipalKind.operator and principal.name != name:
-            raise HTTPException(status_code=403, detail="you may only read your own usage")
-        return await store.get(name)
-
-    @router.post("/{name}/reset", response_model=AgentUsage, summary="Forget an agent's usage (operators)")
-    async def reset(name: str, _: Operator) -> AgentUsage:
-        return await store.reset(name)
-
-    @router.put("/{name}/budget", response_model=AgentUsage, summary="Override an agent's budget (operators)")
-    async def budget(name: str, body: BudgetUpdate, _: Operator) -> AgentUsage:
-        await store.set_budget(name, body.usd, body.tokens)
-        return await store.get(name)
-
-    return router
-
-
-def register_usage_tool(mcp: Any, store: UsageStore) -> None:
-    """The ``llm_usage`` MCP tool: the caller's own usage, cost estimate and budget."""
-    from gateway.mcp_server import caller  # late: keeps this module importable without the MCP stack
-
-    @mcp.tool(name="llm_usage", description="Your model token usage, estimated cost and budget.")
-    async def llm_usage() -> dict[str, Any]:
-        return (await store.get(caller().name)).model_dump()
 
 
 async def usage_by_agent(ctx: GatewayContext) -> dict[str, AgentUsage]:

@@ -1,6 +1,8 @@
 """``kswarm up``: embedded Redis (unless REDIS_URL), the operator token, the gateway, and a swarm.
 
-Everything started here is stopped here, in reverse order, however the gateway exits.
+Everything started here is stopped here, in reverse order, however the gateway exits. The gateway's
+components get their settings from here explicitly: the LLM proxy's budgets come from the spec's
+``budgets:`` (over ``KSWARM_LLM_BUDGETS__*`` from the environment, field by field).
 """
 
 from __future__ import annotations
@@ -12,19 +14,45 @@ from collections.abc import Callable, Iterator
 from contextlib import ExitStack, contextmanager
 from pathlib import Path
 
+from fastapi import FastAPI
+from pydantic import ValidationError
 from redis.asyncio import Redis
 
 from gateway.app import create_app
 from gateway.config import GatewaySettings
+from gateway.llm_config import LLMProxySettings
 from gateway.plugins import default_plugins
 from gateway.principals import PrincipalKind, PrincipalStore
 from gateway.server import serve
 from orchestrator.embedded_redis import EmbeddedRedis, EmbeddedRedisError
 from orchestrator.home import GatewayInfo, write_secret
+from orchestrator.spec import SwarmSpec
 
 
 class LaunchError(RuntimeError):
     """kswarm could not start; the message says why."""
+
+
+def llm_settings(spec: SwarmSpec | None) -> tuple[LLMProxySettings, list[str]]:
+    """The LLM proxy's settings: the environment's, with the spec's budgets over them field by field
+    (a budget the spec sets wins; one it leaves out keeps the environment's). Also a warning for
+    each budget the spec overrides, so that nobody wonders why their variable does nothing."""
+    try:
+        env = LLMProxySettings()
+    except ValidationError as exc:
+        problems = "; ".join(
+            f"{'.'.join(map(str, e['loc'])) or 'KSWARM_LLM_*'}: {e['msg']}" for e in exc.errors()
+        )
+        raise LaunchError(f"bad LLM proxy settings in the environment: {problems}") from None
+    if spec is None:
+        return env, []
+    from_env, from_spec = env.budgets.given(), spec.budgets.given()
+    warnings = [
+        f"{path}: the spec's {from_spec[path]} replaces {from_env[path]} from KSWARM_LLM_BUDGETS"
+        for path in sorted(from_env.keys() & from_spec.keys())
+        if from_env[path] != from_spec[path]
+    ]
+    return env.model_copy(update={"budgets": spec.budgets.over(env.budgets)}), warnings
 
 
 async def ensure_operator_token(redis_url: str, home: Path, swarm: str) -> str:
@@ -56,7 +84,7 @@ class Launcher:
         self.backend = backend
         self.operator_token = ""
         self.warnings: list[str] = []  # shown with the banner (e.g. the process backend cannot isolate)
-        self.spec = None
+        self.spec: SwarmSpec | None = None
         if spec_path is not None:
             from orchestrator.spec import SpecError, load_spec
 
@@ -66,6 +94,12 @@ class Launcher:
                 raise LaunchError(str(exc)) from exc
             except OSError as exc:
                 raise LaunchError(f"cannot read {spec_path}: {exc.strerror}") from exc
+        self.llm, budget_warnings = llm_settings(self.spec)
+        self.warnings += budget_warnings
+
+    def gateway_app(self, settings: GatewaySettings) -> FastAPI:
+        """The gateway ``run`` serves: every component, the LLM proxy with this swarm's budgets."""
+        return create_app(settings, plugins=default_plugins(self.llm))
 
     async def run(self, on_ready: Callable[[GatewayInfo], None]) -> None:
         with ExitStack() as stack:
@@ -80,7 +114,7 @@ class Launcher:
             swarm = self.spec.swarm if self.spec is not None else "kswarm"
             settings = GatewaySettings(redis_url=redis_url, home=self.home, port=self.port, swarm=swarm)
             self.operator_token = await ensure_operator_token(redis_url, self.home, swarm)
-            app = create_app(settings, plugins=default_plugins())
+            app = self.gateway_app(settings)
             ready = asyncio.Event()
             server = asyncio.create_task(serve(app, settings, ready))
             ready_wait = asyncio.create_task(ready.wait())

@@ -14,6 +14,8 @@ from typing import Any, Literal
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
+from gateway.llm_config import BudgetSettings
+
 NAME_RE = re.compile(r"^[a-z][a-z0-9-]{0,38}$")  # the gateway's principal names
 RESERVED = {"all", "here", "everyone", "operator"}
 SIZE_RE = re.compile(r"^(\d+(?:\.\d+)?)\s*([kmgt]?)i?b?$", re.IGNORECASE)
@@ -164,13 +166,6 @@ class ReviewPolicy(_Model):
     dismiss_on_push: bool = Field(True, description="A new push dismisses earlier approvals.")
 
 
-class Budgets(_Model):
-    """Spending limits enforced by the LLM proxy (later issue)."""
-
-    tokens_per_agent_per_day: int | None = Field(None, ge=1, description="Model tokens per agent per day.")
-    usd_per_day: float | None = Field(None, gt=0, description="Whole-swarm spend per day.")
-
-
 class Lifecycle(_Model):
     """Reconcile-loop timing: restarts, crash loops, stalls."""
 
@@ -223,7 +218,9 @@ class SwarmSpec(_Model):
         default_factory=lambda: [PoolSpec(name="cpu")], description="Job pools (jobs issue)."
     )
     review: ReviewPolicy = Field(default_factory=ReviewPolicy, description="Merge policy (gate issue).")
-    budgets: Budgets = Field(default_factory=Budgets, description="Model spend limits (proxy issue).")
+    budgets: BudgetSettings = Field(
+        default_factory=BudgetSettings, description="Model spend limits, enforced by the gateway's LLM proxy."
+    )
     lifecycle: Lifecycle = Field(default_factory=Lifecycle, description="Restart and stall timing.")
     docker: DockerOptions = Field(default_factory=DockerOptions, description="Docker backend options.")
     process: ProcessOptions = Field(default_factory=ProcessOptions, description="Process backend options.")
@@ -243,6 +240,13 @@ class SwarmSpec(_Model):
                 if name in seen:
                     raise _ItemError(("agents", i), f"agent {name!r} is defined twice")
                 seen.add(name)
+        for name in self.budgets.agents:
+            if name not in seen:
+                raise _ItemError(
+                    ("budgets", "agents", name),
+                    f"no agent {name!r} in this spec (an agent added later gets its own budget with "
+                    f"PUT /api/usage/{name}/budget)",
+                )
         return self
 
     @property

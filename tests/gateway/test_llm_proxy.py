@@ -20,9 +20,10 @@ from redis.asyncio import Redis
 from gateway.app import create_app
 from gateway.config import GatewaySettings
 from gateway.llm_config import LLMProxySettings, scrub_env
-from gateway.llm_proxy import KeyScrubber, SSEUsage, make_llm_proxy_plugin
+from gateway.llm_proxy import make_llm_proxy_plugin
 from gateway.principals import PrincipalKind, PrincipalStore
 from gateway.server import serve
+from gateway.sse_scrub import KeyScrubber, SSEUsage
 from kstest.gateway import GatewayProcess, free_port
 from kstest.mcp_client import call, mcp_session
 from kstest.upstream import ScriptedUpstream, error_reply, text_reply, tool_reply
@@ -304,7 +305,7 @@ def test_sse_usage_parser_reads_split_events() -> None:
 
 
 def test_budget_exhaustion_refuses_without_retry_and_posts_one_notice(make_gateway, upstream) -> None:
-    gw = make_gateway(agent_budget_usd=0.001, agent_budgets_usd={"grace": 1.0})
+    gw = make_gateway(budgets={"agent": {"usd": 0.001}, "agents": {"grace": {"usd": 1.0}}})
     token = gw.add("frank")
     other = gw.add("grace")
     upstream.script(default=text_reply("ok", usage={"input_tokens": 1000, "output_tokens": 100}))
@@ -336,11 +337,17 @@ def test_budget_exhaustion_refuses_without_retry_and_posts_one_notice(make_gatew
     with gw.api() as op:
         assert op.post("/api/usage/frank/reset").status_code == 200
         assert op.get("/metrics").text.count('kswarm_llm_budget_refusals_total{scope="agent"} 5.0') == 1
+        # Reset: nothing used, but this request's worst case (input estimate + max_tokens) is still
+        # more than $0.0001, so it does not fit; raised to $0.01 it does.
+        with pytest.raises(anthropic.RateLimitError) as err:
+            client.messages.create(model="m", max_tokens=5, messages=MSG)
+        assert "would be exceeded: $0.0000 used + $0.0000 reserved" in err.value.message
+        assert op.put("/api/usage/frank/budget", json={"usd": 0.01}).json()["exhausted"] is False
     client.messages.create(model="m", max_tokens=5, messages=MSG)
 
 
 def test_swarm_token_budget_stops_everyone(make_gateway, upstream) -> None:
-    gw = make_gateway(swarm_budget_tokens=1500)
+    gw = make_gateway(budgets={"swarm": {"tokens": 1500}})
     a, b = gw.add("hank"), gw.add("ivy")
     upstream.script(default=text_reply("ok", usage={"input_tokens": 1000, "output_tokens": 600}))
     gw.sdk(a).messages.create(model="m", max_tokens=5, messages=MSG)
@@ -438,7 +445,7 @@ async def four_concurrent_requests(url: str, token: str) -> list[str]:
 
 
 def test_count_tokens_is_proxied_and_not_billed(make_gateway, upstream) -> None:
-    gw = make_gateway(agent_budget_tokens=0)  # even an exhausted agent may count tokens
+    gw = make_gateway(budgets={"agent": {"tokens": 0}})  # even an exhausted agent may count tokens
     token = gw.add("noah")
     counted = gw.sdk(token).messages.count_tokens(model="m", messages=MSG)
     assert counted.input_tokens > 0
@@ -495,6 +502,29 @@ def test_settings_from_environment(monkeypatch) -> None:
     assert LLMProxySettings().price_for("claude-opus-4-1-20250805").input == 15.0
     env = scrub_env({"ANTHROPIC_API_KEY": "x", "KSWARM_LLM_API_KEY": "y", "HOME": "/h"})
     assert env == {"HOME": "/h"}
+
+
+def test_budget_settings_from_environment(monkeypatch) -> None:
+    monkeypatch.setenv("KSWARM_LLM_BUDGETS__AGENT__USD", "2.5")
+    monkeypatch.setenv("KSWARM_LLM_BUDGETS__SWARM__TOKENS_PER_DAY", "900")
+    monkeypatch.setenv("KSWARM_LLM_BUDGETS__AGENTS", '{"alice": {"usd": null, "tokens": 7}}')
+    budgets = LLMProxySettings().budgets
+    assert budgets.agent.usd == 2.5 and budgets.swarm.tokens_per_day == 900
+    alice = budgets.for_agent("alice")
+    assert (alice.usd, alice.tokens) == (None, 7)  # null: unlimited, not the agent default
+    assert budgets.for_agent("bob").usd == 2.5
+    # A misspelt budget is an error, never an unlimited budget.
+    monkeypatch.setenv("KSWARM_LLM_BUDGETS__AGENT__USDD", "1")
+    with pytest.raises(ValueError, match="usdd"):
+        LLMProxySettings()
+    monkeypatch.delenv("KSWARM_LLM_BUDGETS__AGENT__USDD")
+    # So is a variable of the previous releases: it names its replacement.
+    monkeypatch.setenv("KSWARM_LLM_AGENT_BUDGET_USD", "1")
+    with pytest.raises(ValueError, match="KSWARM_LLM_BUDGETS__AGENT__USD"):
+        LLMProxySettings()
+    monkeypatch.delenv("KSWARM_LLM_AGENT_BUDGET_USD")
+    with pytest.raises(ValueError, match="agent_budget_usd"):
+        LLMProxySettings(agent_budget_usd=1)  # the old keyword too
 
 
 def test_python_m_gateway_serves_the_proxy(clean_redis: str, short_tmp: Path, upstream) -> None:

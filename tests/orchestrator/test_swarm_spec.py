@@ -41,7 +41,7 @@ def test_patterns_expand_with_defaults_applied() -> None:
     assert agents[0].model == "m2" and agents[1].model == "m1"
     assert agents[5].resources.memory_bytes() == 1024**3
     # Sections later issues fill are parsed now with defaults.
-    assert spec.pools[0].name == "cpu" and spec.review.dismiss_on_push and spec.budgets.usd_per_day is None
+    assert spec.pools[0].name == "cpu" and spec.review.dismiss_on_push and spec.budgets.swarm.usd is None
 
 
 @pytest.mark.parametrize(
@@ -73,6 +73,22 @@ def test_patterns_expand_with_defaults_applied() -> None:
         (
             "swarm: k\nlifecycle:\n  stall_after_s: -1\nagents: [{name: a}]\n",
             "swarm.yaml:3: lifecycle.stall_after_s",
+        ),
+        (
+            "swarm: k\nagents: [{name: a}]\nbudgets:\n  tokens_per_agent_per_day: 5\n",
+            "swarm.yaml:4: budgets.tokens_per_agent_per_day: Extra inputs are not permitted",
+        ),
+        (
+            "swarm: k\nagents: [{name: a}]\nbudgets:\n  agent:\n    usdd: 5\n",
+            "swarm.yaml:5: budgets.agent.usdd: Extra inputs are not permitted",
+        ),
+        (
+            "swarm: k\nagents: [{name: a}]\nbudgets:\n  swarm: {usd_per_day: -1}\n",
+            "swarm.yaml:4: budgets.swarm.usd_per_day: Input should be greater than or equal to 0",
+        ),
+        (
+            "swarm: k\nagents: [{name: a}]\nbudgets:\n  agents:\n    b: {usd: 1}\n",
+            "swarm.yaml:5: budgets.agents.b: no agent 'b' in this spec",
         ),
         ("swarm: k\n", "swarm.yaml:1: agents: Field required"),
         ("swarm: k\nagents: [\n", "swarm.yaml:3: not valid YAML"),

@@ -1,0 +1,133 @@
+"""The proxy's per-request pieces: a concurrency slot, and an upstream SSE stream passed through.
+
+A stream is settled exactly once, however it ends (docs/llm-proxy.md, "Settling"): its last bytes
+carry the settlement (so a client that has read it sees its usage); a client that leaves, or an
+upstream that breaks, settles it in ``close``.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from collections.abc import AsyncIterator
+from typing import TYPE_CHECKING
+
+import anyio
+import httpx
+from fastapi.responses import StreamingResponse
+from starlette.types import Receive, Scope, Send
+
+from gateway.principals import Principal
+from gateway.sse_scrub import SSEKeyScrubber, SSEUsage
+from gateway.usage import Reservation, Usage
+
+if TYPE_CHECKING:
+    from gateway.llm_proxy import LLMProxy
+
+log = logging.getLogger("kswarm.llm_proxy")
+
+
+class Slot:
+    """One of the global concurrency slots; ``release`` is idempotent."""
+
+    def __init__(self, proxy: LLMProxy) -> None:
+        self.proxy = proxy
+        self.held = False
+
+    async def acquire(self) -> None:
+        metrics = self.proxy.metrics
+        metrics.queued.inc()
+        try:
+            await self.proxy.slots.acquire()
+        finally:
+            metrics.queued.dec()
+        self.held = True
+        metrics.in_flight.inc()
+
+    def release(self) -> None:
+        if self.held:
+            self.held = False
+            self.proxy.slots.release()
+            self.proxy.metrics.in_flight.dec()
+
+
+class ProxyStream(StreamingResponse):
+    """An upstream SSE stream passed through; settled at the end, cleanup on every exit."""
+
+    def __init__(
+        self,
+        proxy: LLMProxy,
+        upstream: httpx.Response,
+        slot: Slot,
+        principal: Principal,
+        reservation: Reservation | None,
+        headers: dict[str, str],
+    ) -> None:
+        self.proxy = proxy
+        self.upstream = upstream
+        self.slot = slot
+        self.principal = principal
+        self.reservation = reservation
+        self.parser = SSEUsage()
+        self.scrubber = SSEKeyScrubber(proxy.secret)  # also catches a key spelled out across deltas
+        self.finished = False  # the upstream's stream ended normally
+        self.broke = False  # the upstream's stream failed
+        self.closed = False
+        self.chunks = self._chunks()
+        super().__init__(self.chunks, status_code=upstream.status_code, headers=headers)
+
+    async def _chunks(self) -> AsyncIterator[bytes]:
+        try:
+            async for chunk in self.upstream.aiter_bytes():
+                self.parser.feed(chunk)
+                if out := self.scrubber.feed(chunk):
+                    yield out
+        except httpx.HTTPError as exc:
+            log.warning("upstream stream broke for %s: %s", self.principal.name, type(exc).__name__)
+            self.broke = True
+            error = {"type": "error", "error": {"type": "api_error", "message": "upstream stream broke"}}
+            yield self.scrubber.flush() + b"event: error\ndata: " + json.dumps(error).encode() + b"\n\n"
+        else:
+            self.finished = True
+        if tail := self.scrubber.flush():
+            yield tail
+        # Settled before the stream's last byte, so a client that has read it sees its usage.
+        await self._settle()
+
+    def _spent(self, res: Reservation) -> Usage | None:
+        """What this stream is booked (None: nothing); docs/llm-proxy.md, "Settling"."""
+        parser = self.parser
+        if self.upstream.status_code != 200:
+            return None
+        if parser.seen:
+            if parser.final or (self.finished and not parser.error):
+                return res.billable(parser.usage)  # an unreported output count books max_tokens
+            return res.billable(parser.usage, output_floor=parser.deltas)  # cut: what it delivered
+        if self.broke or parser.error:
+            return None  # failed upstream before reporting anything
+        if self.finished:
+            return res.billable(None)  # a 200 stream that never reports usage: its worst case
+        return res.billable(None, output_floor=0)  # the client left before the first event: the input
+
+    async def _settle(self) -> None:
+        res, self.reservation = self.reservation, None  # settled once, whoever gets here first
+        if res is not None:
+            await self.proxy.settle(res, self.parser.model, self._spent(res))
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        try:
+            await super().__call__(scope, receive, send)
+        finally:
+            with anyio.CancelScope(shield=True):
+                await self.close()
+
+    async def close(self) -> None:
+        if self.closed:
+            return
+        self.closed = True
+        try:
+            await self.chunks.aclose()
+            await self.upstream.aclose()
+            await self._settle()  # a client that went away still spent what it spent
+        finally:
+            self.slot.release()

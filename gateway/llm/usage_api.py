@@ -1,0 +1,84 @@
+"""The LLM proxy's read/admin surface: ``/api/usage``, the ``llm_usage`` MCP tool, Prometheus metrics."""
+
+from __future__ import annotations
+
+from typing import Annotated, Any
+
+from fastapi import APIRouter, Depends, HTTPException
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
+
+from gateway.auth import current_principal, require_operator
+from gateway.principals import Principal, PrincipalKind
+from gateway.usage import AgentUsage, BudgetUpdate, UsageReport, UsageStore
+
+Caller = Annotated[Principal, Depends(current_principal)]
+Operator = Annotated[Principal, Depends(require_operator)]
+
+
+class UsageMetrics:
+    """The proxy's Prometheus metrics, registered in the app's registry."""
+
+    def __init__(self, registry: CollectorRegistry) -> None:
+        self.tokens = Counter(
+            "kswarm_llm_tokens", "Tokens used through the proxy", ["agent", "type"], registry=registry
+        )
+        self.cost = Counter("kswarm_llm_cost_usd", "Estimated spend (USD)", ["agent"], registry=registry)
+        self.requests = Counter(
+            "kswarm_llm_proxy_requests", "Proxy answers by HTTP status", ["status"], registry=registry
+        )
+        self.retries = Counter(
+            "kswarm_llm_upstream_retries",
+            "Upstream attempts retried, by cause",
+            ["reason"],
+            registry=registry,
+        )
+        self.budget_refusals = Counter(
+            "kswarm_llm_budget_refusals", "Requests refused for budget", ["scope"], registry=registry
+        )
+        self.queued = Gauge(
+            "kswarm_llm_queued_requests", "Requests waiting for a concurrency slot", registry=registry
+        )
+        self.in_flight = Gauge("kswarm_llm_in_flight_requests", "Requests holding a slot", registry=registry)
+        self.seconds = Histogram(
+            "kswarm_llm_proxy_seconds",
+            "Time from request to upstream response headers (queueing and retries included)",
+            buckets=(0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120),
+            registry=registry,
+        )
+
+
+def build_usage_router(store: UsageStore) -> APIRouter:
+    """``/api/usage``: operators see every agent and the swarm totals, others only themselves."""
+    router = APIRouter(prefix="/api/usage", tags=["usage"])
+
+    @router.get("", response_model=UsageReport, summary="LLM usage, cost estimates and budgets")
+    async def usage(principal: Caller) -> UsageReport:
+        if principal.kind == PrincipalKind.operator:
+            return UsageReport(agents=await store.all(), swarm=await store.swarm())
+        return UsageReport(agents={principal.name: await store.get(principal.name)})
+
+    @router.get("/{name}", response_model=AgentUsage, summary="One agent's usage (operators or itself)")
+    async def one(name: str, principal: Caller) -> AgentUsage:
+        if principal.kind != PrincipalKind.operator and principal.name != name:
+            raise HTTPException(status_code=403, detail="you may only read your own usage")
+        return await store.get(name)
+
+    @router.post("/{name}/reset", response_model=AgentUsage, summary="Forget an agent's usage (operators)")
+    async def reset(name: str, _: Operator) -> AgentUsage:
+        return await store.reset(name)
+
+    @router.put("/{name}/budget", response_model=AgentUsage, summary="Override an agent's budget (operators)")
+    async def budget(name: str, body: BudgetUpdate, _: Operator) -> AgentUsage:
+        await store.set_budget(name, body)
+        return await store.get(name)
+
+    return router
+
+
+def register_usage_tool(mcp: Any, store: UsageStore) -> None:
+    """The ``llm_usage`` MCP tool: the caller's own usage, cost estimate and budget."""
+    from gateway.mcp_server import caller  # late: keeps this module importable without the MCP stack
+
+    @mcp.tool(name="llm_usage", description="Your model token usage, estimated cost and budget.")
+    async def llm_usage() -> dict[str, Any]:
+        return (await store.get(caller().name)).model_dump()
