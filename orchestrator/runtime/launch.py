@@ -4,7 +4,8 @@ Runs as the orchestrator's user in the freshly spawned (single-threaded) child, 
 in a ``preexec_fn`` of a threaded parent. Steps, in order:
 
 1. rlimits (address space, CPU seconds, open files, no core dumps; processes when it has its own uid);
-2. with a uid: a private mount namespace in which
+2. with a uid: a network namespace of its own (only ``lo``, up: the gateway is reached by its unix
+   socket, nothing by TCP) and a private mount namespace in which
    - ``/tmp``, ``/var/tmp`` and ``/dev/shm`` are fresh tmpfs (no side channel between agents), and
    - every ancestor of a path the agent needs that its uid cannot traverse (``/root`` holding a pyenv
      Python, a 0700 ``$KSWARM_HOME``) is covered by a tmpfs on which only the needed children are
@@ -12,9 +13,10 @@ in a ``preexec_fn`` of a threaded parent. Steps, in order:
    then drop to the uid (no supplementary groups);
 3. ``chdir`` to the work dir, ``umask 077``, ``execve`` the agent with exactly the given environment.
 
-With ``mode: userns`` the last step hands over to ``orchestrator.runtime.sandbox`` instead (user, mount,
-pid and network namespaces around a minimal root holding only what the agent needs): without root as
-the operator's uid; as root after steps 1-2, so that the agent has both a uid and a sandbox of its own.
+With ``mode: userns`` the last step hands over to the one sandbox (``orchestrator.sandbox``: user,
+mount, pid, network and IPC namespaces around a minimal root holding only what the agent needs, and a
+seccomp filter): without root as the operator's uid; as root after steps 1-2, so that the agent has both
+a uid and a sandbox of its own.
 """
 
 from __future__ import annotations
@@ -26,18 +28,20 @@ import stat
 import sys
 from pathlib import Path
 
-from orchestrator.runtime import sandbox
-from orchestrator.runtime.sandbox import (
+from orchestrator.sandbox.mounts import (
+    CLONE_NEWNET,
     CLONE_NEWNS,
     MS_BIND,
     MS_NODEV,
+    MS_NOEXEC,
     MS_NOSUID,
     MS_PRIVATE,
+    MS_RDONLY,
     MS_REC,
     Mounter,
-    check,
-    libc,
 )
+from orchestrator.sandbox.plan import SETUP_FAILED, SandboxPlan
+from orchestrator.sandbox.spawn import join, loopback_up, run_sandboxed
 
 PRIVATE_TMP = ("/tmp", "/var/tmp", "/dev/shm")
 
@@ -82,20 +86,38 @@ def hide(m: Mounter, directory: Path, keep: set[str]) -> None:
 
 def isolate(needed: list[Path], uid: int) -> None:
     m = Mounter()
-    m.unshare(CLONE_NEWNS)
+    m.unshare(CLONE_NEWNS | CLONE_NEWNET, "unshare(mount, network)")
+    loopback_up()  # its own lo: a TCP bridge to the gateway's socket (the Claude Code CLI's) binds there
     m.mount(None, "/", None, MS_REC | MS_PRIVATE)  # our mounts must not leak to the host
+    # A sysfs of its own network namespace (only lo under /sys/class/net), read-only, no cgroup mounts.
+    m.mount("sysfs", "/sys", "sysfs", MS_RDONLY | MS_NOSUID | MS_NODEV | MS_NOEXEC)
     hides = plan_hides([p.resolve() for p in needed], uid)
     for directory in sorted(hides, key=lambda p: len(p.parts)):  # shallow first: deeper ones are inside
         hide(m, directory, hides[directory])
 
 
-def join_mounts(pid: int) -> None:
-    """``exec`` into a running agent: enter its mount namespace (its private /tmp, its view)."""
-    fd = os.open(f"/proc/{pid}/ns/mnt", os.O_RDONLY)
-    try:
-        check(libc().setns(fd, CLONE_NEWNS), f"setns into the mounts of pid {pid}")
-    finally:
-        os.close(fd)
+def join_namespaces(pid: int) -> None:
+    """``exec`` into a running agent: enter its mount and network namespaces (its view, its lo)."""
+    m = Mounter()
+    for kind, flag in (("mnt", CLONE_NEWNS), ("net", CLONE_NEWNET)):
+        fd = os.open(f"/proc/{pid}/ns/{kind}", os.O_RDONLY)
+        try:
+            m.setns(fd, flag, f"setns into the {kind} namespace of pid {pid}")
+        finally:
+            os.close(fd)
+
+
+def sandbox_plan(config: dict) -> SandboxPlan:
+    """The agent's sandbox (``userns`` mode) from its launch config."""
+    return SandboxPlan(
+        argv=config["argv"],
+        env=config["env"],
+        cwd=config["cwd"],
+        ro=config.get("ro", []),
+        rw=config.get("rw", []),
+        hide=config.get("hide", []),
+        pids=config["limits"].get("pids"),
+    )
 
 
 def set_limits(limits: dict[str, int | None], own_uid: bool) -> None:
@@ -119,17 +141,17 @@ def main(argv: list[str]) -> None:
     userns = config.get("mode") == "userns"
     set_limits(config["limits"], own_uid=uid is not None)
     if userns and config.get("join_pid"):
-        sandbox.join(int(config["join_pid"]), config["argv"], config["env"], config["cwd"])
+        join(int(config["join_pid"]), sandbox_plan(config))
     if uid is not None:
         if config.get("join_pid"):
-            join_mounts(int(config["join_pid"]))
+            join_namespaces(int(config["join_pid"]))
         else:
             isolate([Path(p) for p in config["needed"]], uid)
         os.setgroups([])
         os.setgid(uid)
         os.setuid(uid)
     if userns:  # as root, with the uid above as well: the sandbox is built by the agent's own uid
-        sandbox.run_sandboxed(config)
+        run_sandboxed(sandbox_plan(config))
     os.chdir(config["cwd"])
     os.umask(0o077)
     os.execve(config["argv"][0], config["argv"], config["env"])
@@ -140,4 +162,4 @@ if __name__ == "__main__":
         main(sys.argv)
     except OSError as exc:
         print(f"kswarm launch: {exc}", file=sys.stderr, flush=True)
-        sys.exit(121)  # a distinct status: the launch failed, the agent never ran
+        sys.exit(SETUP_FAILED)  # a distinct status: the launch failed, the agent never ran

@@ -3,11 +3,14 @@
 Isolation modes (``process.isolation`` in the spec):
 
 - ``uid`` (root): each agent runs as a uid of its own, in a private mount namespace (private ``/tmp``,
-  untraversable dirs covered); permissions keep agents out of each other's dirs.
-- ``userns``: user, mount, pid and network namespaces around a minimal root that holds only the agent's
-  own dirs, the gateway socket and read-only system/project/Python dirs (``orchestrator.runtime.sandbox``);
-  without root the agent runs as the operator's uid in there, as root as a uid of its own as well.
-- ``none``: agents run as the operator; ``kswarm up`` warns that their files are not isolated.
+  untraversable dirs covered) and a network namespace with only ``lo``; permissions keep agents out of
+  each other's dirs, and the gateway is reached by its unix socket only.
+- ``userns``: the one sandbox (``orchestrator.sandbox``): user, mount, pid, network and IPC namespaces
+  around a minimal root that holds only the agent's own dirs, the gateway socket and read-only
+  system/project/Python dirs, and a seccomp filter; without root the agent runs as the operator's uid in
+  there, as root as a uid of its own as well.
+- ``none`` (only without root): agents run as the operator, on the host's network; ``kswarm up``
+  warns. As root it is refused: agents would run as root.
 
 ``auto`` picks ``uid`` as root, else ``userns`` where the kernel allows it, else ``none``.
 
@@ -42,9 +45,11 @@ from orchestrator.runtime.base import (
     project_root,
     python_paths,
 )
+from orchestrator.sandbox.probe import launcher_env
 from orchestrator.uid_ranges import process_owners
 
 CLK_TCK = os.sysconf("SC_CLK_TCK")
+NOBODY = 65534
 
 
 def proc_start_ticks(pid: int) -> int | None:
@@ -98,15 +103,18 @@ def can_isolate_by_uid() -> bool:
 
 def namespaces_unavailable() -> str | None:
     """Why the ``userns`` mode cannot work here (None: it can): a whole sandbox is built, around a
-    Python that exits at once (nested mounts or a refused /proc show up here, not in every agent)."""
-    python = [str(p) for p in python_paths()]
+    Python that exits at once (nested mounts or a refused /proc show up here, not in every agent).
+    As root it is built as an agent's would be: by an unprivileged uid (``nobody``)."""
+    needed = [str(project_root()), *map(str, python_paths())]
     config = {
         "mode": "userns",
+        "uid": NOBODY if can_isolate_by_uid() else None,
         "argv": [sys.executable, "-c", ""],
         "env": {"PATH": SAFE_PATH},
         "cwd": "/",
         "limits": {},
-        "ro": [str(project_root()), *python],
+        "needed": needed,
+        "ro": needed,
         "rw": [],
     }
     try:
@@ -114,7 +122,7 @@ def namespaces_unavailable() -> str | None:
             [sys.executable, "-m", "orchestrator.runtime.launch", json.dumps(config)],
             capture_output=True,
             text=True,
-            env={"PATH": SAFE_PATH, "PYTHONPATH": str(project_root())},
+            env=launcher_env(),
             cwd="/",
             timeout=60,
         )
@@ -127,6 +135,11 @@ def choose_isolation(requested: str) -> str:
     """The isolation mode to use for ``requested`` (auto, uid, userns, none); raises if it cannot work."""
     if requested == "uid" and not can_isolate_by_uid():
         raise RuntimeError("process isolation 'uid' needs root; use 'userns' (or 'auto')")
+    if requested == "none" and can_isolate_by_uid():
+        raise RuntimeError(
+            "process isolation 'none' as root would run agents as root, on the host's network; "
+            "use 'uid' or 'userns' (or 'auto')"
+        )
     if requested == "userns":
         why = namespaces_unavailable()
         if why:
@@ -136,6 +149,17 @@ def choose_isolation(requested: str) -> str:
     if can_isolate_by_uid():
         return "uid"
     return "userns" if namespaces_unavailable() is None else "none"
+
+
+def isolation_warning(mode: str) -> str | None:
+    """What ``kswarm up`` must say about ``mode`` (None: nothing to warn about)."""
+    if mode != "none":
+        return None
+    return (
+        "the process backend does not isolate agents here (not root, and no user namespaces): agents run "
+        "as your user, can read each other's dirs and reach every loopback port (the gateway's TCP port, "
+        "a local model server); use --backend docker for isolation"
+    )
 
 
 class ProcessRuntime:
@@ -162,12 +186,7 @@ class ProcessRuntime:
 
     @property
     def warning(self) -> str | None:
-        if self.mode != "none":
-            return None
-        return (
-            "the process backend does not isolate agents' files here (not root, and no user namespaces): "
-            "agents run as your user and can read each other's dirs; use --backend docker for isolation"
-        )
+        return isolation_warning(self.mode)
 
     # -- records ----------------------------------------------------------------------------
     def _record_path(self, name: str) -> Path:
@@ -251,7 +270,7 @@ class ProcessRuntime:
                 start_new_session=True,  # survives us; a terminal's Ctrl-C does not reach it
                 cwd="/",
                 # KSWARM_AGENT from the first instant: adoption checks it in /proc/<pid>/environ.
-                env={"PATH": SAFE_PATH, "PYTHONPATH": str(project_root()), "KSWARM_AGENT": name},
+                env={**launcher_env(), "KSWARM_AGENT": name},
             )
         self.children[name] = proc
         ticks = proc_start_ticks(proc.pid)
@@ -370,7 +389,7 @@ class ProcessRuntime:
             [sys.executable, "-m", "orchestrator.runtime.launch", json.dumps(launch_like)],
             capture_output=True,
             timeout=timeout,
-            env={"PATH": SAFE_PATH, "PYTHONPATH": str(project_root())},
+            env=launcher_env(),
             cwd="/",
         )
         return ExecResult(done.returncode, (done.stdout + done.stderr).decode(errors="replace"))

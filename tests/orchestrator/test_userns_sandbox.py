@@ -269,16 +269,17 @@ def test_a_home_inside_a_read_only_path_is_hidden_and_nested_mounts_stay_read_on
         "rw": [str(own)],
         "hide": [str(home)],
     }
+    python, site_packages = interpreter_for_nobody()
     launch = (
         f"mount -t tmpfs nested {project}/nested && echo mounted-data > {project}/nested/mounted && "
         f"setpriv --reuid={NOBODY} --regid={NOBODY} --clear-groups "
-        f"{interpreter_for_nobody()[0]} -m orchestrator.runtime.launch '{json.dumps(config)}'"
+        f"{python} -m orchestrator.runtime.launch '{json.dumps(config)}'"
     )
     done = subprocess.run(  # a private mount namespace: the nested mount exists only for this run
         ["unshare", "-m", "--propagation", "private", "sh", "-c", launch],
         capture_output=True,
         text=True,
-        env={"PATH": "/usr/bin:/bin", "PYTHONPATH": str(project_root())},
+        env={"PATH": "/usr/bin:/bin", "PYTHONPATH": f"{project_root()}{os.pathsep}{site_packages}"},
         cwd="/",
         timeout=60,
     )

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import json
 import os
+import platform
 import shutil
 import signal
 import site
@@ -38,7 +39,7 @@ pytestmark = [
 ]
 
 ATTACKER = r"""
-import json, os, signal, socket, stat, subprocess, sys
+import ctypes, json, os, signal, socket, subprocess, sys
 from pathlib import Path
 
 t = json.loads(sys.argv[1])
@@ -89,6 +90,34 @@ attempt("gateway socket", lambda: connect_unix(t["socket"]))
 attempt("signal worker", lambda: os.kill(t["worker_pid"], signal.SIGUSR1) or "sent")
 attempt("worker environ", lambda: Path(f"/proc/{t['worker_pid']}/environ").read_bytes())
 attempt("parent environ", lambda: Path(f"/proc/{os.getppid()}/environ").read_bytes())
+
+# Syscalls the sandbox's walls rest on: each must be refused by the filter (EPERM), whatever the
+# kernel would have said to an unprivileged user.
+libc = ctypes.CDLL(None, use_errno=True)
+
+
+def errno_of(rc):
+    return "ok" if rc >= 0 else f"errno {ctypes.get_errno()}"
+
+
+def clone_into_new_namespaces():
+    pid = libc.syscall(56, 0x10000000 | 0x40000000 | signal.SIGCHLD, 0, 0, 0, 0)  # NEWUSER | NEWNET
+    if pid == 0:
+        os._exit(0)
+    if pid > 0:
+        os.waitpid(pid, 0)
+    return errno_of(pid)
+
+
+report["syscalls"] = {
+    "ptrace": errno_of(libc.ptrace(0, 0, 0, 0)),  # PTRACE_TRACEME
+    "unshare": errno_of(libc.unshare(0x10000000)),  # CLONE_NEWUSER
+    "clone": clone_into_new_namespaces(),
+    "keyctl": errno_of(libc.syscall(250, 0, -3, 0)),  # KEYCTL_GET_KEYRING_ID of the session keyring
+    "perf_event_open": errno_of(libc.syscall(298, ctypes.create_string_buffer(128), 0, -1, -1, 0)),
+    "x32_getpid": errno_of(libc.syscall(0x40000000 | 39)),
+    "mount": errno_of(libc.mount(b"none", b"/tmp", b"tmpfs", 0, None)),
+}
 
 # Anywhere else on the host: every directory it may write to. The shared tmp trees are only walked
 # along the way to this test's own dir (other users' files are none of this test's business).
@@ -347,6 +376,15 @@ def test_job_cannot_signal_the_worker_or_read_its_environment(attacked: dict) ->
     assert attacked["signals"] == 0
     refused(report, "worker environ")
     assert "do-not-leak" not in json.dumps(report)
+
+
+@pytest.mark.skipif(platform.machine() != "x86_64", reason="the attacker calls x86_64 syscall numbers")
+def test_job_cannot_ptrace_mount_or_make_namespaces(attacked: dict) -> None:
+    """The seccomp filter: denied with EPERM (no namespace of its own, no tracing, no keyrings...)."""
+    assert attacked["report"]["syscalls"] == {
+        name: "errno 1"
+        for name in ("ptrace", "unshare", "clone", "keyctl", "perf_event_open", "x32_getpid", "mount")
+    }
 
 
 def test_no_process_of_the_job_outlives_it(attacked: dict) -> None:
