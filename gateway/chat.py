@@ -3,7 +3,9 @@
 Layout: one stream per channel (DMs are channels named ``dm:<a>:<b>`` with exactly two members),
 one inbox stream per principal (fed by mentions, DMs, replies and notices), and one global event
 stream that the SSE endpoint tails. A post writes all of these in one Lua script, so a message is
-either accepted everywhere or nowhere.
+either accepted everywhere or nowhere, under one id: its entry in the channel, in each recipient's
+inbox and in the event stream all carry the same stream id, drawn from one sequence for every
+channel, so a message id is unique across channels (see docs/gateway.md, "Message ids").
 """
 
 from __future__ import annotations
@@ -35,22 +37,50 @@ INBOX_WAIT_SLICE = 2.0  # seconds per blocking read; bounds how long a dropped c
 SEARCH_SCAN = 2000  # messages scanned per channel by search; bounded on purpose
 
 # Atomic post: the channel entry, the thread index, the inbox fan-out and the event, or nothing.
+# The message's id is computed first and written with every entry (channel, inboxes, event), so it
+# is the same everywhere and unique across channels: one sequence for all of them, the next id after
+# the newest one any of these streams has generated (or now, if later) -- what XADD's "*" does for a
+# single stream. Explicit ids above every stream's last-generated id cannot fail, so nothing is
+# half-written. (Lua numbers are doubles: exact for today's ms and any sequence below 2^53.)
 # KEYS: channel stream, events stream, thread index, inbox streams...
 # ARGV: channel maxlen, events maxlen, inbox maxlen, n message fields, fields..., reasons...
 _POST_SCRIPT = """
+local function last_generated(key)
+  if redis.call('EXISTS', key) == 0 then return nil end
+  local info = redis.call('XINFO', 'STREAM', key)
+  for i = 1, #info, 2 do
+    if info[i] == 'last-generated-id' then return info[i + 1] end
+  end
+end
+local now = redis.call('TIME')
+local ms = tonumber(now[1]) * 1000 + math.floor(tonumber(now[2]) / 1000)
+local seq = 0
+for k = 1, #KEYS do
+  if k ~= 3 then  -- KEYS[3] is the thread index, a list
+    local last = last_generated(KEYS[k])
+    if last then
+      local dash = string.find(last, '-', 1, true)
+      local last_ms = tonumber(string.sub(last, 1, dash - 1))
+      local last_seq = tonumber(string.sub(last, dash + 1))
+      if last_ms > ms or (last_ms == ms and last_seq >= seq) then ms, seq = last_ms, last_seq + 1 end
+    end
+  end
+end
+local id = string.format('%d-%d', ms, seq)
+
 local nfields = tonumber(ARGV[4])
 local fields = {}
 for i = 1, nfields do fields[i] = ARGV[4 + i] end
-local id = redis.call('XADD', KEYS[1], 'MAXLEN', '~', ARGV[1], '*', unpack(fields))
+redis.call('XADD', KEYS[1], 'MAXLEN', '~', ARGV[1], id, unpack(fields))
 local msg = {}
 for i = 1, nfields, 2 do msg[fields[i]] = fields[i + 1] end
 if msg['thread'] ~= '' then redis.call('RPUSH', KEYS[3], id) end
 for k = 4, #KEYS do
-  redis.call('XADD', KEYS[k], 'MAXLEN', '~', ARGV[3], '*',
+  redis.call('XADD', KEYS[k], 'MAXLEN', '~', ARGV[3], id,
     'reason', ARGV[4 + nfields + k - 3], 'channel', msg['channel'], 'message_id', id,
     'sender', msg['sender'], 'text', msg['text'], 'ts', msg['ts'], 'thread', msg['thread'])
 end
-redis.call('XADD', KEYS[2], 'MAXLEN', '~', ARGV[2], '*', 'type', 'message', 'id', id, unpack(fields))
+redis.call('XADD', KEYS[2], 'MAXLEN', '~', ARGV[2], id, 'type', 'message', 'id', id, unpack(fields))
 return id
 """
 

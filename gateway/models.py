@@ -65,7 +65,9 @@ class GiteaError(BaseModel):
 class Message(BaseModel):
     """One chat message, as stored in its channel's stream."""
 
-    id: str = Field(description="Redis stream id; sortable, unique within the channel.")
+    id: str = Field(
+        description="Stream id <ms>-<seq>: unique across every channel and DM, rising in posting order."
+    )
     channel: str = Field(description="Channel name, or dm:<a>:<b> for a direct message.")
     sender: str = Field(description="Principal that posted it (taken from the token).")
     text: str = Field(description="Message text.")
@@ -79,10 +81,10 @@ class Message(BaseModel):
 class InboxItem(BaseModel):
     """Something that needs the recipient's attention."""
 
-    id: str = Field(description="Inbox stream id (the cursor advances past it).")
+    id: str = Field(description="The message's id (its inbox entry has the same id; the cursor passes it).")
     reason: str = Field(description="dm, mention, reply or notice.")
     channel: str = Field(description="Channel the message is in.")
-    message_id: str = Field(description="Id of the message in its channel.")
+    message_id: str = Field(description="Id of the message (unique across channels).")
     sender: str = Field(description="Who sent it.")
     text: str = Field(description="The message text.")
     ts: float = Field(description="Unix time the message was accepted.")

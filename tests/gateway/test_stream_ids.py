@@ -8,14 +8,20 @@ The extreme valid ids (``0-0``, the largest id) are answered normally.
 
 from __future__ import annotations
 
+import asyncio
+import re
+import time
 from collections.abc import Iterator
+from typing import Any
 from urllib.parse import quote
 
 import httpx
 import pytest
+import redis as redis_sync
 
 from kstest.gateway import GatewayThread
 from kstest.mcp_client import ToolFailed, call, mcp_session
+from kstest.sse import Event, read_events
 
 MAX_PART = 2**64 - 1
 LAST = f"{MAX_PART}-{MAX_PART}"
@@ -207,3 +213,122 @@ def test_a_padded_id_names_the_same_message(op: httpx.Client, posted: dict[str, 
     assert reply.json()["thread"] == posted["id"] and reply.json()["reply_to"] == posted["id"]
     thread = op.get(f"/api/channels/general/threads/{padded}").json()["messages"]
     assert [m["text"] for m in thread] == ["root", "reply", "padded"]
+
+
+# -- globally unique ids ---------------------------------------------------------------------------
+
+
+def parts(message_id: str) -> tuple[int, int]:
+    ms, seq = message_id.split("-")
+    return int(ms), int(seq)
+
+
+async def test_ids_from_many_channels_never_collide(gateway: GatewayThread) -> None:
+    """Concurrent posts into channels and DMs: every id is unique, one sequence in the order of the
+    event stream, and the same in every place it shows up (the post's answer, history, SSE, inboxes)."""
+    names = [f"agent-{i}" for i in range(8)]
+    tokens = {name: gateway.add_principal(name) for name in names}
+    with gateway.client(gateway.operator_token) as op:
+        for c in ("c1", "c2", "c3"):
+            op.post("/api/channels", json={"name": c})
+    async with gateway.async_client(gateway.operator_token) as op:
+        watcher = asyncio.create_task(sse_messages(op, expect=96))
+        await asyncio.sleep(0.5)  # the stream starts at "now"
+
+        async def talk(i: int, name: str) -> list[dict[str, Any]]:
+            async with gateway.async_client(tokens[name]) as me:
+                posted = []
+                for n in range(12):
+                    if n % 2:  # a DM to the next agent: a channel of its own
+                        url = f"/api/dms/{names[(i + 1) % len(names)]}/messages"
+                    else:
+                        url = f"/api/channels/{('c1', 'c2', 'c3', 'general')[(i + n) % 4]}/messages"
+                    reply = await me.post(url, json={"text": f"{name} {n}"})
+                    assert reply.status_code == 201, reply.text
+                    posted.append(reply.json())
+                return posted
+
+        posted = [
+            m for batch in await asyncio.gather(*(talk(i, n) for i, n in enumerate(names))) for m in batch
+        ]
+        events = await asyncio.wait_for(watcher, 30)
+
+    ids = [m["id"] for m in posted]
+    assert len(set(ids)) == len(ids), f"{len(ids) - len(set(ids))} of {len(ids)} ids collide"
+    # SSE: each message's event id is its message id, and the ids rise in the stream's order.
+    assert [e.id for e in events] == [e.data["id"] for e in events]
+    assert [parts(e.id) for e in events] == sorted(parts(e.id) for e in events)
+    assert {e.data["id"] for e in events} == set(ids)
+    # Inboxes: each DM's item carries the message's id, as its own id too; no two items share one.
+    for name in names:
+        async with gateway.async_client(tokens[name]) as me:
+            items = (await me.get("/api/inbox", params={"limit": 500})).json()["items"]
+        assert len(items) == 6
+        assert all(i["id"] == i["message_id"] for i in items)
+    # History: the same ids, channel by channel.
+    with gateway.client(gateway.operator_token) as op:
+        seen = [
+            m["id"]
+            for c in op.get("/api/channels").json()
+            for m in op.get(f"/api/channels/{c['name']}/messages", params={"limit": 500}).json()["messages"]
+        ]
+    assert sorted(seen, key=parts) == sorted(ids, key=parts)
+
+
+async def sse_messages(client: httpx.AsyncClient, expect: int) -> list[Event]:
+    got: list[Event] = []
+    async with client.stream("GET", "/api/events", timeout=60) as response:
+        async for event in read_events(response):
+            if event.data.get("type", "message") == "message":
+                got.append(event)
+                if len(got) == expect:
+                    break
+    return got
+
+
+async def test_a_client_keying_by_id_never_merges_two_messages(gateway: GatewayThread) -> None:
+    """DMs from four peers (four channels) at the same time: an agent that keys its inbox by message id,
+    and the UI's *All activity* feed (which skips an id it already shows), keep every one of them."""
+    senders = ("bob", "carol", "dave", "erin")
+    tokens = {n: gateway.add_principal(n) for n in ("alice", *senders)}
+    per_sender = 30  # within one sender's rate-limit burst
+
+    async def send(sender: str) -> None:
+        async with gateway.async_client(tokens[sender]) as me:
+            for i in range(per_sender):
+                reply = await me.post("/api/dms/alice/messages", json={"text": f"from {sender} {i}"})
+                assert reply.status_code == 201
+
+    await asyncio.gather(*(send(s) for s in senders))
+    with gateway.client(tokens["alice"]) as alice:
+        items = alice.get("/api/inbox", params={"limit": 500}).json()["items"]
+    by_id = {i["message_id"]: i for i in items}
+    assert len(items) == 4 * per_sender
+    assert len(by_id) == len(items), f"{len(items) - len(by_id)} DMs share an id with another"
+    with gateway.client(gateway.operator_token) as op:
+        page = op.get("/ui/chat", params={"c": "*"}).text
+    shown = re.findall(r'data-id="([^"]+)"', page)
+    assert len(shown) == len(set(shown)) == 50  # the feed's one page: 50 messages, 50 ids
+
+
+def test_a_channel_ahead_of_the_sequence_still_takes_posts(gateway: GatewayThread) -> None:
+    """A channel whose newest entry is later than the event stream's (data restored from elsewhere, a
+    clock set back): a post there still succeeds, after it, and ids stay unique and rising everywhere."""
+    future = f"{int(time.time() * 1000) + 10_000_000}-5"
+    client = redis_sync.Redis.from_url(gateway.redis_url, decode_responses=True)
+    try:
+        client.xadd(
+            "ks:chan:ops:stream",
+            {"channel": "ops", "sender": "operator", "text": "from the future", "ts": "0", "kind": "message"},
+            id=future,
+        )
+    finally:
+        client.close()
+    with gateway.client(gateway.operator_token) as op:
+        here = op.post("/api/channels/ops/messages", json={"text": "now"})
+        assert here.status_code == 201, here.text
+        elsewhere = op.post("/api/channels/general/messages", json={"text": "elsewhere"}).json()
+        texts = [m["text"] for m in op.get("/api/channels/ops/messages").json()["messages"]]
+    assert parts(here.json()["id"]) > parts(future)
+    assert parts(elsewhere["id"]) > parts(here.json()["id"]), "one sequence for every channel"
+    assert texts == ["from the future", "now"]

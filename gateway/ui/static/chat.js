@@ -40,8 +40,13 @@ document.addEventListener("DOMContentLoaded", () => {
     badge.textContent = String((parseInt(badge.textContent || "0", 10) || 0) + 1);
   }
 
-  function bumpReplies(root) {
-    const link = document.querySelector(`#m-${CSS.escape(root)} > footer .reply`);
+  // A message is keyed by its channel and id: ids are unique across channels, but ones written
+  // before that was so (older data) are unique only within their channel.
+  const messageSelector = (channelName, id) =>
+    `[data-channel="${CSS.escape(channelName)}"][data-id="${CSS.escape(id)}"]`;
+
+  function bumpReplies(channelName, root) {
+    const link = document.querySelector(`article${messageSelector(channelName, root)} > footer .reply`);
     if (!link) return;
     const count = link.querySelector(".count");
     const n = (count ? parseInt(count.textContent, 10) : 0) + 1;
@@ -54,10 +59,10 @@ document.addEventListener("DOMContentLoaded", () => {
 
   KS.on((data) => {
     if (data.type !== "message" || !data.html) return;
-    if (data.thread) bumpReplies(data.thread);
+    if (data.thread) bumpReplies(data.channel, data.thread);
     const thread = pane.querySelector(".thread");
     if (thread && data.channel === thread.dataset.channel && data.thread === thread.dataset.root &&
-        !document.getElementById("thread-messages").querySelector(`[data-id="${CSS.escape(data.id)}"]`)) {
+        !document.getElementById("thread-messages").querySelector(messageSelector(data.channel, data.id))) {
       document.getElementById("thread-messages").appendChild(fragment(data.html));
       KS.decorate(pane);
     }
@@ -65,7 +70,7 @@ document.addEventListener("DOMContentLoaded", () => {
       if (data.channel !== channel) bumpBadge(data.channel);
       return;
     }
-    if (list.querySelector(`:scope > [data-id="${CSS.escape(data.id)}"]`)) return;  // resumed: seen
+    if (list.querySelector(`:scope > ${messageSelector(data.channel, data.id)}`)) return;  // resumed: seen
     const stick = nearBottom();
     const node = fragment(data.html);
     const el = node.firstElementChild;
