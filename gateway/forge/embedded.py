@@ -277,7 +277,15 @@ class EmbeddedForge:
         pr = await self._fill_shas(await self._stored(org, repo, number))
         if not pr.head_sha or not pr.base_sha:
             return []
-        changes = await self.bare(org, repo).changed_files(pr.base_sha, pr.head_sha)
+        return await self.compare_files(org, repo, pr.base_sha, pr.head_sha)
+
+    async def compare_files(self, org: str, repo: str, base: str, head: str) -> list[ChangedFile]:
+        await self.repo_info(org, repo)
+        bare = self.bare(org, repo)
+        for sha in (base, head):
+            if not SHA_RE.match(sha) or await bare.rev_parse(sha) != sha:
+                raise ForgeError(f"no commit {sha} in {org}/{repo}", 404)
+        changes = await bare.changed_files(base, head)
         return [ChangedFile(path=path, status=CHANGE_STATUS[code]) for code, path in changes]
 
     async def request_reviewers(

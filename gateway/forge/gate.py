@@ -75,7 +75,7 @@ class ReviewGate:
         self.consumer = f"gate-{uuid.uuid4().hex[:12]}"
         self._release = redis.register_script(_RELEASE)
         self._principal: Principal | None = None
-        self._files: dict[tuple[str, str, str], list[ChangedFile]] = {}
+        self._files: dict[tuple[str, str, str], tuple[list[ChangedFile], set[str]]] = {}
 
     async def principal(self) -> Principal:
         if self._principal is None:
@@ -104,13 +104,24 @@ class ReviewGate:
         """The PR's changed files, classified; the file list is cached by (repo, base, head) because
         it depends on nothing else (a push or a moved base changes the key)."""
         key = (pr.full_name, pr.base_sha or "", pr.head_sha or "")
-        files = self._files.get(key)
-        if files is None:
+        cached = self._files.get(key)
+        if cached is None:
             files = await self.forge.pr_files(pr.org, pr.repo, pr.number)
-            self._files[key] = files
+            base_side: list[ChangedFile] = []
+            if pr.state == "open" and pr.head_sha and pr.base_sha:
+                base_side = await self.forge.compare_files(pr.org, pr.repo, pr.head_sha, pr.base_sha)
+            cached = self._files[key] = (files, {f.path for f in base_side})
             while len(self._files) > FILES_CACHE:
                 self._files.pop(next(iter(self._files)))
-        return classify(files, author=pr.author, dataset=policy.dataset, trusted_paths=policy.trusted_paths)
+        files, base_changed = cached
+        return classify(
+            files,
+            author=pr.author,
+            dataset=policy.dataset,
+            trusted_paths=policy.trusted_paths,
+            base_changed=base_changed,
+            base=pr.base,
+        )
 
     async def publish(self, pr: PullRequest, decision: GateDecision) -> None:
         """Set the head's kswarm statuses from the decision: one per changed kernel and required check

@@ -187,6 +187,11 @@ class GiteaForge:
                 break
         return out
 
+    async def compare_files(self, org: str, repo: str, base: str, head: str) -> list[ChangedFile]:
+        """Gitea's compare (``GET /repos/{o}/{r}/compare/{base}...{head}``): the files of its commits."""
+        reply = await self.call("GET", f"/repos/{org}/{repo}/compare/{base}...{head}")
+        return shapes.parse_compare_files(reply.json())
+
     async def request_reviewers(
         self, actor: str, org: str, repo: str, number: int, reviewers: Sequence[str]
     ) -> PullRequest:

@@ -265,6 +265,15 @@ def build_gitea_router(forge: EmbeddedForge) -> APIRouter:
         files = await forge.pr_files(owner, repo, index)
         return [shapes.changed_file_json(f) for f in files[(page - 1) * limit : page * limit]]
 
+    @r.get(R + "/compare/{basehead}")
+    async def compare(owner: str, repo: str, basehead: str, _: Actor) -> dict[str, Any]:
+        base, sep, head = basehead.partition("...")
+        if not sep or not base or not head:
+            raise ForgeError("compare needs base...head", 422)
+        base_sha, head_sha = await resolve(owner, repo, base), await resolve(owner, repo, head)
+        files = await forge.compare_files(owner, repo, base_sha, head_sha)
+        return shapes.compare_json(base_sha, head_sha, files)
+
     @r.get(R + "/pulls/{index}")
     async def get_pull(owner: str, repo: str, index: int, _: Actor) -> dict[str, Any]:
         return shapes.pr_json(await forge.get_pr(owner, repo, index), base_url)

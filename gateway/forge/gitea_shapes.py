@@ -262,3 +262,30 @@ def parse_changed_file(data: dict[str, Any]) -> list[ChangedFile]:
     if status in ("added", "deleted"):
         return [ChangedFile(path=path, status=status)]  # type: ignore[arg-type]
     return [ChangedFile(path=path, status="modified")]
+
+
+def compare_json(sha_base: str, sha_head: str, files: list[ChangedFile]) -> dict[str, Any]:
+    """Gitea's ``Compare``: the commits base..head; the embedded forge reports the net changed files
+    on one synthetic entry per file under ``commits[].files`` (the field the adapter reads)."""
+    return {
+        "total_commits": 1 if files else 0,
+        "commits": [{"sha": sha_head, "files": [{"filename": f.path, "status": f.status} for f in files]}]
+        if files
+        else [],
+    }
+
+
+def parse_compare_files(data: dict[str, Any]) -> list[ChangedFile]:
+    """The union of the paths the compared commits touch (Gitea's ``commits[].files``); a path any
+    commit touched counts as modified unless every mention agrees on added or deleted."""
+    seen: dict[str, set[str]] = {}
+    for commit in data.get("commits") or []:
+        for entry in commit.get("files") or []:
+            path = str(entry.get("filename") or "")
+            if path:
+                seen.setdefault(path, set()).add(str(entry.get("status") or "modified"))
+    out = []
+    for path, states in sorted(seen.items()):
+        status = next(iter(states)) if len(states) == 1 else "modified"
+        out.append(ChangedFile(path=path, status=status if status in ("added", "deleted") else "modified"))  # type: ignore[arg-type]
+    return out

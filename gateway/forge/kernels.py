@@ -11,6 +11,9 @@ them is blocked, naming the file; so is a file under ``kernels/`` that is not a 
 helper, a data file), a candidate that is not named after the PR's author (``<author>_<variant>.py``:
 agents add and replace their own kernels, never another agent's) and the deletion of a kernel (the
 dataset keeps accepted kernels; removing one is an operator's change on main).
+
+A candidate the base changed too since the PR forked is **stale** (any branch): the merge would hold a
+three-way merge of two versions, a file no job verified.
 """
 
 from __future__ import annotations
@@ -74,6 +77,11 @@ class PRChanges(BaseModel):
         default_factory=list, description="Added or modified kernels: each needs verification."
     )
     blocked: list[BlockedPath] = Field(default_factory=list, description="Paths only operators change.")
+    stale: list[BlockedPath] = Field(
+        default_factory=list,
+        description="Candidates the base also changed since the PR forked: the merge would hold a file "
+        "nobody verified.",
+    )
 
 
 def candidate_of(path: str) -> tuple[str, str] | None:
@@ -98,8 +106,18 @@ def owned_by(file: str, author: str) -> bool:
     return stem == author or stem.startswith(f"{author}_")
 
 
-def classify(files: list[ChangedFile], *, author: str, dataset: bool, trusted_paths: list[str]) -> PRChanges:
-    """Sort ``files`` into candidates and (for a dataset branch) blocked paths."""
+def classify(
+    files: list[ChangedFile],
+    *,
+    author: str,
+    dataset: bool,
+    trusted_paths: list[str],
+    base_changed: set[str] | None = None,
+    base: str = "main",
+) -> PRChanges:
+    """Sort ``files`` into candidates and (for a dataset branch) blocked paths; a candidate that the
+    base also changed since the merge base (``base_changed``) is stale: verifying the head's file
+    says nothing about the three-way merge of the two versions that would land."""
     changes = PRChanges(files=sorted(files, key=lambda f: f.path))
     for changed in changes.files:
         path = changed.path
@@ -107,6 +125,12 @@ def classify(files: list[ChangedFile], *, author: str, dataset: bool, trusted_pa
         if found is not None and changed.status != "deleted":
             task, file = found
             changes.candidates.append(Candidate(path=path, task=task, file=file, status=changed.status))
+            if path in (base_changed or set()):
+                why = (
+                    f"{path} also changed on {base} since this branch forked: merge {base} into the branch "
+                    "(or rebase), then verify the new head"
+                )
+                changes.stale.append(BlockedPath(path=path, why=why))
         if not dataset:
             continue
         why = _blocked_reason(changed, found, author, trusted_paths)

@@ -151,6 +151,8 @@ def evaluate(
         decision.blocked_paths = list(changes.blocked)
         for blocked in changes.blocked:
             add("trusted-path", blocked.why, blocking=True)
+        for stale in changes.stale:
+            add("kernel-stale", stale.why, blocking=True)
 
     verdicts = latest_verdicts(pr)
     for user, review in sorted(verdicts.items()):

@@ -74,6 +74,11 @@ class Forge(Protocol):
         deletion and an addition); what the gate binds verification to."""
         ...
 
+    async def compare_files(self, org: str, repo: str, base: str, head: str) -> list[ChangedFile]:
+        """Every path ``head`` (a sha) changes since its merge base with ``base`` (a sha): with the
+        PR's head as ``base`` and its base as ``head``, what the base changed since the PR forked."""
+        ...
+
     async def request_reviewers(
         self, actor: str, org: str, repo: str, number: int, reviewers: Sequence[str]
     ) -> PullRequest: ...

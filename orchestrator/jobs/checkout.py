@@ -78,10 +78,14 @@ async def checkout(
 
 
 def inside(root: Path, relative: str) -> Path:
-    """``root/relative`` resolved, refusing anything that leaves ``root`` (symlinks included)."""
+    """``root/relative``, refusing anything that leaves ``root`` and any symlink on the way: a
+    candidate linked to another file (another agent's kernel, a task file) would be verified as that
+    file while the PR claims the link."""
     path = (root / relative).resolve()
     if not path.is_relative_to(root.resolve()):
         raise CheckoutError(f"{relative} leaves the checkout")
+    if path != root.resolve() / relative:
+        raise CheckoutError(f"{relative} is a symlink (or passes through one): a kernel is a plain file")
     if not path.is_file():
         raise CheckoutError(f"no file {relative} in the checkout")
     return path

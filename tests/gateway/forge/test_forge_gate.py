@@ -249,3 +249,34 @@ def test_review_request_lands_in_the_reviewers_inbox(swarm: Swarm) -> None:
     with swarm.api("alice") as api:
         body = {"head": "alice/ask2", "base": "main", "title": "t", "reviewers": ["alice"]}
         assert api.post(f"/repos/{swarm.full}/pulls", json=body).status_code == 422
+
+
+def test_a_kernel_changed_on_main_since_the_fork_is_not_merged_unverified(swarm: Swarm) -> None:
+    """Two PRs of alice change the same kernel from the same fork point, each verified. After the
+    first merges, merging the second would put a three-way merge of both on main that no job
+    verified: the gate blocks it until the branch is brought up to date and verified again."""
+    kernel = "kernels/add/alice_k.py"
+    base_text = "".join(f"line {i}\n" for i in range(20))
+    _, _, start = swarm.push_branch("alice", "alice/base", kernel, base_text)
+    first = swarm.open_pr("alice", "alice/base")
+    assert swarm.review("bob", first, "APPROVED").status_code == 200
+    swarm.verify(start, kernel, "pass")
+    swarm.wait_merged(first)
+    git_a, repo_a = swarm.clone("alice", "w-a")
+    git_a.run("checkout", "-q", "-b", "alice/top", cwd=repo_a)
+    sha_a = git_a.commit(repo_a, kernel, base_text.replace("line 1\n", "top\n"), "top")
+    assert git_a.push(repo_a, "alice/top").returncode == 0
+    git_b, repo_b = swarm.clone("alice", "w-b")
+    git_b.run("checkout", "-q", "-b", "alice/bottom", cwd=repo_b)
+    sha_b = git_b.commit(repo_b, kernel, base_text.replace("line 18\n", "bottom\n"), "bottom")
+    assert git_b.push(repo_b, "alice/bottom").returncode == 0
+    pr_a, pr_b = swarm.open_pr("alice", "alice/top"), swarm.open_pr("alice", "alice/bottom")
+    for number, sha in ((pr_a, sha_a), (pr_b, sha_b)):
+        assert swarm.review("bob", number, "APPROVED").status_code == 200
+        swarm.verify(sha, kernel, "pass")
+    swarm.wait_merged(pr_a)
+    since = time.time()
+    assert swarm.review("carol", pr_b, "COMMENT", "look again").status_code == 200
+    decision = swarm.wait_decision(pr_b, since, {"kernel-stale"})
+    assert "also changed on main" in decision["reasons"][0]["message"]
+    assert not swarm.pr(pr_b)["merged"]

@@ -178,3 +178,17 @@ def test_rename_is_a_new_kernel() -> None:
         ("kernels/softmax/alice_v0.py", "deleted"),
         (SOFTMAX, "added"),
     ]
+
+
+def test_a_kernel_the_base_changed_since_the_fork_is_stale() -> None:
+    """Verifying the head's file says nothing about a three-way merge with another version of it."""
+    changes = classify(
+        files(SOFTMAX, status="modified"),
+        author="alice",
+        dataset=True,
+        trusted_paths=POLICY.trusted_paths,
+        base_changed={SOFTMAX, "README.md"},
+    )
+    decision = evaluate(pr(approved()), POLICY, changes=changes, evidence=[job(SOFTMAX)])
+    assert codes(decision) == {"kernel-stale"} and decision.reasons[0].blocking
+    assert "also changed on main since this branch forked" in decision.reasons[0].message

@@ -115,6 +115,14 @@ async def test_pull_request_lifecycle(forge: Forge, quiet_gw: ForgeGateway, shor
     # changed files since the merge base: a file added then renamed within the PR is one added file
     changed = {(f.path, f.status) for f in await forge.pr_files("proto", name, 1)}
     assert changed == {("kernel.py", "added"), ("kernels/add/alice_life.py", "added")}
+    base = pr.base_sha or (await forge.get_pr("proto", name, 1)).base_sha
+    assert base is not None
+    compared = {(f.path, f.status) for f in await forge.compare_files("proto", name, base, sha)}
+    assert compared == changed, "the PR's files are the head's changes since the merge base"
+    assert await forge.compare_files("proto", name, sha, base) == [], "the base changed nothing since"
+    with pytest.raises(ForgeError) as exc:
+        await forge.compare_files("proto", name, base, "f" * 40)
+    assert exc.value.status == 404
 
     with pytest.raises(ForgeError) as exc:
         await forge.review("alice", "proto", name, 1, "APPROVED")
