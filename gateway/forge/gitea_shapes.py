@@ -11,7 +11,7 @@ import hashlib
 from datetime import UTC, datetime
 from typing import Any
 
-from gateway.forge.models import ChangedFile, Comment, CommitStatus, PullRequest, RepoInfo, Review
+from gateway.forge.models import ChangedFile, Comment, CommitStatus, ForgeError, PullRequest, RepoInfo, Review
 from gateway.forge.policy import ReviewPolicy
 
 
@@ -279,7 +279,11 @@ def parse_compare_files(data: dict[str, Any]) -> list[ChangedFile]:
     """The union of the paths the compared commits touch (Gitea's ``commits[].files``); a path any
     commit touched counts as modified unless every mention agrees on added or deleted."""
     seen: dict[str, set[str]] = {}
-    for commit in data.get("commits") or []:
+    commits = data.get("commits") or []
+    if commits and all("files" not in c for c in commits):
+        # A Gitea that lists no files per commit: fail closed rather than call the base unchanged.
+        raise ForgeError("the forge's compare lists no files: cannot tell what the base changed", 501)
+    for commit in commits:
         for entry in commit.get("files") or []:
             path = str(entry.get("filename") or "")
             if path:

@@ -192,3 +192,16 @@ def test_a_kernel_the_base_changed_since_the_fork_is_stale() -> None:
     decision = evaluate(pr(approved()), POLICY, changes=changes, evidence=[job(SOFTMAX)])
     assert codes(decision) == {"kernel-stale"} and decision.reasons[0].blocking
     assert "also changed on main since this branch forked" in decision.reasons[0].message
+
+
+def test_a_compare_without_files_fails_closed() -> None:
+    import pytest
+
+    from gateway.forge.gitea_shapes import parse_compare_files
+    from gateway.forge.models import ForgeError
+
+    listed = {"commits": [{"sha": "a", "files": [{"filename": SOFTMAX, "status": "modified"}]}]}
+    assert [(f.path, f.status) for f in parse_compare_files(listed)] == [(SOFTMAX, "modified")]
+    assert parse_compare_files({"commits": [], "total_commits": 0}) == []
+    with pytest.raises(ForgeError, match="cannot tell"):
+        parse_compare_files({"commits": [{"sha": "a"}], "total_commits": 1})
