@@ -5,7 +5,8 @@ in a ``preexec_fn`` of a threaded parent. Steps, in order:
 
 1. rlimits (address space, CPU seconds, open files, no core dumps; processes when it has its own uid);
 2. with a uid: a network namespace of its own (only ``lo``, up: the gateway is reached by its unix
-   socket, nothing by TCP) and a private mount namespace in which
+   socket, nothing by TCP) and a private mount namespace with its own read-only ``/sys`` (only ``lo``)
+   and a ``/proc`` that shows only its uid's processes (``hidepid=2``), in which
    - ``/tmp``, ``/var/tmp`` and ``/dev/shm`` are fresh tmpfs (no side channel between agents), and
    - every ancestor of a path the agent needs that its uid cannot traverse (``/root`` holding a pyenv
      Python, a 0700 ``$KSWARM_HOME``) is covered by a tmpfs on which only the needed children are
@@ -91,6 +92,9 @@ def isolate(needed: list[Path], uid: int) -> None:
     m.mount(None, "/", None, MS_REC | MS_PRIVATE)  # our mounts must not leak to the host
     # A sysfs of its own network namespace (only lo under /sys/class/net), read-only, no cgroup mounts.
     m.mount("sysfs", "/sys", "sysfs", MS_RDONLY | MS_NOSUID | MS_NODEV | MS_NOEXEC)
+    # A /proc that shows only its own uid's processes: the host's command lines (a worker started with
+    # --token, another agent's arguments) are not for it to read.
+    m.mount("proc", "/proc", "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC, "hidepid=2")
     hides = plan_hides([p.resolve() for p in needed], uid)
     for directory in sorted(hides, key=lambda p: len(p.parts)):  # shallow first: deeper ones are inside
         hide(m, directory, hides[directory])

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import os
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -67,14 +69,32 @@ def test_agent_cannot_reach_redis_or_the_orchestrator_state(swarm_factory, redis
     runtime = swarm.supervisor.runtime
     sock = redis_url.removeprefix("unix://").split("?")[0]
     code = f"import socket; s = socket.socket(socket.AF_UNIX); s.connect({sock!r}); print('CONNECTED')"
-    import sys
-
     result = runtime.exec("a-1", [sys.executable, "-c", code])
     assert "CONNECTED" not in result.output
     root = swarm.layout.root
     for attack in [f"ls {root}", f"ls {root}/data", f"ls {root}/agents", f"cat {root}/uids.json"]:
         result = runtime.exec("a-1", ["sh", "-c", attack])
         assert result.returncode != 0, f"{attack}: {result.output}"
+
+
+def test_agent_cannot_read_other_processes_command_lines(swarm_factory) -> None:
+    """A worker started with ``--token`` (or another agent with its arguments) shows them in
+    /proc/<pid>/cmdline to every uid on the host; an agent's /proc shows only its own processes."""
+    code = "import time; time.sleep(300)"
+    secret = subprocess.Popen([sys.executable, "-c", code, "--token", "ksw_secret_on_a_command_line"])
+    try:
+        swarm = swarm_factory()
+        swarm.wait_heartbeating(["a-1", "a-2"])
+        runtime = swarm.supervisor.runtime
+        assert secret.poll() is None
+        result = runtime.exec("a-1", ["sh", "-c", f"cat /proc/{secret.pid}/cmdline; cat /proc/*/cmdline"])
+        assert "ksw_secret" not in result.output
+        other = int(runtime.status("a-2").ref)
+        assert runtime.exec("a-1", ["sh", "-c", f"ls /proc/{other}"]).returncode != 0
+        assert runtime.exec("a-1", ["sh", "-c", "cat /proc/self/cmdline"]).returncode == 0
+    finally:
+        secret.kill()
+        secret.wait()
 
 
 def test_a_stray_child_of_the_agent_dies_with_it(swarm_factory) -> None:

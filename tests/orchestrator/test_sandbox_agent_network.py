@@ -34,6 +34,11 @@ def connect(port):
         return f"refused: {exc}"
 
 report = {name: connect(port) for name, port in json.loads(os.environ["KS_PORTS"]).items()}
+try:  # an abstract unix socket lives in the network namespace, not in the filesystem
+    socket.socket(socket.AF_UNIX).connect("\0" + os.environ["KS_ABSTRACT"])
+    report["abstract"] = "connected"
+except OSError as exc:
+    report["abstract"] = f"refused: {exc}"
 token = Path(os.environ["KSWARM_TOKEN_FILE"]).read_text().strip()
 transport = httpx.HTTPTransport(uds=os.environ["KSWARM_GATEWAY_SOCKET"])
 with httpx.Client(transport=transport, base_url="http://kswarm", timeout=10) as client:
@@ -62,17 +67,29 @@ def listeners() -> Iterator[dict[str, int]]:
     other.close()
 
 
-def test_agent_reaches_only_the_gateway_socket(swarm_factory, gateway, listeners: dict[str, int]) -> None:
+@pytest.fixture
+def abstract_socket() -> Iterator[str]:
+    name = f"ks-abstract-{os.urandom(4).hex()}"
+    server = socket.socket(socket.AF_UNIX)
+    server.bind("\0" + name)
+    server.listen(8)
+    yield name
+    server.close()
+
+
+def test_agent_reaches_only_the_gateway_socket(
+    swarm_factory, gateway, listeners: dict[str, int], abstract_socket: str
+) -> None:
     ports = {"gateway_tcp": gateway.port, **listeners}
     for port in ports.values():  # every one of them answers on the host
         socket.create_connection(("127.0.0.1", port), 2).close()
     command = json.dumps(["python", "-c", ATTACK])
-    env = json.dumps({"KS_PORTS": json.dumps(ports)})
+    env = json.dumps({"KS_PORTS": json.dumps(ports), "KS_ABSTRACT": abstract_socket})
     swarm = swarm_factory(f"  - name: n-1\n    runtime: {{command: {command}, env: {env}}}\n")
     report_path = swarm.layout.agent_dir("n-1", "work") / "report.json"
     wait_for(report_path.exists, 30, "the agent's report")
     report = json.loads(report_path.read_text())
-    for name in ports:
+    for name in [*ports, "abstract"]:
         assert report[name].startswith("refused"), (name, report[name])
     assert report["socket"]["status"] == 200 and report["socket"]["body"]["name"] == "n-1", report["socket"]
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 import os
 import shutil
+import stat
 import sys
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -147,6 +148,20 @@ async def pump(stream: asyncio.StreamReader, cap: OutputCap) -> None:
         if not chunk:
             return
         cap.feed(chunk)
+
+
+def drop_planted_record(spec: ExecSpec) -> None:
+    """Call once the job is gone. The worker reads the result record with its own rights: anything at
+    its path but a regular file (a link to one of the worker's files, a fifo, a dir) is the job's doing
+    and is removed, so that the worker finds no record (an error) instead of following it."""
+    try:
+        mode = os.lstat(spec.result_path).st_mode
+    except FileNotFoundError:
+        return
+    if stat.S_ISDIR(mode):
+        shutil.rmtree(spec.result_path, ignore_errors=True)
+    elif not stat.S_ISREG(mode):
+        spec.result_path.unlink(missing_ok=True)
 
 
 def which(name: str) -> str | None:

@@ -19,7 +19,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from orchestrator.jobs.executors.base import ExecOutcome, ExecSpec, OnOutput, OutputCap
+from orchestrator.jobs.executors.base import ExecOutcome, ExecSpec, OnOutput, OutputCap, drop_planted_record
 
 HOST_SHARED = ("/usr", "/lib", "/lib64", "/bin", "/etc")
 ASCEND_CONTROL_DEVICES = ("/dev/davinci_manager", "/dev/devmm_svm", "/dev/hisi_hdc")
@@ -178,6 +178,7 @@ class DockerExecutor:
                 await asyncio.to_thread(container.remove, force=True)
             except docker.errors.DockerException:
                 pass
+        drop_planted_record(spec)
         return ExecOutcome(
             returncode=returncode,
             timed_out=timed_out,

@@ -26,7 +26,14 @@ from glob import glob
 from pathlib import Path
 
 from orchestrator.home import kswarm_home
-from orchestrator.jobs.executors.base import ExecOutcome, ExecSpec, OnOutput, OutputCap, pump
+from orchestrator.jobs.executors.base import (
+    ExecOutcome,
+    ExecSpec,
+    OnOutput,
+    OutputCap,
+    drop_planted_record,
+    pump,
+)
 from orchestrator.sandbox.mounts import under
 from orchestrator.sandbox.plan import (
     NOBODY,
@@ -189,6 +196,7 @@ class LocalExecutor:
             await asyncio.wait_for(reader, 10)
         except TimeoutError:  # cannot happen: nothing of the job outlives its pid namespace
             reader.cancel()
+        drop_planted_record(spec)
         error = None
         if proc.returncode == SETUP_FAILED and not (timed_out or cancelled):
             error = _setup_failure(cap.text())

@@ -87,6 +87,7 @@ attempt("write worker state", lambda: drop(t["worker_token"]))
 attempt("read worker state", lambda: Path(t["worker_token"]).read_text())
 attempt("tcp loopback", lambda: socket.create_connection(("127.0.0.1", t["port"]), 2) and "connected")
 attempt("gateway socket", lambda: connect_unix(t["socket"]))
+attempt("abstract socket", lambda: connect_unix("\0" + t["abstract"]))
 attempt("signal worker", lambda: os.kill(t["worker_pid"], signal.SIGUSR1) or "sent")
 attempt("worker environ", lambda: Path(f"/proc/{t['worker_pid']}/environ").read_bytes())
 attempt("parent environ", lambda: Path(f"/proc/{os.getppid()}/environ").read_bytes())
@@ -150,6 +151,8 @@ subprocess.Popen(
     start_new_session=True, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
 )
 Path(t["own_out"], "report.json").write_text(json.dumps(report))
+# Last: the worker reads result.json once the job is gone -- as root, through a planted link?
+os.symlink(t["worker_record"], Path(t["own_out"], "result.json"))
 print("attacker done", flush=True)
 """
 
@@ -171,6 +174,12 @@ state = base / "worker-state"
 state.mkdir()
 (state / "token").write_text("ksw_worker_secret")
 (state / "token").chmod(0o600)
+(state / "record.json").write_text('{"verdict": "pass", "secret": "ksw_worker_record"}')
+(state / "record.json").chmod(0o600)
+abstract = f"ks-abstract-{token}"
+hidden_door = socket.socket(socket.AF_UNIX)
+hidden_door.bind("\0" + abstract)
+hidden_door.listen()
 shared = base / "shared"  # a world-writable dir elsewhere on the host
 shared.mkdir()
 shared.chmod(0o1777)
@@ -208,7 +217,8 @@ targets = {
     "token": token, "base": str(base), "workdir": str(workdir), "own_src": str(src_a),
     "own_out": str(out_a), "other_src": str(src_b), "other_out": str(out_b),
     "worker_token": str(state / "token"), "port": tcp.getsockname()[1],
-    "socket": str(run / "gateway.sock"), "worker_pid": os.getpid(),
+    "socket": str(run / "gateway.sock"), "worker_pid": os.getpid(), "abstract": abstract,
+    "worker_record": str(state / "record.json"),
 }
 argv = [sys.executable, "-P", "-s", str(src_a / "kernel.py"), json.dumps(targets)]
 outcome = asyncio.run(executor.run(spec("jA", src_a, out_a, argv), asyncio.Event()))
@@ -251,6 +261,8 @@ print(json.dumps({
     "other_result": (out_b / "result.json").read_text(),
     "worker_token": (state / "token").read_text(),
     "shared": os.listdir(shared),
+    "result_is_link": os.path.islink(out_a / "result.json"),
+    "result_read": (out_a / "result.json").read_text() if (out_a / "result.json").exists() else None,
 }))
 """
 
@@ -368,6 +380,13 @@ def test_job_cannot_touch_the_workers_files_or_write_anywhere_on_the_host(attack
 def test_job_has_no_network_and_no_gateway_socket(attacked: dict) -> None:
     refused(attacked["report"], "tcp loopback")
     refused(attacked["report"], "gateway socket")
+    refused(attacked["report"], "abstract socket")
+
+
+def test_a_result_record_planted_as_a_link_is_not_followed(attacked: dict) -> None:
+    """The worker reads result.json after the job: a link to a file of the worker's must be gone."""
+    assert attacked["result_is_link"] is False
+    assert attacked["result_read"] is None or "ksw_worker_record" not in attacked["result_read"]
 
 
 def test_job_cannot_signal_the_worker_or_read_its_environment(attacked: dict) -> None:

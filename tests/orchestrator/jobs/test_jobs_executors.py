@@ -14,9 +14,9 @@ import pytest
 from docker.types import DeviceRequest, Mount, Ulimit
 from jobkit import HERE
 
-from orchestrator.jobs.executors.base import ExecSpec, job_env
+from orchestrator.jobs.executors.base import ExecSpec, drop_planted_record, job_env
 from orchestrator.jobs.executors.docker import DockerExecutor
-from orchestrator.jobs.executors.local import LocalExecutor, make_writable
+from orchestrator.jobs.executors.local import LocalExecutor, make_writable, readable_paths
 from orchestrator.jobs.executors.slurm import SlurmExecutor
 from orchestrator.jobs.pools import JobLimits
 
@@ -257,3 +257,44 @@ def test_slurm_batch_script_and_arguments(short_tmp: Path) -> None:
     assert (
         "/py -m orchestrator.verify --out /o/r.json" in script and f"echo $code > {out}/exit_code" in script
     )
+
+
+def test_a_planted_result_record_is_removed_and_a_real_one_kept(short_tmp: Path) -> None:
+    """The worker reads result.json with its own rights once the job is gone: a link (to a file of the
+    worker's), a fifo or a dir planted there by the job is removed; a regular file stays."""
+    secret = short_tmp / "worker-secret.json"
+    secret.write_text('{"verdict": "pass"}')
+    out = short_tmp / "out"
+    out.mkdir()
+    spec = spec_for(short_tmp, out, "")
+    for plant in (
+        lambda p: p.symlink_to(secret),
+        lambda p: os.mkfifo(p),
+        lambda p: (p.mkdir(), (p / "x").write_text("x")),
+    ):
+        plant(spec.result_path)
+        drop_planted_record(spec)
+        assert not os.path.lexists(spec.result_path)
+    assert secret.read_text() == '{"verdict": "pass"}'
+    spec.result_path.write_text('{"verdict": "fail"}')
+    drop_planted_record(spec)
+    assert spec.result_path.read_text() == '{"verdict": "fail"}'
+
+
+def test_the_job_reads_what_its_command_names_but_never_a_dir_holding_the_host(short_tmp: Path) -> None:
+    """Paths named on the command line or in toolkit variables are bound read-only; one that would
+    show the whole host, the shared tmp dirs or the worker's work dir (other jobs) is not."""
+    toolkit = short_tmp / "toolkit"
+    toolkit.mkdir()
+    workdir = short_tmp / "workers"
+    src, out = workdir / "j1-1" / "src", workdir / "j1-1" / "out"
+    src.mkdir(parents=True)
+    out.mkdir()
+    spec = spec_for(src, out, "", env={"PYTHONPATH": f"/:/tmp:{workdir}:{toolkit}", "CUDA_HOME": "/var"})
+    spec.argv += ["--task", str(toolkit), "--out", str(out / "result.json"), "/run"]
+    paths = readable_paths(spec)
+    assert str(toolkit) in paths and "/" not in paths and "/tmp" not in paths and "/run" not in paths
+    assert not any(workdir.is_relative_to(p) or Path(p).is_relative_to(workdir) for p in paths), paths
+    assert "/var" not in paths  # /var holds /var/tmp
+    plan = LocalExecutor().plan(spec)
+    assert plan.rw == [str(out)] and plan.ro[-1] == str(src) and str(workdir) in plan.hide
