@@ -132,6 +132,10 @@ class LLMProxy:
         ) as client:
             self.client = client
             self.slots = asyncio.Semaphore(self.settings.max_concurrency)
+            try:
+                await self.usage.rearm_swarm_notices()
+            except RedisError as exc:  # the proxy starts all the same; the notice may not repeat
+                log.warning("could not re-arm the swarm's budget notices: %r", exc)
             renewer = asyncio.create_task(self._renew_reservations(), name="llm-reservation-renewer")
             try:
                 yield
@@ -195,8 +199,10 @@ class LLMProxy:
             except Exception as exc:  # best effort: the refusal matters more than its notice
                 log.error("could not post the budget notice to #%s: %r", self.settings.ops_channel, exc)
 
-    async def reserve(self, principal: Principal, body: bytes) -> Reservation:
-        """Reserve the request's worst case, or raise the refusal (400 for a body that gives none)."""
+    @staticmethod
+    def bounds(body: bytes) -> tuple[str | None, int]:
+        """The model and max_tokens of a Messages request (400 without a usable max_tokens: its
+        cost could not be bounded)."""
         try:
             message = json.loads(body)
         except ValueError:
@@ -205,7 +211,12 @@ class LLMProxy:
         if not isinstance(max_tokens, int) or isinstance(max_tokens, bool) or max_tokens < 1:
             raise ProxyError(400, "max_tokens: a positive integer is required (it bounds the reservation)")
         model = message.get("model")
-        model = model if isinstance(model, str) else None
+        return (model if isinstance(model, str) else None), max_tokens
+
+    async def reserve(
+        self, principal: Principal, body: bytes, model: str | None, max_tokens: int
+    ) -> Reservation:
+        """Reserve the request's worst case, or raise the refusal."""
         try:
             answer = await self.usage.reserve(principal.name, model, len(body), max_tokens)
         except RedisError as exc:  # no budget check, no request: fail closed
@@ -276,12 +287,15 @@ class LLMProxy:
         try:
             principal = await self.authenticate(request)
             body = await request.body()
-            if record:
-                res = await self.reserve(principal, body)
+            bounds = self.bounds(body) if record else None
             slot = Slot(self)
             try:
                 if limited:
                     await slot.acquire()
+                # Reserved once a slot is held: only requests going upstream hold budget, so a flood
+                # of queued requests cannot reserve the swarm's budget away from everyone else.
+                if bounds is not None:
+                    res = await self.reserve(principal, body, *bounds)
                 upstream = await self.send(request, body)
             except BaseException:
                 slot.release()

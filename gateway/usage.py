@@ -337,6 +337,11 @@ class UsageStore:
 
     # -- budgets -----------------------------------------------------------------------------
 
+    async def rearm_swarm_notices(self) -> None:
+        """Clear the swarm's notice flags (at start-up: only a restart changes the swarm's budgets)."""
+        day = utc_day(time.time())
+        await self.redis.delete(*self._flag_keys("-", day)[2:])
+
     async def set_budget(self, name: str, update: BudgetUpdate) -> None:
         """Override ``name``'s budgets in Redis (null fields fall back); re-arms its notices."""
         day = utc_day(time.time())

@@ -20,7 +20,16 @@ from gateway.config import GatewaySettings
 from gateway.llm_config import BudgetSettings, LLMProxySettings
 from gateway.principals import PrincipalKind, PrincipalStore
 from gateway.server import serve
-from gateway.usage import RESERVED, BudgetRefusal, Reservation, Usage, UsageStore, day_key, utc_day
+from gateway.usage import (
+    RESERVED,
+    BudgetRefusal,
+    BudgetUpdate,
+    Reservation,
+    Usage,
+    UsageStore,
+    day_key,
+    utc_day,
+)
 from kstest.cli import Up, kswarm
 from kstest.gateway import free_port
 from kstest.upstream import ScriptedUpstream, text_reply
@@ -261,3 +270,24 @@ def test_kswarm_up_f_enforces_the_specs_budget(short_tmp: Path, upstream: Script
     finally:
         kswarm(home, "down", "--purge")
         up.stop()
+
+
+async def test_an_operators_override_wins_per_field_and_null_falls_back(clean_redis: str) -> None:
+    redis = Redis.from_url(clean_redis, decode_responses=True)
+    try:
+        llm = LLMProxySettings(budgets={"agent": {"tokens_per_day": 10, "usd": 1.0}})
+        store = UsageStore(redis, llm)
+        assert (await store.reserve("dev-1", "m", 300, 100)).budget == "agent.tokens_per_day"  # type: ignore[union-attr]
+        await store.set_budget("dev-1", BudgetUpdate(tokens_per_day=100_000))
+        admitted = await store.reserve("dev-1", "m", 300, 100)
+        assert isinstance(admitted, Reservation)
+        await store.settle(admitted, "m", None)
+        usage = await store.get("dev-1")
+        assert usage.budget_tokens_per_day == 100_000 and usage.budget_usd == 1.0  # usd: not overridden
+        await store.set_budget("dev-1", BudgetUpdate(usd=0.0001))  # replaces the whole override
+        refused = await store.reserve("dev-1", "m", 300, 100)
+        assert isinstance(refused, BudgetRefusal) and refused.budget == "agent.usd"  # checked before daily
+        usage = await store.get("dev-1")
+        assert usage.budget_usd == 0.0001 and usage.budget_tokens_per_day == 10  # null: the configured one
+    finally:
+        await redis.aclose()
