@@ -86,6 +86,27 @@ def device_nodes(spec: ExecSpec) -> list[str]:
     return []
 
 
+def job_plan(spec: ExecSpec, run_as: int | None, parent_pid: int | None = None) -> SandboxPlan:
+    """The sandbox of one job attempt (also what a batch script on a cluster node would run)."""
+    limits = spec.limits
+    cpu = limits.cpu_time_s or int(spec.timeout_s * 2) + 30
+    return SandboxPlan(
+        argv=list(spec.argv),
+        env=dict(spec.env),
+        cwd=str(spec.outdir.resolve()),
+        ro=[*readable_paths(spec), str(spec.checkout.resolve())],
+        rw=[str(spec.outdir.resolve())],
+        # Every job's dirs (the worker's work dir) and kswarm's state, should a bind show them.
+        hide=[str(job_root(spec).parent), str(kswarm_home())],
+        devices=device_nodes(spec),
+        run_as=run_as,
+        loopback=False,
+        pids=limits.nproc,
+        parent_pid=parent_pid,
+        rlimits={"as": limits.memory_bytes, "cpu": cpu, "nofile": limits.nofile, "fsize": limits.file_bytes},
+    )
+
+
 class LocalExecutor:
     kind = "local"
 
@@ -99,34 +120,8 @@ class LocalExecutor:
         """Why no job can be sandboxed here (None: they can); probed once, by building a sandbox."""
         return sandbox_unavailable(self.run_as)
 
-    @property
-    def network_isolated(self) -> bool:
-        return self.unavailable is None
-
     def plan(self, spec: ExecSpec) -> SandboxPlan:
-        limits = spec.limits
-        cpu = limits.cpu_time_s or int(spec.timeout_s * 2) + 30
-        checkout = str(spec.checkout.resolve())
-        return SandboxPlan(
-            argv=list(spec.argv),
-            env=dict(spec.env),
-            cwd=str(spec.outdir.resolve()),
-            ro=[*readable_paths(spec), checkout],
-            rw=[str(spec.outdir.resolve())],
-            # Every job's dirs (the worker's work dir) and kswarm's state, should a bind show them.
-            hide=[str(job_root(spec).parent), str(kswarm_home())],
-            devices=device_nodes(spec),
-            run_as=self.run_as,
-            loopback=False,
-            pids=limits.nproc,
-            parent_pid=os.getpid(),
-            rlimits={
-                "as": limits.memory_bytes,
-                "cpu": cpu,
-                "nofile": limits.nofile,
-                "fsize": limits.file_bytes,
-            },
-        )
+        return job_plan(spec, self.run_as, parent_pid=os.getpid())
 
     def isolation(self) -> list[str]:
         """The protections every job gets here, one per line of the log header."""
