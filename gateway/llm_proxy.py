@@ -86,6 +86,20 @@ def parse_retry_after(headers: httpx.Headers) -> float | None:
     return max(0.0, when.timestamp() - time.time())
 
 
+class DuplicateKey(ValueError):
+    """A JSON object with the same key twice (the key is the message)."""
+
+
+def unique_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    """``json.loads``'s object hook that refuses duplicate keys."""
+    out: dict[str, Any] = {}
+    for key, value in pairs:
+        if key in out:
+            raise DuplicateKey(repr(key))
+        out[key] = value
+    return out
+
+
 class BudgetRefused(Exception):
     """The request's worst case does not fit in one of its budgets."""
 
@@ -202,13 +216,21 @@ class LLMProxy:
     @staticmethod
     def bounds(body: bytes) -> tuple[str | None, int]:
         """The model and max_tokens of a Messages request (400 without a usable max_tokens: its
-        cost could not be bounded)."""
+        cost could not be bounded).
+
+        The upstream must see the same max_tokens as the reservation, so a body with a duplicate
+        key is refused: parsers differ on which one wins. Checking keys costs a Python call per
+        object, so it runs only when a duplicate is possible: a key spelt with \\u escapes, or
+        "max_tokens" / "model" appearing more than once."""
+        suspicious = body.count(b'"max_tokens"') != 1 or body.count(b'"model"') > 1 or b"\\u" in body
         try:
-            message = json.loads(body)
+            message = json.loads(body, object_pairs_hook=unique_keys if suspicious else None)
+        except DuplicateKey as exc:
+            raise ProxyError(400, f"duplicate key {exc} in the request body") from None
         except ValueError:
             raise ProxyError(400, "the request body is not JSON") from None
         max_tokens = message.get("max_tokens") if isinstance(message, dict) else None
-        if not isinstance(max_tokens, int) or isinstance(max_tokens, bool) or max_tokens < 1:
+        if not isinstance(max_tokens, int) or isinstance(max_tokens, bool) or not 1 <= max_tokens < 2**31:
             raise ProxyError(400, "max_tokens: a positive integer is required (it bounds the reservation)")
         model = message.get("model")
         return (model if isinstance(model, str) else None), max_tokens

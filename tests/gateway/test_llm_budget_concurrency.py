@@ -161,6 +161,9 @@ def test_a_request_whose_worst_case_alone_exceeds_the_budget_is_refused(make_gat
             {"model": MODEL, "messages": []},
             BODY | {"max_tokens": "9"},
             BODY | {"max_tokens": True},
+            BODY | {"max_tokens": 0},
+            BODY | {"max_tokens": 10**30},
+            BODY | {"max_tokens": 8.5},
         ):
             answer = client.post("/v1/messages", json=bad)
             assert answer.status_code == 400 and answer.json()["error"]["type"] == "invalid_request_error"
@@ -168,3 +171,25 @@ def test_a_request_whose_worst_case_alone_exceeds_the_budget_is_refused(make_gat
         answer = client.post("/v1/messages", content=b"not json", headers=JSON)
         assert answer.status_code == 400 and "not JSON" in answer.json()["error"]["message"]
     assert upstream.requests() == []
+
+
+def test_a_duplicate_max_tokens_cannot_shrink_the_reservation(make_gateway, upstream) -> None:
+    """Parser differential: the proxy reserved for one max_tokens while an upstream whose parser keeps
+    the first of two keys would generate the other. Any duplicate key is refused instead, also one
+    spelt with a \\u escape; a body with escapes but no duplicate passes."""
+    gw = make_gateway(agent={"tokens": 5000})
+    token = gw.add("dev-1")
+    tail = b'"messages": [{"role": "user", "content": "hello"}]'
+    attacks = [
+        b'{"model": "attack-model", "max_tokens": 64000, ' + tail + b', "max_tokens": 10}',
+        b'{"model": "attack-model", "max_tokens": 64000, ' + tail + b', "max\\u005ftokens": 10}',
+        b'{"model": "claude-opus-4", "model": "attack-model", "max_tokens": 10, ' + tail + b"}",
+    ]
+    with httpx.Client(base_url=gw.url, headers={"x-api-key": token}, timeout=30, trust_env=False) as client:
+        for attack in attacks:
+            answer = client.post("/v1/messages", content=attack, headers=JSON)
+            assert answer.status_code == 400, attack
+            assert "duplicate key" in answer.json()["error"]["message"]
+        fine = b'{"model": "attack-model", "max_tokens": 10, ' + tail.replace(b"hello", b"caf\\u00e9") + b"}"
+        assert client.post("/v1/messages", content=fine, headers=JSON).status_code == 200
+    assert len(upstream.requests()) == 1
