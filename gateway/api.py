@@ -225,7 +225,10 @@ def build_api_router() -> APIRouter:
 
     @router.get("/search", response_model=Messages, summary="Search messages the caller can read")
     async def search(
-        ctx: Ctx, principal: Caller, q: Annotated[str, Query(min_length=1)], limit: int = 50
+        ctx: Ctx,
+        principal: Caller,
+        q: Annotated[str, Query(min_length=1)],
+        limit: Annotated[int, Query(ge=1, le=500)] = 50,  # a negative one would slice results off the end
     ) -> Messages:
         try:
             return Messages(messages=await ctx.chat.search(principal, q, limit))

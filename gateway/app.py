@@ -9,6 +9,7 @@ from typing import Annotated, Any
 from fastapi import Depends, FastAPI, Request
 from fastapi.openapi.utils import validation_error_definition, validation_error_response_definition
 from fastapi.responses import JSONResponse, Response
+from pydantic import BaseModel
 from redis.asyncio import Redis
 
 from gateway.api import build_api_router
@@ -17,7 +18,7 @@ from gateway.config import GatewaySettings
 from gateway.context import GatewayContext
 from gateway.events import build_events_router
 from gateway.mcp_server import build_mcp, build_mcp_app
-from gateway.models import BadMessageId, GiteaError, Refusal
+from gateway.models import AnthropicError, BadMessageId, GiteaError, Refusal
 from gateway.principals import Principal
 
 # A plugin adds routes, MCP tools and background tasks for one component (forge, jobs, ...).
@@ -25,7 +26,12 @@ from gateway.principals import Principal
 # async context manager factory that runs for the app's lifetime.
 GatewayPlugin = Callable[[FastAPI, GatewayContext, Any], Any]
 
-GITEA_PREFIX = "/api/v1/"  # the embedded forge's Gitea-compatible routes answer Gitea's error shape
+# Routes that speak another API's protocol keep its error shape, declared beside ours: the embedded
+# forge's Gitea-compatible routes, and the LLM proxy's Anthropic-compatible ones.
+PROTOCOL_ERRORS: tuple[tuple[str, type[BaseModel]], ...] = (
+    ("/api/v1/", GiteaError),
+    ("/v1/", AnthropicError),
+)
 HTTP_METHODS = frozenset({"get", "put", "post", "delete", "options", "head", "patch", "trace"})
 
 
@@ -38,17 +44,21 @@ def declare_error_shapes(schema: dict[str, Any]) -> dict[str, Any]:
 
     FastAPI declares only a 422 of its validation shape (``detail``: a list), while routes refuse with
     ``HTTPException(status, "why")`` (``detail``: a string) -- a 422 among them. So every operation
-    gets a ``default`` response, ``Refusal`` (``{"detail": str}``), and its 422 becomes "either shape";
-    under /api/v1 Gitea's ``{"message", "url"}`` is declared beside them (those routes answer both:
-    the forge's errors in Gitea's shape, the shared auth's in ours). HTML pages declare HTML errors.
+    gets a ``default`` response, ``Refusal`` (``{"detail": str}``), and its 422 becomes "either shape".
+    Under a ``PROTOCOL_ERRORS`` prefix that protocol's shape is declared beside them (such routes answer
+    both: their own errors in the protocol's shape, the shared auth's in ours). HTML pages declare HTML
+    error pages too.
     """
     schemas = schema.setdefault("components", {}).setdefault("schemas", {})
     schemas.setdefault("ValidationError", validation_error_definition)
     schemas.setdefault("HTTPValidationError", validation_error_response_definition)
-    schemas["Refusal"] = Refusal.model_json_schema()
-    schemas["GiteaError"] = GiteaError.model_json_schema()
+    for model in (Refusal, *(m for _, m in PROTOCOL_ERRORS)):
+        definition = model.model_json_schema(ref_template="#/components/schemas/{model}")
+        schemas.update(definition.pop("$defs", {}))
+        schemas[model.__name__] = definition
     for path, item in schema.get("paths", {}).items():
-        refusals = [_ref("Refusal")] + ([_ref("GiteaError")] if path.startswith(GITEA_PREFIX) else [])
+        protocol = [_ref(m.__name__) for prefix, m in PROTOCOL_ERRORS if path.startswith(prefix)]
+        refusals = [_ref("Refusal"), *protocol]
         refusal = refusals[0] if len(refusals) == 1 else {"anyOf": refusals}
         for method, operation in item.items():
             if method not in HTTP_METHODS:

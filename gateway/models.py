@@ -62,6 +62,19 @@ class GiteaError(BaseModel):
     url: str = Field(description="Gitea's documentation link (empty here).")
 
 
+class AnthropicErrorBody(BaseModel):
+    type: str = Field(description="invalid_request_error, authentication_error, rate_limit_error, ...")
+    message: str = Field(description="Why.")
+
+
+class AnthropicError(BaseModel):
+    """Anthropic's error shape, answered by the LLM proxy's Anthropic-compatible routes under /v1
+    (the SDKs and the Claude Code CLI turn it into their matching exception)."""
+
+    type: Literal["error"] = Field(description="Always error.")
+    error: AnthropicErrorBody
+
+
 class Message(BaseModel):
     """One chat message, as stored in its channel's stream."""
 

@@ -127,7 +127,7 @@ def live(redis_url: str) -> Iterator[LiveGateway]:
         env.setenv("KSWARM_LLM_API_KEY", "sk-test-upstream-key")
         env.setenv("KSWARM_LLM_MAX_RETRIES", "0")
         # A short inbox wait cap: /api/inbox?wait= stays in the run without an example sleeping a minute.
-        gw = GatewayThread(home / "home", redis_url, inbox_max_wait=0.2)
+        gw = GatewayThread(home / "home", redis_url, inbox_max_wait=0.05)
         gw.start()
     try:
         yield LiveGateway(
@@ -203,7 +203,9 @@ def test_operation(live: LiveGateway, kind: str, method: str, path: str) -> None
         cases = one_of(cases, operation.as_strategy(path_parameters=real))
     settings(given(case=cases)(run))()
     # Then requests the schema forbids (wrong types, missing fields, out of range): a 4xx, never a 5xx.
-    if negatable(raw):
+    # Once, as the operator: validation does not depend on who asks, and an agent's request to an
+    # operator's route is refused before its content is looked at.
+    if kind == "operator" and negatable(raw):
         settings(given(case=operation.as_strategy(generation_mode=GenerationMode.NEGATIVE))(run))()
 
 
