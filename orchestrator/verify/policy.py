@@ -31,6 +31,25 @@ RULES: Mapping[str, str] = MappingProxyType(
         "try_except_fallback": "try/except (or suppress) around a kernel launch",
         "forbidden_import": "an import outside the allow-list",
         "non_triton_in_kernel": "a @triton.jit body uses a non-Triton module or a plain Python helper",
+        "dynamic_name": (
+            "a name the gate cannot resolve statically: computed getattr, vars()/globals()/__dict__, a module"
+            " used as a value, format-string attribute access, star imports, a checked function rebound"
+        ),
+        "monitor_tampering": (
+            "switches off or side-steps the harness' monitor: dispatch/function modes, tracing and profiling"
+            " hooks, sys.modules, torch.compile/jit/fx/library, autograd functions, default device/dtype, RNG"
+            " state, backend flags, __class__ swaps, __torch_function__/__torch_dispatch__ classes"
+        ),
+        "environment_probe": (
+            "reads what differs between a test and production: environment variables, clocks, process ids,"
+            " file-system state, the module's own path, buffer addresses (data_ptr, storage_offset)"
+        ),
+        "forbidden_name": "a name outside the allow-list, reached through an allowed module",
+        "decorator": "a decorator outside the allow-list (it could replace the function the gate checked)",
+        "tf32_dot": (
+            'float32 task: tl.dot without input_precision="ieee" (TF32 on a GPU, full fp32 in the'
+            " interpreter)"
+        ),
     }
 )
 
@@ -58,8 +77,7 @@ ALLOWED_IMPORT_ROOTS = frozenset(
         "enum",
         "numbers",
         "abc",
-        "os",  # only os.environ.get / os.getenv / os.path are allowed, see OS_ALLOWED
-        "time",  # reading clocks is harmless; assigning to time.* is a monkeypatch
+        "os",  # only the pure os.path string functions are allowed, see OS_ALLOWED
     }
 )
 
@@ -92,7 +110,30 @@ MODULE_RULES: Mapping[str, str] = MappingProxyType(
             ("numpy", "scipy", "jax", "jaxlib", "cupy", "numba", "tensorflow", "pandas", "mlx"),
             "host_compute",
         ),
-        **dict.fromkeys(("shutil", "tempfile", "pathlib", "io", "glob", "fileinput", "zipfile"), "file_io"),
+        **dict.fromkeys(
+            (
+                "shutil",
+                "tempfile",
+                "pathlib",
+                "io",
+                "_io",
+                "glob",
+                "fileinput",
+                "zipfile",
+                "tarfile",
+                "linecache",
+            ),
+            "file_io",
+        ),
+        **dict.fromkeys(("array", "struct", "_struct", "pickletools"), "host_compute"),
+        **dict.fromkeys(("operator", "_operator", "string", "keyword"), "dynamic_name"),
+        **dict.fromkeys(("weakref", "_weakref", "copyreg", "dis", "symtable", "ast"), "introspection"),
+        **dict.fromkeys(("pkgutil", "zipimport", "site", "imp", "_imp", "_frozen_importlib"), "dynamic_code"),
+        **dict.fromkeys(
+            ("time", "platform", "sysconfig", "getpass", "pwd", "grp", "locale", "uuid"), "environment_probe"
+        ),
+        **dict.fromkeys(("_signal", "resource", "_posixsubprocess", "pdb", "bdb"), "process_control"),
+        **dict.fromkeys(("select", "selectors", "_socket"), "network"),
     }
 )
 
@@ -158,9 +199,7 @@ TENSOR_METHOD_ALLOW = frozenset(
         "dim",
         "ndimension",
         "is_contiguous",
-        "data_ptr",
         "element_size",
-        "storage_offset",
         "unsqueeze",
         "squeeze",
         "flatten",
@@ -183,28 +222,58 @@ TENSOR_COMPUTE_METHODS = (
     - _AMBIGUOUS_METHODS
 )
 
-# os functions a launcher may call.
-OS_ALLOWED = frozenset({"os.environ.get", "os.getenv", "os.getpid", "os.cpu_count"})
-OS_ALLOWED_PREFIXES = ("os.path.",)
+# os functions a launcher may call: pure path-string functions only (reading the environment, the
+# process identity or the file system lets a candidate tell a test from production). Final targets:
+# the static gate resolves `os.path.os.popen` to `os.popen` before it looks here.
+OS_ALLOWED = frozenset(
+    f"os.path.{n}"
+    for n in (
+        "join",
+        "basename",
+        "dirname",
+        "split",
+        "splitext",
+        "splitdrive",
+        "normpath",
+        "normcase",
+        "isabs",
+    )
+)
+OS_ALLOWED_PREFIXES: tuple[str, ...] = ()  # kept for importers; the gate never allows by prefix
 OS_PROCESS = frozenset(
     {"system", "popen", "fork", "forkpty", "kill", "killpg", "_exit", "abort", "setsid", "wait", "waitpid"}
 )
 OS_PROCESS_PREFIXES = ("exec", "spawn", "posix_spawn")
 
+# Builtins a candidate may not use (getattr/hasattr only with a constant attribute name).
 BUILTIN_RULES: Mapping[str, str] = MappingProxyType(
     {
         "eval": "dynamic_code",
         "exec": "dynamic_code",
         "compile": "dynamic_code",
         "__import__": "dynamic_code",
+        "__build_class__": "dynamic_code",
         "open": "file_io",
-        "getattr": "introspection",
+        "input": "file_io",
+        "getattr": "dynamic_name",
+        "hasattr": "dynamic_name",
         "setattr": "introspection",
         "delattr": "introspection",
-        "globals": "introspection",
-        "locals": "introspection",
-        "vars": "introspection",
+        "globals": "dynamic_name",
+        "locals": "dynamic_name",
+        "vars": "dynamic_name",
+        "dir": "dynamic_name",
+        "super": "introspection",
+        "type": "introspection",
+        "id": "introspection",
+        "hash": "introspection",
+        "help": "introspection",
         "breakpoint": "introspection",
+        "memoryview": "host_compute",
+        "bytearray": "host_compute",
+        "bytes": "host_compute",
+        "aiter": "threads",
+        "anext": "threads",
         "exit": "process_control",
         "quit": "process_control",
     }
@@ -227,6 +296,19 @@ DUNDER_INTROSPECTION = frozenset(
         "__setattr__",
         "__torch_function__",
         "__torch_dispatch__",
+        "__class__",
+        "__self__",
+        "__func__",
+        "__wrapped__",
+        "__defaults__",
+        "__kwdefaults__",
+        "__loader__",
+        "__spec__",
+        "__reduce__",
+        "__reduce_ex__",
+        "__getstate__",
+        "__array__",
+        "__dlpack__",
         "f_back",
         "f_locals",
         "f_globals",

@@ -70,7 +70,7 @@ def test_minimal_honest_launcher_is_clean() -> None:
         ("    __import__('os')\n", "dynamic_code"),
         ("    open('/tmp/result.json', 'w').write('pass')\n", "file_io"),
         ("    torch.save(out, 'x.pt')\n", "file_io"),
-        ("    f = getattr(torch, 'ad' + 'd')\n", "introspection"),
+        ("    f = getattr(torch, 'ad' + 'd')\n", "dynamic_name"),
         ("    g = run.__globals__\n", "introspection"),
         ("    exit(0)\n", "process_control"),
         ("    out = x.__add__(x)\n", "introspection"),
@@ -96,7 +96,7 @@ def test_host_rules(body: str, rule: str) -> None:
         ("numpy", "host_compute"),
         ("pathlib", "file_io"),
         ("triton.testing", "runtime_internals"),
-        ("torch.utils._python_dispatch", "runtime_internals"),
+        ("torch.utils._python_dispatch", "monitor_tampering"),
         ("requests", "network"),
         ("yaml", "forbidden_import"),
     ],
@@ -200,8 +200,11 @@ def test_unverifiable_features_are_not_violations() -> None:
         ("torch_fallback.py", {"torch_compute"}),
         ("host_arith.py", {"torch_compute"}),
         ("try_fallback.py", {"try_except_fallback", "torch_compute"}),
-        ("verdict_patch.py", {"monkeypatch", "file_io", "forbidden_import", "runtime_internals"}),
-        ("crash_at_exit.py", {"process_control"}),
+        (
+            "verdict_patch.py",
+            {"monkeypatch", "file_io", "forbidden_import", "runtime_internals", "environment_probe"},
+        ),
+        ("crash_at_exit.py", {"process_control", "environment_probe"}),
     ],
 )
 def test_cheat_files_rejected(cheats: Path, name: str, expected: set[str]) -> None:

@@ -1,0 +1,27 @@
+"""Cheat: the gate reads the first `def add`; Python runs the last binding of `add`. The kernel name
+is rebound too, to a dict whose item is called like a launch."""
+
+import torch
+import triton
+import triton.language as tl
+
+
+@triton.jit
+def _add_kernel(x_ptr, y_ptr, out_ptr, n, BLOCK: tl.constexpr):
+    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    mask = offs < n
+    tl.store(out_ptr + offs, tl.load(x_ptr + offs, mask=mask) + tl.load(y_ptr + offs, mask=mask), mask=mask)
+
+
+def add(x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+    out = torch.empty_like(x)
+    _add_kernel[(triton.cdiv(x.numel(), 256),)](x, y, out, x.numel(), BLOCK=256)
+    return out
+
+
+def _plus(a, b):
+    return a + b
+
+
+add = _plus  # noqa: F811
+_add_kernel = {(1,): _plus}
