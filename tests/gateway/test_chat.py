@@ -261,3 +261,27 @@ def test_component_metrics_are_exposed(gateway: GatewayProcess) -> None:
     ):
         assert line in text, line
     assert "kswarm_llm_tokens" in text and "kswarm_ui_logins" in text
+
+
+def test_openapi_declares_every_error_shape(gateway: GatewayProcess) -> None:
+    """Every operation, the plugins' included, declares the error shapes it answers (the slow
+    schemathesis run, tests/gateway/test_openapi_schemathesis.py, checks the answers against them)."""
+    with gateway.client(None) as anon:
+        spec = anon.get("/openapi.json").json()
+    assert spec["components"]["schemas"]["Refusal"]["properties"]["detail"]["type"] == "string"
+
+    def refs(schema: dict) -> set[str]:
+        found = {schema["$ref"].rsplit("/", 1)[-1]} if "$ref" in schema else set()
+        return found.union(*(refs(s) for s in schema.get("anyOf", [])))
+
+    for path, item in spec["paths"].items():
+        for method, operation in item.items():
+            responses = operation["responses"]
+            default = refs(responses["default"]["content"]["application/json"]["schema"])
+            protocol = {"GiteaError"} if path.startswith("/api/v1/") else set()
+            protocol |= {"AnthropicError"} if path.startswith("/v1/") else set()
+            assert default == {"Refusal"} | protocol, (method, path)
+            if "422" in responses:
+                either = refs(responses["422"]["content"]["application/json"]["schema"])
+                assert either == {"HTTPValidationError", "Refusal"} | protocol, (method, path)
+    assert "default" in spec["paths"]["/api/jobs"]["post"]["responses"], "a plugin's route is covered"
