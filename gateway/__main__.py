@@ -2,17 +2,31 @@
 
 from __future__ import annotations
 
+import sys
+
 import uvloop
+from pydantic import ValidationError
 
 from gateway.app import create_app
 from gateway.config import GatewaySettings
+from gateway.llm_config import LLMProxySettings
 from gateway.plugins import default_plugins
 from gateway.server import serve
 
 
+def settings_error(what: str, exc: ValidationError) -> str:
+    """One line naming each bad variable, instead of pydantic's multi-line report."""
+    problems = "; ".join(f"{'.'.join(map(str, e['loc'])) or what}: {e['msg']}" for e in exc.errors())
+    return f"gateway: bad {what} settings: {problems}"
+
+
 def main() -> None:
-    settings = GatewaySettings()
-    uvloop.run(serve(create_app(settings, plugins=default_plugins()), settings))
+    try:
+        settings = GatewaySettings()
+        llm = LLMProxySettings()
+    except ValidationError as exc:
+        sys.exit(settings_error("KSWARM_GATEWAY_*/KSWARM_LLM_*", exc))
+    uvloop.run(serve(create_app(settings, plugins=default_plugins(llm)), settings))
 
 
 if __name__ == "__main__":

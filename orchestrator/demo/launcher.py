@@ -36,7 +36,7 @@ from orchestrator.demo.spec import DATASET_REPO, KB_REPO, POOL, Roster
 from orchestrator.embedded_redis import EmbeddedRedis, EmbeddedRedisError
 from orchestrator.home import GatewayInfo, write_secret
 from orchestrator.jobs.pools import NodeConfig, PoolConfig
-from orchestrator.launcher import LaunchError, ensure_operator_token
+from orchestrator.launcher import LaunchError, ensure_operator_token, llm_settings
 from orchestrator.spec import SwarmSpec
 from orchestrator.supervisor import Supervisor
 
@@ -98,9 +98,11 @@ def demo_plugins(lead: str, executor: str) -> list[GatewayPlugin]:
     }
     # Order matters: the forge first (the others use it), the UI last (it shows the others).
     wanted = [forge_plugin, llm_proxy_plugin, jobs_plugin, tasks_plugin, kb_plugin]
-    registered = default_plugins()
+    llm, _ = llm_settings(None)  # a bad KSWARM_LLM_* variable: one line (LaunchError), not a traceback
+    registered = default_plugins(llm)
     plugins = [configured.get(p, p) for p in registered if p is not ui_plugin]
-    plugins += [configured.get(p, p) for p in wanted if p not in registered]
+    present = {p.func if isinstance(p, functools.partial) else p for p in registered}
+    plugins += [configured.get(p, p) for p in wanted if p not in present]
     return [*sorted(plugins, key=lambda p: _rank(p, wanted)), ui_plugin]
 
 

@@ -116,12 +116,13 @@ async def test_agent_through_the_proxy_answers_writes_commits_and_never_sees_the
 async def test_budget_exhaustion_stops_the_wake_cleanly_and_resumes(
     make_gateway, upstream: ScriptedUpstream, short_tmp: Path
 ) -> None:
-    gw = make_gateway(agent_budget_usd=0.001)
+    gw = make_gateway(budgets={"agent": {"usd": 0.2}})
     token = gw.add_principal("bot")
     config = agent_config(short_tmp / "bot", token, url=gw.url, model="claude-test-1", stream=False)
     upstream.script(
-        # $0.0045: over budget. The upstream echoes the real key: the proxy must scrub it.
-        tool_reply("whoami", {}, text="I saw {api_key}", usage={"input_tokens": 1000, "output_tokens": 100}),
+        # $0.123: the next request's worst case no longer fits $0.2. The upstream echoes the real
+        # key: the proxy must scrub it.
+        tool_reply("whoami", {}, text="I saw {api_key}", usage={"input_tokens": 1000, "output_tokens": 8000}),
         default=text_reply("All done."),
     )
     task = asyncio.create_task(run_agent(config))

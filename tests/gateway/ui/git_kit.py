@@ -32,12 +32,14 @@ def open_demo_pr(gw: GatewayThread, tmp: Path, token: str, name: str = "dev-1") 
     git(tmp / "git-home", token, name, email, "clone", "-q", f"{gw.url}/git/kswarm/kernels.git", str(work))
     branch = f"{name}/softmax"
     git(tmp / "git-home", token, name, email, "checkout", "-q", "-b", branch, cwd=work)
-    (work / "softmax.py").write_text(
+    kernel = f"kernels/softmax/{name}_oneblock.py"
+    (work / kernel).parent.mkdir(parents=True, exist_ok=True)
+    (work / kernel).write_text(
         "import triton\nimport triton.language as tl\n\n\n@triton.jit\ndef softmax(x_ptr, y_ptr, n):\n"
         "    offs = tl.arange(0, 1024)\n    x = tl.load(x_ptr + offs, mask=offs < n, other=-float('inf'))\n"
         "    e = tl.exp(x - tl.max(x, 0))\n    tl.store(y_ptr + offs, e / tl.sum(e, 0), mask=offs < n)\n"
     )
-    git(tmp / "git-home", token, name, email, "add", "softmax.py", cwd=work)
+    git(tmp / "git-home", token, name, email, "add", kernel, cwd=work)
     git(tmp / "git-home", token, name, email, "commit", "-q", "-m", "softmax: one-block kernel", cwd=work)
     git(tmp / "git-home", token, name, email, "push", "-q", "origin", branch, cwd=work)
     with httpx.Client(base_url=f"{gw.url}/api/v1", headers={"Authorization": f"token {token}"}) as api:

@@ -173,11 +173,14 @@ def push_kernels(gw: UiGateway, tmp: Path, token: str, name: str) -> str:
     return branch
 
 
+PR_KERNEL = "kernels/softmax/dev-1_oneblock.py"  # git_kit.open_demo_pr's kernel
+
+
 def seed_jobs(
     gw: UiGateway, tmp: Path, tokens: dict[str, str] | None = None, pr: int | None = None
 ) -> SeededJobs:
     """Finished jobs (flagged, passed, unverifiable), a running one, a queued one; with ``pr`` (a PR of
-    dev-1 with ``softmax.py``, see git_kit), a reviewer's reproduction of it running too. ``tokens``:
+    dev-1 with ``PR_KERNEL``, see git_kit), a reviewer's reproduction of it running too. ``tokens``:
     principals made already (agents dev-1, dev-2, reviewer and workers w-gpu, w-cpu are made if missing)."""
     seeded = SeededJobs()
     tokens = dict(tokens or {})
@@ -240,7 +243,7 @@ def seed_jobs(
     # 5. A reviewer reproducing a PR, on node1.
     if pr is not None:
         seeded.reproduction = submit(
-            "reviewer", task="softmax", kernel="softmax.py", pool="gpu-h100", devices=2, reproduce_pr=pr
+            "reviewer", kernel=PR_KERNEL, pool="gpu-h100", devices=2, reproduce_pr=pr
         )
         job, attempt = Worker(gw, tokens["w-gpu"], "i1").take("gpu-h100", "node1", [0, 1])
         assert job == seeded.reproduction
@@ -254,6 +257,6 @@ def finish_running(gw: UiGateway, seeded: SeededJobs, job: str = "", log: str = 
     """A running job (default: the one on node0) passes, as its worker reports when the harness is done."""
     job = job or seeded.running
     instance = "i1" if job == seeded.reproduction else "i0"  # the worker instance serving its node
-    kernel = "softmax.py" if job == seeded.reproduction else "kernels/softmax/softmax_rowwise.py"
+    kernel = PR_KERNEL if job == seeded.reproduction else "kernels/softmax/softmax_rowwise.py"
     result = result_record("softmax", kernel, "cuda", "pass", trials=[trial(0, True)])
     Worker(gw, seeded.tokens["w-gpu"], instance).finish(job, seeded.attempts[job], "pass", result, log)
