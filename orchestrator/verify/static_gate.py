@@ -265,7 +265,9 @@ class Gate:
         language = value.display.startswith("triton.")
         if (kernel or (language and where in ("tracked", "annotation"))) and kernel_allows(value):
             return  # Triton names in kernels, and aliases or annotations of them anywhere
-        finding = member_rule(value, call=where == "call")
+        # In a kernel, a Triton name that is not allowed is simply not Triton (host rules would
+        # call it kernel code on the host).
+        finding = None if kernel and language else member_rule(value, call=where == "call")
         shown = written.split("(")[0]
         same = shown in (value.display, value.display.removeprefix("builtins."))
         seen = "" if same else f" (written {written})"

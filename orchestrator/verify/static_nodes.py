@@ -241,6 +241,13 @@ class NodeRules:
             self._decorator(decorator, sp.CLASS_DECORATORS, node.name)
         if node.keywords:
             g.flag("dynamic_name", node, f"class {node.name}: metaclass and class keywords are not allowed")
+        for stmt in node.body:  # an instance passed into a kernel would run these there, as host code
+            if isinstance(stmt, ast.FunctionDef) and stmt.name in sp.KERNEL_VALUE_ATTRS:
+                message = (
+                    f"method {node.name}.{stmt.name} has the name of a Triton value's attribute: an instance"
+                    " passed to a kernel would run it as host code"
+                )
+                g.flag("non_triton_in_kernel", stmt, message)
         for base in node.bases:
             for value in g.values(base):
                 if isinstance(value, UserValue):

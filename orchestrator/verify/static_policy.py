@@ -148,8 +148,10 @@ BUILTIN_DENIED_MEMBERS = _names("str.format str.format_map str.maketrans")
 # Calls whose format string may read attributes or items of their arguments ({0.x}, {0[k]}).
 FORMAT_METHODS = _names("format format_map")
 
+# typing is for annotations: what evaluates or inspects them at runtime is a dynamic lookup.
 _TYPING_DENY = _names(
-    "get_type_hints ForwardRef get_overloads clear_overloads no_type_check no_type_check_decorator"
+    "get_type_hints ForwardRef get_overloads clear_overloads no_type_check no_type_check_decorator get_args"
+    " get_origin reveal_type"
 )
 STDLIB_ALLOWED_MEMBERS: Mapping[str, frozenset[str] | None] = MappingProxyType(
     {  # None: every public member

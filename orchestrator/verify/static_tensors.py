@@ -16,7 +16,7 @@ from collections.abc import Callable, Iterable
 from orchestrator.verify import policy
 from orchestrator.verify import static_policy as sp
 from orchestrator.verify.static_names import Resolver, Scope
-from orchestrator.verify.static_values import DATA, MemberValue, UserValue
+from orchestrator.verify.static_values import DATA, KernelValue, MemberValue, UserValue
 
 # Attributes whose use marks a name as a tensor.
 TENSOR_EVIDENCE_ATTRS = frozenset(
@@ -211,6 +211,31 @@ class TensorHeuristics:
                 break
         for node in self.nodes:
             self._check(node)
+        for call, kernel in self.launches:
+            self._check_launch(call, kernel)
+
+    def _check_launch(self, call: ast.Call, kernel: ast.FunctionDef) -> None:
+        """What a launch passes a kernel: no tensor as a constexpr (the interpreter hands the raw
+        tensor to the kernel body, whose method calls then run torch on the host), and a
+        @triton.jit function for every parameter the kernel calls."""
+        params = [a.arg for a in (*kernel.args.posonlyargs, *kernel.args.args)]
+        passed = dict(zip(params, call.args, strict=False))
+        passed.update({k.arg: k.value for k in call.keywords if k.arg})
+        for param in constexpr_params(kernel) & passed.keys():
+            if self.holds_tensor(passed[param]):
+                self.flag(
+                    "non_triton_in_kernel", call, f"a tensor passed as constexpr {param} of {kernel.name}"
+                )
+        defaults = _defaults(kernel)
+        for param in called_params(kernel):
+            source = passed.get(param, defaults.get(param))
+            values = self.r.eval(source) if source is not None else frozenset()
+            if not values or not all(isinstance(v, KernelValue) for v in values):
+                self.flag(
+                    "non_triton_in_kernel",
+                    call,
+                    f"{kernel.name} calls its parameter {param}: pass a @triton.jit function for it",
+                )
 
     def _check(self, node: ast.AST) -> None:
         text = ast.unparse(node)[:60]
@@ -269,7 +294,7 @@ class TensorHeuristics:
         tensor_arg = any(self.holds_tensor(a) for a in args)
         for target in targets:
             path = target.display
-            if path.startswith("torch.") and id(self.scope(node)) in self._launch_scopes(node):
+            if path.startswith("torch.") and self._in_launch_callable(node):
                 self.flag(
                     "torch_compute", node, f"call to {path} inside a launch callable (runs in the launch)"
                 )
@@ -280,17 +305,38 @@ class TensorHeuristics:
             elif path.startswith(_VALUE_READING_ROOTS):
                 self.flag("torch_compute", node, f"host-side tensor computation: {text}")
 
-    def _launch_scopes(self, node: ast.AST) -> set[int]:
-        """Launch-callable scopes enclosing node (a lambda's body counts as inside the lambda)."""
-        out: set[int] = set()
+    def _in_launch_callable(self, node: ast.AST) -> bool:
+        """Whether node runs inside a launch callable (or something nested in one)."""
         scope: Scope | None = self.scope(node)
         while scope is not None:
             if id(scope) in self.callable_scopes:
-                out.add(id(scope))
+                return True
             scope = scope.parent
-        if out:
-            out.add(id(self.scope(node)))
-        return out
+        return False
+
+
+def constexpr_params(kernel: ast.FunctionDef) -> set[str]:
+    args = (*kernel.args.posonlyargs, *kernel.args.args, *kernel.args.kwonlyargs)
+    return {a.arg for a in args if a.annotation is not None and "constexpr" in ast.unparse(a.annotation)}
+
+
+def called_params(kernel: ast.FunctionDef) -> set[str]:
+    """Parameters the kernel body calls (constexpr functions: they must be @triton.jit functions)."""
+    params = {a.arg for a in (*kernel.args.posonlyargs, *kernel.args.args, *kernel.args.kwonlyargs)}
+    return {
+        n.func.id
+        for stmt in kernel.body
+        for n in ast.walk(stmt)
+        if isinstance(n, ast.Call) and isinstance(n.func, ast.Name) and n.func.id in params
+    }
+
+
+def _defaults(kernel: ast.FunctionDef) -> dict[str, ast.expr]:
+    positional = [*kernel.args.posonlyargs, *kernel.args.args]
+    named = positional[len(positional) - len(kernel.args.defaults) :]
+    out = {a.arg: d for a, d in zip(named, kernel.args.defaults, strict=True)}
+    out.update({a.arg: d for a, d in zip(kernel.args.kwonlyargs, kernel.args.kw_defaults, strict=True) if d})
+    return out
 
 
 def _is_param(scope: Scope, name: str) -> bool:

@@ -9,7 +9,7 @@ descriptor runs, so resolving never executes code a candidate chose.
 
 from __future__ import annotations
 
-import functools
+import importlib
 import inspect
 import sys
 from dataclasses import dataclass
@@ -67,7 +67,6 @@ DATA = DataValue()
 _MISSING = object()
 
 
-@functools.cache
 def real_member(module: str, attrs: tuple[str, ...]) -> object:
     """The object a member path names in this process, or _MISSING (never runs __getattr__)."""
     obj: object = sys.modules.get(module, _MISSING)
@@ -98,8 +97,8 @@ def step(value: Value, attr: str) -> Value:
         found = module.__dict__.get(attr, _MISSING) if module is not None else _MISSING
         if isinstance(found, ModuleType):
             return ModuleValue(found.__name__)
-        sub = sys.modules.get(f"{value.name}.{attr}")
-        if found is _MISSING and sub is not None:
+        sub = _submodule(value.name, attr) if found is _MISSING else None
+        if sub is not None:
             return ModuleValue(sub.__name__)
         return MemberValue(value.name, (attr,))
     if isinstance(value, MemberValue):
@@ -123,3 +122,19 @@ def module_value(dotted: str) -> Value:
         return ModuleValue(loaded.__name__)
     head, _, leaf = dotted.rpartition(".")
     return step(module_value(head), leaf) if head else ModuleValue(dotted)
+
+
+# Submodules the gate imports itself to resolve names in them: Triton's language (kernel code may
+# use all of it, so what its lazily loaded parts contain must be known, e.g. extra.libdevice).
+_LOADABLE = ("triton.language.",)
+
+
+def _submodule(parent: str, attr: str) -> ModuleType | None:
+    dotted = f"{parent}.{attr}"
+    found = sys.modules.get(dotted)
+    if found is None and dotted.startswith(_LOADABLE) and attr.isidentifier() and not attr.startswith("_"):
+        try:
+            found = importlib.import_module(dotted)
+        except Exception:  # not a module (or a broken one): the name stays an unresolved member
+            found = None
+    return found

@@ -125,10 +125,36 @@ def test_config_hooks_built_by_a_function_are_launch_code() -> None:
     assert "nargs['out_ptr'][:] = nargs['x_ptr'] + nargs['y_ptr']" in lines
 
 
+@pytest.mark.parametrize(
+    ("module", "body"),
+    [
+        # A tensor handed to a constexpr parameter reaches the interpreted kernel body as a torch tensor.
+        ("", "_two[(1,)](x, out, x.numel(), T=x, BLOCK=256)"),
+        # The kernel calls its parameter: a partial of a host function, a bound method, a lambda.
+        ("import functools\n\n\ndef _host(v):\n    return v\n", "_call[(1,)](x, F=functools.partial(_host))"),
+        ("", "_call[(1,)](x, F=[print][0])"),
+        ("", "_call[(1,)](x)"),
+        # An object whose method shares a name with a Triton value attribute stands in for one.
+        (
+            "class _Fake:\n    def to(self, dtype):\n        return 0\n",
+            "_two[(1,)](x, out, x.numel(), T=0, BLOCK=256)",
+        ),
+    ],
+)
+def test_host_objects_passed_into_kernels_are_rejected(module: str, body: str) -> None:
+    kernels = (
+        "@triton.jit\ndef _two(x_ptr, out_ptr, n, T: tl.constexpr, BLOCK: tl.constexpr):\n    pass\n\n\n"
+        "@triton.jit\ndef _call(x_ptr, F: tl.constexpr):\n    F(x_ptr)\n"
+    )
+    assert "non_triton_in_kernel" in rules(candidate(module=kernels + module, body=body))
+
+
 def test_jit_functions_as_constexpr_arguments_are_fine() -> None:
     module = "@triton.jit\ndef _relu(v):\n    return tl.maximum(v, 0.0)\n"
     body = "_add_kernel[(1,)](x, y, out, x.numel(), BLOCK=256, ACT=_relu)"
     assert rules(candidate(module=module, body=body)) == set()
+    called = "@triton.jit\ndef _apply(x_ptr, F: tl.constexpr):\n    tl.store(x_ptr, F(tl.load(x_ptr)))\n"
+    assert rules(candidate(module=module + "\n\n" + called, body="_apply[(1,)](out, F=_relu)")) == set()
 
 
 @pytest.mark.parametrize(

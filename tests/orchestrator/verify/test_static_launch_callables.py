@@ -221,3 +221,18 @@ def test_unverifiable_features_through_aliases() -> None:
     report = check_source(autotune, "add")
     assert report.ok, report.violations
     assert {v.rule for v in report.unverifiable} == {"autotune"}
+
+
+def test_lazily_loaded_triton_modules_are_resolved_and_unknown_triton_names_rejected() -> None:
+    source = (
+        HEADER
+        + "from triton.language.extra import libdevice\n"
+        + kernel_source(
+            body="v = libdevice.exp(offs.to(tl.float32))\n    w = tl.not_a_triton_function(v)"
+        ).replace(HEADER, "")
+    )
+    report = check_source(source, "add")
+    assert [(v.rule, "not_a_triton_function" in v.message) for v in report.violations] == [
+        ("non_triton_in_kernel", True)
+    ]
+    assert {v.rule for v in report.unverifiable} == {"libdevice"}
