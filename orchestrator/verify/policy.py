@@ -276,6 +276,8 @@ BUILTIN_RULES: Mapping[str, str] = MappingProxyType(
         "anext": "threads",
         "exit": "process_control",
         "quit": "process_control",
+        "SystemExit": "process_control",
+        "KeyboardInterrupt": "process_control",
     }
 )
 

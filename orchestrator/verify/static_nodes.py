@@ -188,6 +188,12 @@ class NodeRules:
         funcs = g.values(node.func)
         if MemberValue("builtins", ("type",)) in funcs and len(node.args) != 1:
             g.flag("dynamic_code", node, "type() with three arguments creates a class at runtime")
+        torch_call = any(isinstance(v, MemberValue) and v.display.startswith("torch.") for v in funcs)
+        if torch_call and any(k.arg == "out" for k in node.keywords):
+            g.flag("torch_compute", node, "out= makes an allowed torch call write into an existing tensor")
+        if _copies_a_view(node):
+            message = "a view made contiguous (or reshaped) is a copy by torch that does the layout work"
+            g.flag("torch_compute", node, message)
         if launch_kernel(g, node) is not None:
             for arg in (*node.args, *(k.value for k in node.keywords)):
                 if any(isinstance(v, UserValue) for v in g.values(arg)):
@@ -267,6 +273,23 @@ class NodeRules:
                         f"class derived from {shown}: only plain classes, dataclasses, enums, named tuples"
                         " and exceptions",
                     )
+
+
+_VIEW_MAKERS = frozenset("t transpose permute expand expand_as mT T H mH unfold diagonal narrow".split())
+_COPYING = frozenset("contiguous reshape flatten".split())
+
+
+def _copies_a_view(node: ast.Call) -> bool:
+    """x.t().contiguous(), x.permute(...).reshape(...), x[::2].contiguous(): a gather done by torch."""
+    func = node.func
+    if not (isinstance(func, ast.Attribute) and func.attr in _COPYING):
+        return False
+    base = func.value
+    if isinstance(base, ast.Call) and isinstance(base.func, ast.Attribute):
+        return base.func.attr in _VIEW_MAKERS
+    if isinstance(base, ast.Attribute):
+        return base.attr in _VIEW_MAKERS
+    return isinstance(base, ast.Subscript) and any(isinstance(n, ast.Slice) for n in ast.walk(base.slice))
 
 
 def _format_reads_attributes(text: str) -> bool:

@@ -192,7 +192,7 @@ HONEST_BODIES = [
     'half = getattr(tl, "float16")',
     "o2 = torch.empty(x.shape, dtype=x.dtype, device=x.device)",
     "w = torch.empty_strided((4, 4), (4, 1), dtype=torch.float32, device=x.device)",
-    "xt = x.t().contiguous()\nn = xt.numel() * xt.element_size()",
+    "xt = x.t()\nn = xt.numel() * xt.element_size() * xt.stride(0)",
     "dims = list(x.shape)\nfor s in x.shape:\n    pass",
     "if x.dim() > 3:\n    raise NotImplementedError('rank')",
 ]
