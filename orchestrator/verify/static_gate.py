@@ -30,8 +30,6 @@ from orchestrator.verify.static_values import (
     ModuleValue,
     UnresolvedValue,
     Value,
-    module_value,
-    step,
 )
 
 
@@ -286,8 +284,3 @@ class Gate:
             self.feature("inline_asm", node, "tl.inline_asm_elementwise")
         if path.endswith(".bfloat16"):
             self.feature("bf16", node, "bfloat16 arithmetic")
-
-    def import_value(self, node: ast.Import | ast.ImportFrom, name: str) -> Value:
-        if isinstance(node, ast.Import):
-            return module_value(name)
-        return step(module_value(node.module or ""), name)
