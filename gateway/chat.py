@@ -17,6 +17,7 @@ from collections.abc import Awaitable, Callable
 from redis.asyncio import Redis
 
 from gateway import keys
+from gateway.chat_scripts import POST_SCRIPT, RATE_SCRIPT
 from gateway.config import GatewaySettings
 from gateway.metrics import GatewayMetrics
 from gateway.models import (
@@ -35,67 +36,7 @@ CHANNEL_RE = re.compile(r"[a-z0-9][a-z0-9_-]{0,63}")  # fullmatch: "$" would let
 MENTION_RE = re.compile(r"(?<![\w@./-])@([a-z][a-z0-9-]{0,38})(?![\w-])")
 INBOX_WAIT_SLICE = 2.0  # seconds per blocking read; bounds how long a dropped caller is served
 SEARCH_SCAN = 2000  # messages scanned per channel by search; bounded on purpose
-
-# Atomic post: the channel entry, the thread index, the inbox fan-out and the event, or nothing.
-# The message's id is computed first and written with every entry (channel, inboxes, event), so it
-# is the same everywhere and unique across channels: one sequence for all of them, the next id after
-# the newest one any of these streams has generated (or now, if later) -- what XADD's "*" does for a
-# single stream. Explicit ids above every stream's last-generated id cannot fail, so nothing is
-# half-written. (Lua numbers are doubles: exact for today's ms and any sequence below 2^53.)
-# KEYS: channel stream, events stream, thread index, inbox streams...
-# ARGV: channel maxlen, events maxlen, inbox maxlen, n message fields, fields..., reasons...
-_POST_SCRIPT = """
-local function last_generated(key)
-  if redis.call('EXISTS', key) == 0 then return nil end
-  local info = redis.call('XINFO', 'STREAM', key)
-  for i = 1, #info, 2 do
-    if info[i] == 'last-generated-id' then return info[i + 1] end
-  end
-end
-local now = redis.call('TIME')
-local ms = tonumber(now[1]) * 1000 + math.floor(tonumber(now[2]) / 1000)
-local seq = 0
-for k = 1, #KEYS do
-  if k ~= 3 then  -- KEYS[3] is the thread index, a list
-    local last = last_generated(KEYS[k])
-    if last then
-      local dash = string.find(last, '-', 1, true)
-      local last_ms = tonumber(string.sub(last, 1, dash - 1))
-      local last_seq = tonumber(string.sub(last, dash + 1))
-      if last_ms > ms or (last_ms == ms and last_seq >= seq) then ms, seq = last_ms, last_seq + 1 end
-    end
-  end
-end
-local id = string.format('%d-%d', ms, seq)
-
-local nfields = tonumber(ARGV[4])
-local fields = {}
-for i = 1, nfields do fields[i] = ARGV[4 + i] end
-redis.call('XADD', KEYS[1], 'MAXLEN', '~', ARGV[1], id, unpack(fields))
-local msg = {}
-for i = 1, nfields, 2 do msg[fields[i]] = fields[i + 1] end
-if msg['thread'] ~= '' then redis.call('RPUSH', KEYS[3], id) end
-for k = 4, #KEYS do
-  redis.call('XADD', KEYS[k], 'MAXLEN', '~', ARGV[3], id,
-    'reason', ARGV[4 + nfields + k - 3], 'channel', msg['channel'], 'message_id', id,
-    'sender', msg['sender'], 'text', msg['text'], 'ts', msg['ts'], 'thread', msg['thread'])
-end
-redis.call('XADD', KEYS[2], 'MAXLEN', '~', ARGV[2], id, 'type', 'message', 'id', id, unpack(fields))
-return id
-"""
-
-# Token bucket per sender; returns seconds to wait as a string ("0" = allowed).
-_RATE_SCRIPT = """
-local rate = tonumber(ARGV[1]); local burst = tonumber(ARGV[2]); local now = tonumber(ARGV[3])
-local state = redis.call('HMGET', KEYS[1], 'tokens', 'ts')
-local tokens = tonumber(state[1]) or burst
-local ts = tonumber(state[2]) or now
-tokens = math.min(burst, tokens + math.max(0, now - ts) * rate)
-if tokens < 1 then return tostring((1 - tokens) / rate) end
-redis.call('HSET', KEYS[1], 'tokens', tostring(tokens - 1), 'ts', tostring(now))
-redis.call('EXPIRE', KEYS[1], 3600)
-return '0'
-"""
+DEDUPE_TTL_S = 7 * 86_400  # how long a deduplicated post remembers it was made
 
 
 class ChatError(Exception):
@@ -172,8 +113,8 @@ class ChatService:
         self.principals = principals
         self.settings = settings
         self.metrics = metrics
-        self._post = redis.register_script(_POST_SCRIPT)
-        self._rate = redis.register_script(_RATE_SCRIPT)
+        self._post = redis.register_script(POST_SCRIPT)
+        self._rate = redis.register_script(RATE_SCRIPT)
 
     # -- channels ---------------------------------------------------------------------------
 
@@ -292,7 +233,10 @@ class ChatService:
         text: str,
         reply_to: str | None = None,
         kind: str = "message",
+        dedupe: str | None = None,
     ) -> Message:
+        """Post ``text``; with ``dedupe``, a key (scoped to the sender) that makes retries of the same
+        post after a crash land once: a repeat returns the first post's id and writes nothing."""
         size = len(text.encode())
         if size > self.settings.max_message_bytes:
             raise ChatError(
@@ -362,12 +306,14 @@ class ChatService:
                 keys.channel_stream(channel),
                 keys.EVENTS,
                 keys.thread_index(channel, thread or "none"),
+                keys.dedupe(principal.name, dedupe or "-"),
                 *(keys.inbox(r) for r in recipients),
             ],
             args=[
                 self.settings.channel_maxlen,
                 self.settings.events_maxlen,
                 self.settings.inbox_maxlen,
+                DEDUPE_TTL_S if dedupe else 0,
                 len(flat),
                 *flat,
                 *(reasons[r] for r in recipients),
@@ -377,11 +323,16 @@ class ChatService:
         return message_from_fields(msg_id, fields)
 
     async def post_dm(
-        self, principal: Principal, peer: str, text: str, reply_to: str | None = None
+        self,
+        principal: Principal,
+        peer: str,
+        text: str,
+        reply_to: str | None = None,
+        dedupe: str | None = None,
     ) -> Message:
         reply_to = client_id(reply_to, "reply_to")  # before the DM is opened: a refusal leaves nothing
         channel = await self.ensure_dm(principal, peer)
-        return await self.post(principal, channel, text, reply_to)
+        return await self.post(principal, channel, text, reply_to, dedupe=dedupe)
 
     async def notify(self, sender: Principal, channel: str, text: str) -> Message:
         """A system notice: mentioned principals get it in their inbox as reason ``notice``."""

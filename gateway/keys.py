@@ -50,3 +50,7 @@ def heartbeat(name: str) -> str:
 
 
 EVENTS = f"{PREFIX}events"
+
+
+def dedupe(sender: str, key: str) -> str:
+    return f"{PREFIX}dedupe:{sender}:{key}"  # string: the id a deduplicated post was accepted under

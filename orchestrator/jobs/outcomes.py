@@ -5,9 +5,9 @@ script that ends it also lists it in ``unreported``. ``JobOutcomes.deliver`` the
 verification in the forge's evidence ledger (the gate publishes the commit statuses from it and
 re-decides the PRs on that sha) and sends the submitter's notice, and only then takes the job off the
 list. ``finish`` delivers at once; the reclaim loop delivers whatever a crash left listed. Each step is
-idempotent (the evidence is keyed by job id; the notice has a once-only marker), so a delivery that is
-repeated after a crash changes nothing. A worker therefore makes exactly one call to finish a job: if
-it dies right after it, nothing is lost.
+idempotent (the evidence is keyed by job id; the notice is a chat post with a dedupe key, checked and
+set in the post's own script), so a delivery that is repeated after a crash changes nothing. A worker
+therefore makes exactly one call to finish a job: if it dies right after it, nothing is lost.
 """
 
 from __future__ import annotations
@@ -22,7 +22,6 @@ from orchestrator.jobs.models import Job, JobState
 from orchestrator.jobs.queue import JobQueue
 
 log = logging.getLogger("kswarm.jobs")
-NOTICE_MARK_TTL_S = 7 * 86_400
 RETRY_AFTER_S = 5.0  # a listed job younger than this is probably being delivered by its finish call
 
 
@@ -94,17 +93,11 @@ class JobOutcomes:
         return await self.ctx.principals.get(name) if name else None
 
     async def _notify(self, job: Job) -> None:
-        """DM the submitter once per job (from the worker principal that ran it)."""
+        """DM the submitter once per job (from the worker principal that ran it): the post carries a
+        dedupe key, so a delivery repeated after a crash finds it made and writes nothing."""
         if job.state == JobState.cancelled and not job.attempts:
             return  # cancelled before it ran: the submitter (or an operator) did it and knows
         sender = await self._sender(job)
         if sender is None or sender.name == job.submitter:
             return
-        mark = f"ks:jobs:noticed:{job.id}"
-        if not await self.ctx.redis.set(mark, "1", nx=True, ex=NOTICE_MARK_TTL_S):
-            return
-        try:
-            await self.ctx.chat.post_dm(sender, job.submitter, notice_text(job))
-        except Exception:
-            await self.ctx.redis.delete(mark)
-            raise
+        await self.ctx.chat.post_dm(sender, job.submitter, notice_text(job), dedupe=f"job-notice:{job.id}")

@@ -57,3 +57,29 @@ async def test_chat_core(binary: Path, short_tmp: Path) -> None:
     finally:
         await redis.aclose()
         server.release()
+
+
+@pytest.mark.parametrize("binary", binaries())
+async def test_a_deduplicated_post_lands_once(binary: Path, short_tmp: Path) -> None:
+    """A sender that retries a post after a crash (same dedupe key) posts once; the key is scoped to
+    the sender, so another principal cannot pre-empt it."""
+    server = EmbeddedRedis(short_tmp / "r", binary=binary)
+    url = server.ensure_running()
+    redis = Redis.from_url(url, decode_responses=True)
+    try:
+        principals = PrincipalStore(redis, "test")
+        chat = ChatService(redis, principals, GatewaySettings(redis_url=url), GatewayMetrics())
+        await chat.ensure_default_channels()
+        alice, _ = await principals.create("alice", PrincipalKind.agent)
+        bob, _ = await principals.create("bob", PrincipalKind.agent)
+        first = await chat.post_dm(alice, "bob", "job j1 done", dedupe="job-notice:j1")
+        again = await chat.post_dm(alice, "bob", "job j1 done", dedupe="job-notice:j1")
+        assert again.id == first.id
+        other = await chat.post_dm(bob, "alice", "mine", dedupe="job-notice:j1")
+        assert other.id != first.id
+        texts = [m.text for m in await chat.history(bob, first.channel)]
+        assert texts.count("job j1 done") == 1 and "mine" in texts
+        assert [i.text for i in await chat.inbox(bob)] == ["job j1 done"]
+    finally:
+        await redis.aclose()
+        server.release()
