@@ -9,6 +9,8 @@ else (no record, a crash, a disagreement) is an ``error``, never a pass.
 from __future__ import annotations
 
 import json
+import os
+import stat
 import sys
 from dataclasses import dataclass
 from pathlib import Path
@@ -59,6 +61,22 @@ class Verdict:
     exit_code: int | None
 
 
+def read_plain_file(path: Path, limit: int = 64 << 20) -> str:
+    """The text of ``path`` only if it is a regular file, opened without following a link: the job
+    wrote it, and the worker reads it with the worker's rights."""
+    fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
+    try:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            raise ValueError("not a regular file")
+        with os.fdopen(fd, "rb", closefd=False) as fh:
+            data = fh.read(limit + 1)
+    finally:
+        os.close(fd)
+    if len(data) > limit:
+        raise ValueError("too large")
+    return data.decode()
+
+
 def _last_line(text: str) -> str:
     lines = [ln.strip() for ln in text.strip().splitlines() if ln.strip()]
     return lines[-1][:300] if lines else ""
@@ -77,7 +95,7 @@ def interpret(
     if outcome.error:
         return Verdict(JobState.error, "error", outcome.error, None, code)
     try:
-        result = json.loads(result_path.read_text())
+        result = json.loads(read_plain_file(result_path))
         if not isinstance(result, dict):
             raise ValueError("not an object")
     except (OSError, ValueError) as exc:

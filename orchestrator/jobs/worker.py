@@ -96,6 +96,11 @@ class Worker:
             client = JobsClient(http)
             pool = await client.pool_config(self.pool_name)
             executor = self.executor or make_executor(pool.executor)
+            refused = getattr(executor, "unavailable", None)  # the local executor probes its sandbox once
+            if refused:
+                log.error(
+                    "pool %s: every job will be refused: no sandbox can be built here: %s", pool.name, refused
+                )
             if pool.executor == "slurm":  # Slurm allocates; we only count what we have handed it
                 node_name = self.node_name or "slurm"
                 allocator = DeviceAllocator(node_name, range(sum(len(n.devices) for n in pool.nodes)))

@@ -194,7 +194,7 @@ class LocalExecutor:
         drop_planted_record(spec)
         error = None
         if proc.returncode == SETUP_FAILED and not (timed_out or cancelled):
-            error = _setup_failure(cap.text())
+            error = setup_failure(cap.text())
         return ExecOutcome(
             returncode=None if (timed_out or cancelled) else proc.returncode,
             timed_out=timed_out,
@@ -210,7 +210,7 @@ class LocalExecutor:
         return [sys.executable, "-m", "orchestrator.sandbox", self.plan(spec).model_dump_json()]
 
 
-def _setup_failure(output: str) -> str | None:
+def setup_failure(output: str) -> str | None:
     """The sandbox's own one-line reason, when it (not the job) failed."""
     for line in reversed(output.splitlines()):
         if line.startswith("kswarm sandbox: "):

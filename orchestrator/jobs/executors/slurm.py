@@ -1,11 +1,12 @@
 """The Slurm executor: ``sbatch --nodes=1 --gres=<type>:N`` with the harness as the batch script.
 
 Slurm does the gang allocation and sets ``CUDA_VISIBLE_DEVICES`` for GPU GRES; the batch script
-starts the harness with the allow-listed environment (``env -i``), keeps Slurm's device variables, and
-wraps it in a new network namespace when the node allows one. State comes from ``squeue`` while the job
-is known there and from ``sacct`` (falling back to ``sacct -c``, the job-completion log, and to
-``scontrol``) afterwards; the script also writes its exit code into the output dir, which is shared
-with the worker (one machine here; a shared filesystem on a real cluster). Cancel is ``scancel``.
+starts the harness in the one sandbox (``orchestrator/sandbox``, docs/sandbox.md) with the
+allow-listed environment plus Slurm's device variables, or refuses it when the node cannot build the
+sandbox. State comes from ``squeue`` while the job is known there and from ``sacct`` (falling back to
+``sacct -c``, the job-completion log, and to ``scontrol``) afterwards; the script also writes its
+exit code into the output dir, which is shared with the worker (one machine here; a shared
+filesystem on a real cluster). Cancel is ``scancel``.
 """
 
 from __future__ import annotations
@@ -14,13 +15,21 @@ import asyncio
 import math
 import os
 import shlex
+import sys
 import time
 from pathlib import Path
 
-from orchestrator.jobs.executors.base import ExecOutcome, ExecSpec, OnOutput, OutputCap
-from orchestrator.jobs.executors.confine import hide_plan, mount_script, needed_paths
+from orchestrator.jobs.executors.base import ExecOutcome, ExecSpec, OnOutput, OutputCap, drop_planted_record
+from orchestrator.jobs.executors.local import LocalExecutor, job_plan, setup_failure
+from orchestrator.sandbox.plan import SETUP_FAILED
 
 NOBODY = 65534
+PROJECT_ROOT = Path(__file__).resolve().parents[3]
+SLURM_DEVICE_VARS = ("CUDA_VISIBLE_DEVICES", "SLURM_JOB_ID", "SLURM_JOB_GPUS")
+SANDBOX_SUMMARY = (
+    "network, mount (minimal root, checkout read-only, output dir only writable), pid, ipc namespaces; "
+    "seccomp; refused where the node cannot build it"
+)
 ACTIVE_STATES = {"PENDING", "CONFIGURING", "RUNNING", "COMPLETING", "SUSPENDED", "REQUEUED", "RESIZING"}
 
 
@@ -67,54 +76,43 @@ class SlurmExecutor:
         return [*args, str(script)]
 
     def batch_script(self, spec: ExecSpec) -> str:
-        """The batch script: allow-listed env, Slurm's device variables kept, confined when possible.
-
-        As root on a node that allows namespaces: no network, the job as ``nobody``, directories it
-        cannot enter covered (``confine.py``); otherwise no network if possible; else as is."""
-        env = " ".join(shlex.quote(f"{k}={v}") for k, v in sorted(spec.env.items()))
-        keep = ["CUDA_VISIBLE_DEVICES", "SLURM_JOB_ID", "SLURM_JOB_GPUS"]
-        keep_env = " ".join(f'{k}="${{{k}:-}}"' for k in keep)
-        if spec.device == "npu":
-            keep_env += ' ASCEND_RT_VISIBLE_DEVICES="${ASCEND_RT_VISIBLE_DEVICES:-${CUDA_VISIBLE_DEVICES:-}}"'
-        job = f"env -i {env} {keep_env} " + " ".join(shlex.quote(a) for a in spec.argv)
+        """The batch script: the job in the one sandbox (``orchestrator/sandbox``, as the local
+        executor runs it), with Slurm's device variables added to the job's allow-listed environment
+        at run time. Where the node cannot build the sandbox the job is refused (the sandbox exits
+        ``SETUP_FAILED`` with its reason), never run less confined. ``isolate=False`` (tests of the
+        Slurm plumbing only) runs the harness bare."""
         out = shlex.quote(str(spec.outdir))
         lines = ["#!/bin/sh", f"# kswarm job {spec.job_id} attempt {spec.attempt}"]
         lines.append('echo "[kswarm] node $(hostname) devices ${CUDA_VISIBLE_DEVICES:-none}"')
         if not self.isolate:
-            lines.append(job)
+            env = " ".join(shlex.quote(f"{k}={v}") for k, v in sorted(spec.env.items()))
+            lines.append(f"env -i {env} " + " ".join(shlex.quote(a) for a in spec.argv))
         else:
-            plan = hide_plan(needed_paths([spec.checkout, spec.outdir]))
-            confine = mount_script(plan, '"$KSWARM_STAGE"') + '\nexec "$@"'
-            setpriv = f"setpriv --reuid={NOBODY} --regid={NOBODY} --clear-groups --no-new-privs --"
-            lines += [
-                f"CONFINE={shlex.quote(confine)}",
-                'if [ "$(id -u)" = 0 ] && command -v setpriv >/dev/null \\',
-                "    && unshare --net --mount -- true 2>/dev/null; then",
-                '  KSWARM_STAGE="$(mktemp -d /tmp/ks-stage-XXXXXX)"; export KSWARM_STAGE',
-                '  echo "[kswarm] network: namespace; uid: nobody"',
-                f'  unshare --net --mount -- /bin/sh -c "$CONFINE" kswarm-confine {setpriv} {job}',
-                "  code=$?",
-                '  rm -rf "$KSWARM_STAGE"',
-                "elif unshare --net -- true 2>/dev/null; then",
-                '  echo "[kswarm] network: namespace"',
-                f"  unshare --net -- {job}",
-                "  code=$?",
-                "else",
-                '  echo "[kswarm] network: NOT isolated"',
-                f"  {job}",
-                "  code=$?",
-                "fi",
-            ]
-            lines.append(f"echo $code > {out}/exit_code")
-            lines.append("exit $code")
-            return "\n".join(lines) + "\n"
+            run_as = NOBODY if os.geteuid() == 0 else None  # Slurm runs the script as the submitter
+            plan = job_plan(spec, run_as).model_dump_json()
+            keep = [*SLURM_DEVICE_VARS, *(["ASCEND_RT_VISIBLE_DEVICES"] if spec.device == "npu" else [])]
+            # Slurm's device variables join the job's environment (the plan's); the launcher itself
+            # gets only PATH and the project, as the local executor's does.
+            enter = (
+                "import json, os, sys; plan = json.loads(sys.argv[1]); "
+                f"plan['env'].update({{k: os.environ[k] for k in {keep!r} if k in os.environ}}); "
+                "env = {'PATH': os.environ.get('PATH', '/usr/bin:/bin'), 'PYTHONPATH': sys.argv[2]}; "
+                "os.execve(sys.executable, [sys.executable, '-P', '-s', '-m', 'orchestrator.sandbox', "
+                "json.dumps(plan)], env)"
+            )
+            python = shlex.quote(sys.executable)
+            lines.append(f'echo "[kswarm] sandbox: {SANDBOX_SUMMARY}"')
+            lines.append(
+                f"{python} -I -c {shlex.quote(enter)} {shlex.quote(plan)} {shlex.quote(str(PROJECT_ROOT))}"
+            )
         lines += ["code=$?", f"echo $code > {out}/exit_code", "exit $code"]
         return "\n".join(lines) + "\n"
 
     async def submit(self, spec: ExecSpec) -> str:
-        if self.isolate and os.geteuid() == 0:  # the job runs as nobody: its output dir must be its own
-            for path in [spec.outdir, *spec.outdir.rglob("*")]:
-                os.chown(path, NOBODY, NOBODY, follow_symlinks=False)
+        if self.isolate:
+            LocalExecutor(NOBODY if os.geteuid() == 0 else None).prepare(
+                spec
+            )  # read-only checkout, own out dir
         await _cmd("scancel", f"--name=kswarm-{spec.job_id}")  # an earlier attempt's, if its worker died
         script = spec.outdir / "job.sh"
         script.write_text(self.batch_script(spec))
@@ -195,6 +193,10 @@ class SlurmExecutor:
                 returncode = exit_code
         if state == "TIMEOUT":
             timed_out = True
+        drop_planted_record(spec)
+        error = None if returncode is not None or cancelled or timed_out else f"slurm job ended {state}"
+        if returncode == SETUP_FAILED and not (timed_out or cancelled):
+            error = setup_failure(cap.text()) or error
         return ExecOutcome(
             returncode=returncode,
             timed_out=timed_out,
@@ -202,8 +204,8 @@ class SlurmExecutor:
             output=cap.text(),
             truncated=cap.truncated,
             wall_s=time.monotonic() - started,
-            error=None if returncode is not None or cancelled or timed_out else f"slurm job ended {state}",
-            isolation=["slurm: --nodes=1 gres", "network: namespace if the node allows"],
+            error=error,
+            isolation=["slurm: --nodes=1 gres", f"sandbox: {SANDBOX_SUMMARY}" if self.isolate else "bare"],
             detail={"slurm_job": slurm_id, "slurm_state": state},
         )
 

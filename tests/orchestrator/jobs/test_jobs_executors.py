@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import json
 import os
+import shlex
 import socket
 import sys
 from collections.abc import Iterator
@@ -19,6 +20,7 @@ from orchestrator.jobs.executors.docker import DockerExecutor
 from orchestrator.jobs.executors.local import LocalExecutor, make_writable, readable_paths
 from orchestrator.jobs.executors.slurm import SlurmExecutor
 from orchestrator.jobs.pools import JobLimits
+from orchestrator.sandbox.plan import SandboxPlan
 
 STANDIN = str(HERE / "standin_harness.py")
 
@@ -250,13 +252,16 @@ def test_slurm_batch_script_and_arguments(short_tmp: Path) -> None:
     ]
     script = executor.batch_script(spec)
     assert script.startswith("#!/bin/sh\n")
-    assert (
-        "env -i HOME=/h PATH=/usr/bin" in script
-        and 'CUDA_VISIBLE_DEVICES="${CUDA_VISIBLE_DEVICES:-}"' in script
-    )
-    assert (
-        "/py -m orchestrator.verify --out /o/r.json" in script and f"echo $code > {out}/exit_code" in script
-    )
+    # the job enters the one sandbox with its plan: its argv and allow-listed env, Slurm's device
+    # variables added on the node; the launcher gets PATH and the project only
+    plan_arg = next(line for line in script.splitlines() if "orchestrator.sandbox" in line)
+    words = shlex.split(plan_arg)
+    plan = SandboxPlan.model_validate_json(words[-2])
+    assert plan.argv == ["/py", "-m", "orchestrator.verify", "--out", "/o/r.json"]
+    assert plan.env == {"HOME": "/h", "PATH": "/usr/bin"} and plan.loopback is False
+    assert str(out.resolve()) in plan.rw and str(short_tmp.resolve()) in plan.ro
+    assert "CUDA_VISIBLE_DEVICES" in words[3] and "os.execve" in words[3]
+    assert f"echo $code > {out}/exit_code" in script
 
 
 def test_a_planted_result_record_is_removed_and_a_real_one_kept(short_tmp: Path) -> None:
