@@ -163,4 +163,3 @@ def flags_text(job: dict[str, Any]) -> str:
     reasons = "; ".join(job.get("reasons") or []) or job.get("error") or ""
     head = flags or str(job.get("verdict") or job.get("state") or "no result")
     return f"{head} ({reasons})" if reasons else head
-
