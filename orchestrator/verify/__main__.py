@@ -13,6 +13,7 @@ from pathlib import Path
 from types import MappingProxyType
 
 from orchestrator.verify.harness import verify
+from orchestrator.verify.seeds import parse_seeds
 from orchestrator.verify.tasks import TaskError
 
 EXIT_CODES = MappingProxyType({"pass": 0, "fail": 1, "error": 2, "unverifiable": 3})
@@ -39,8 +40,14 @@ def main(argv: list[str] | None = None) -> int:
         action="store_true",
         help="report static violations without failing on them (diagnostics only, never for acceptance)",
     )
+    replay = parser.add_mutually_exclusive_group()
+    replay.add_argument(
+        "--seeds", help="comma-separated trial seeds to replay (a result's `seeds`); default: fresh per job"
+    )
+    replay.add_argument("--seed-base", type=int, help="replay the seeds of a result's `seed_base`")
     args = parser.parse_args(argv)
     try:
+        seeds = parse_seeds(args.seeds) if args.seeds is not None else None
         result = verify(
             args.task,
             args.candidate,
@@ -48,6 +55,8 @@ def main(argv: list[str] | None = None) -> int:
             timeout_s=args.timeout,
             enforce_static=not args.static_advisory,
             timing=False if args.no_timing else None,
+            seeds=seeds,
+            seed_base=args.seed_base,
         )
     except (TaskError, ValueError, OSError, RuntimeError) as exc:
         print(f"verify: {exc}", file=sys.stderr)

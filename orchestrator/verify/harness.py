@@ -1,24 +1,26 @@
 """Top level: ``verify(task_dir, candidate_path, pool) -> VerificationResult``.
 
-Order: static gate (no device time) -> cpu-pool feature screen -> the parent generates inputs from the
-seeds and computes the reference on private clones -> the child runs the candidate and only saves
-outputs -> the parent compares -> (device pools, on pass) timing against the eager baseline.
+Order: static gate (no device time) -> cpu-pool feature screen -> the parent draws the job's seeds
+and private parameters, builds every trial's inputs in their declared layouts and computes the
+reference on private clones -> the child runs the candidate (trials of one to three calls, some blind)
+and only sends back what it returned -> the parent judges -> (device pools, on pass) timing against
+the eager baseline.
 """
 
 from __future__ import annotations
 
 import hashlib
-import tempfile
+import io
+import secrets
 import time
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Any
 
 import torch
 
-from orchestrator.verify.checks import evaluate_trial
-from orchestrator.verify.guards import nbytes
+from orchestrator.verify.guards import draw_guard_params
+from orchestrator.verify.judge import VALUE_FLAGS, TrialData, judge_trial
 from orchestrator.verify.models import (
     ADVISORY_FLAGS,
     ERROR_FLAGS,
@@ -28,6 +30,7 @@ from orchestrator.verify.models import (
     TimingEntry,
     VerificationResult,
 )
+from orchestrator.verify.planning import clone_to, prepare, schedule
 from orchestrator.verify.policy import UNVERIFIABLE_ON_CPU
 from orchestrator.verify.pools import (
     INTERPRETER_UNFAITHFUL_DTYPES,
@@ -36,10 +39,12 @@ from orchestrator.verify.pools import (
     environment,
     pool_spec,
 )
-from orchestrator.verify.protocol import Plan, TrialSpec
+from orchestrator.verify.protocol import Plan
+from orchestrator.verify.runtime_policy import FLAG_FOR_FINDING
+from orchestrator.verify.seeds import derive_seeds, draw_seed_base
 from orchestrator.verify.spawn import ChildRun, run_child
 from orchestrator.verify.static_gate import check_source
-from orchestrator.verify.tasks import Task, Trial, load_task, torch_dtype
+from orchestrator.verify.tasks import Task, Trial, load_task
 from orchestrator.verify.timing import BenchConfig, TorchDeviceClock, bench, speedup, summarize
 
 
@@ -52,19 +57,33 @@ def verify(
     enforce_static: bool = True,
     timing: bool | None = None,
     bench_config: BenchConfig | None = None,
+    seeds: Sequence[int] | None = None,
+    seed_base: int | None = None,
 ) -> VerificationResult:
     """Verify one candidate against one task on one pool.
 
-    ``enforce_static=False`` still reports static violations but lets the candidate run and leaves
-    the verdict to the runtime checks alone (diagnostics and tests of the runtime defences).
-    Raises TaskError for a broken task, ValueError for an unknown pool, OSError for a missing file,
-    RuntimeError when the pool's device is not present on this machine.
+    Seeds: ``seeds`` replays exactly those (one trial per case, dtype and seed); ``seed_base`` replays
+    the seeds of a recorded run; neither draws a fresh base from the OS (the default, every job).
+    ``enforce_static=False`` still reports static violations and unverifiable features but lets the
+    candidate run and leaves the verdict to the runtime checks (diagnostics and tests of the runtime
+    defences; such a run is never a "pass" while a static unverifiable feature is present).
+    Raises TaskError for a broken task, ValueError for an unknown pool or bad seeds, OSError for a
+    missing file, RuntimeError when the pool's device is not present on this machine.
     """
     started = time.perf_counter()
     task = load_task(task_dir)
     spec = pool_spec(pool)
     if not device_available(spec):
         raise RuntimeError(f"pool {spec.name!r} needs a {spec.device} device, and none is available here")
+    if seeds is not None and seed_base is not None:
+        raise ValueError("give seeds or a seed base, not both")
+    if seeds is not None:
+        chosen, base = [int(s) for s in seeds], None
+        if not chosen:
+            raise ValueError("seeds must not be empty")
+    else:
+        base = draw_seed_base() if seed_base is None else int(seed_base)
+        chosen = derive_seeds(base, task.seed_count)
     path = Path(candidate_path).resolve()
     raw = path.read_bytes()
     result = VerificationResult(
@@ -73,6 +92,8 @@ def verify(
         candidate=str(path),
         candidate_sha256=hashlib.sha256(raw).hexdigest(),
         pool=spec.name,
+        seed_base=base,
+        seeds=chosen,
         verdict="error",
         environment=environment(spec),
     )
@@ -84,6 +105,7 @@ def verify(
         enforce_static=enforce_static,
         do_timing=spec.timing if timing is None else timing,
         bench_config=bench_config or BenchConfig(),
+        seeds=tuple(chosen),
     )
     try:
         _verify(job, raw.decode("utf-8", errors="replace"), result)
@@ -101,12 +123,13 @@ class _Job:
     enforce_static: bool
     do_timing: bool
     bench_config: BenchConfig
+    seeds: tuple[int, ...]
 
 
 def _verify(job: _Job, source: str, result: VerificationResult) -> None:
     task, spec = job.task, job.spec
     t0 = time.perf_counter()
-    report = check_source(source, task.entry)
+    report = check_source(source, task.entry, dtypes=task.dtypes)
     result.durations.static_s = time.perf_counter() - t0
     result.static_violations = [
         StaticViolationModel(rule=v.rule, line=v.line, message=v.message) for v in report.violations
@@ -118,88 +141,58 @@ def _verify(job: _Job, source: str, result: VerificationResult) -> None:
         return
     if spec.interpret and report.unverifiable:
         result.unverifiable_reasons = [
-            f"{v.rule} (line {v.line}): {UNVERIFIABLE_ON_CPU[v.rule]}" for v in report.unverifiable
+            f"{v.rule} (line {v.line}): {UNVERIFIABLE_ON_CPU.get(v.rule, v.message)}"
+            for v in report.unverifiable
         ]
-        result.verdict = "unverifiable"
-        result.reasons.append(
-            "uses features the CPU interpreter cannot run faithfully; verify on a device pool"
-        )
-        return
+        if job.enforce_static:
+            result.verdict = "unverifiable"
+            result.reasons.append(
+                "uses features the CPU interpreter cannot run faithfully; verify on a device pool"
+            )
+            return
 
     dtypes = [d for d in task.dtypes if not (spec.interpret and d in INTERPRETER_UNFAITHFUL_DTYPES)]
     for skipped in sorted(set(task.dtypes) - set(dtypes)):
         result.unverifiable_reasons.append(f"dtype {skipped}: not verifiable on the cpu interpreter")
-    trials = task.trials(cpu=spec.interpret, dtypes=dtypes)
+    trials = task.trials(cpu=spec.interpret, dtypes=dtypes, seeds=job.seeds)
     if not trials:
         result.verdict = "unverifiable"
         result.reasons.append("no trial can run on this pool")
         return
-
-    with tempfile.TemporaryDirectory(prefix="kswarm-verify-") as tmp:
-        work = Path(tmp)
-        _run_and_judge(job, trials, work, result)
+    _run_and_judge(job, trials, result)
 
 
-def _as_outputs(value: object) -> list[torch.Tensor]:
-    items = list(value) if isinstance(value, tuple | list) else [value]
-    if not all(isinstance(x, torch.Tensor) for x in items):
-        raise TypeError("task reference must return a tensor or a tuple of tensors")
-    return [x.detach() for x in items]
-
-
-def _clone_to(inputs: Sequence[object], device: str) -> list[object]:
-    return [x.detach().clone().to(device) if isinstance(x, torch.Tensor) else x for x in inputs]
-
-
-def _load_saved(path: Path, limit: int) -> tuple[object | None, str | None]:
-    if not path.is_file():
+def _load_blob(blob: bytes | None) -> tuple[object | None, str | None]:
+    if blob is None:
         return None, None
-    if path.stat().st_size > limit:
-        return None, f"output file is {path.stat().st_size} bytes, over the {limit}-byte limit"
     try:
-        # weights_only: the file comes from the candidate's process and must not run code here.
-        return torch.load(path, weights_only=True, map_location=None), None
-    except Exception as exc:  # any unreadable file is the candidate's failure, not ours
-        return None, f"unreadable output file: {type(exc).__name__}: {str(exc)[:300]}"
+        # weights_only: the blob comes from the candidate's process and must not run code here.
+        return torch.load(io.BytesIO(blob), weights_only=True, map_location=None), None
+    except Exception as exc:  # any unreadable blob is the candidate's failure, not ours
+        return None, f"unreadable output blob: {type(exc).__name__}: {str(exc)[:300]}"
 
 
-def _run_and_judge(job: _Job, trials: list[Trial], work: Path, result: VerificationResult) -> None:
+def _run_and_judge(job: _Job, trials: list[Trial], result: VerificationResult) -> None:
     task, spec = job.task, job.spec
     t0 = time.perf_counter()
-    pristine: list[list[object]] = []
-    specs: list[TrialSpec] = []
-    for trial in trials:
-        inputs = list(task.make_inputs(dict(trial.case), torch_dtype(trial.dtype), trial.seed, "cpu"))
-        torch.save(inputs, work / f"in_{trial.index}.pt")
-        pristine.append(inputs)
-        specs.append(
-            TrialSpec(trial.index, str(work / f"in_{trial.index}.pt"), str(work / f"out_{trial.index}.pt"))
-        )
+    plans = schedule(trials, interpret=spec.interpret, rng=secrets.SystemRandom())
+    prepared = prepare(task, trials, plans, spec.device)
     result.durations.inputs_s = time.perf_counter() - t0
-
-    t0 = time.perf_counter()
-    references = []
-    with torch.no_grad():
-        for inputs in pristine:  # private clones: nothing the reference does can leak into the inputs
-            references.append(_as_outputs(task.reference(*_clone_to(inputs, spec.device))))
-    result.durations.reference_s = time.perf_counter() - t0
-
+    params = draw_guard_params()
     timing_indices = _timing_indices(trials) if job.do_timing else []
     plan = Plan(
         candidate=str(job.path),
         entry=task.entry,
         device=spec.device,
-        status=str(work / "status.jsonl"),
-        trials=specs,
+        interpret=spec.interpret,
+        guards=params.to_json(),
+        schedule_seed=secrets.randbits(63),
+        trials=plans,
         timing={"indices": timing_indices, "config": asdict(job.bench_config)} if timing_indices else None,
     )
-    plan.dump(work / "plan.json")
+    limit = 64 * prepared.payload_bytes + (64 << 20)
     child = run_child(
-        work / "plan.json",
-        work / "status.jsonl",
-        work,
-        interpret=spec.interpret,
-        timeout_s=job.timeout_s,
+        plan, prepared.blobs, interpret=spec.interpret, timeout_s=job.timeout_s, limit_bytes=limit
     )
     result.durations.child_s = child.wall_s
     result.child = ChildExit(
@@ -212,21 +205,21 @@ def _run_and_judge(job: _Job, trials: list[Trial], work: Path, result: Verificat
 
     t0 = time.perf_counter()
     device = torch.device(spec.device)
-    for trial, tspec, inputs, ref in zip(trials, specs, pristine, references, strict=True):
-        limit = 16 * (sum(nbytes(x) for x in inputs if isinstance(x, torch.Tensor)) + sum(map(nbytes, ref)))
-        saved, load_error = _load_saved(Path(tspec.outputs), limit + (16 << 20))
-        trial_result = evaluate_trial(
-            trial, task.tolerance, inputs, ref, saved, child.report.trials.get(trial.index), device
-        )
-        if load_error:
-            trial_result.detail = load_error
-        result.trials.append(trial_result)
+    for data in prepared.data:
+        index = data.trial.index
+        saved, load_error = _load_blob(child.report.blobs.get(index))
+        result.trials.append(
+            judge_trial(
+                data, saved, load_error, child.report.trials.get(index), task.tolerance,
+                task.output_contract, params, device,
+            )
+        )  # fmt: skip
     result.durations.compare_s = time.perf_counter() - t0
 
     _decide(result, child)
     if job.do_timing and result.verdict == "pass":
         t0 = time.perf_counter()
-        result.timings = _baseline_timings(job, trials, pristine, child)
+        result.timings = _baseline_timings(job, prepared.data, child)
         if any(entry.suspicious for entry in result.timings):
             result.flags.append(Flag.SUSPICIOUS_SPEEDUP)
             result.needs_review = True
@@ -234,8 +227,27 @@ def _run_and_judge(job: _Job, trials: list[Trial], work: Path, result: Verificat
         result.durations.timing_s = time.perf_counter() - t0
 
 
+def _monitor_dependent(result: VerificationResult) -> bool:
+    """A blind call failed on values or contract where every monitored call of its case and dtype passed."""
+    by_group: dict[tuple[str, str], list[tuple[bool, bool]]] = {}
+    for trial in result.trials:
+        key = (repr(sorted(trial.shape.items())), trial.dtype)
+        for call in trial.calls:
+            bad = bool(
+                set(call.flags) & (VALUE_FLAGS | {Flag.OUTPUT_CONTRACT, Flag.WRONG_SHAPE, Flag.WRONG_DTYPE})
+            )
+            by_group.setdefault(key, []).append((call.monitored, bad))
+    for calls in by_group.values():
+        blind_bad = any(bad for monitored, bad in calls if not monitored)
+        watched = [bad for monitored, bad in calls if monitored]
+        if blind_bad and watched and not any(watched):
+            return True
+    return False
+
+
 def _decide(result: VerificationResult, child: ChildRun) -> None:
     flags: list[Flag] = []
+    report = child.report
     if child.timed_out:
         flags += [Flag.CRASH, Flag.TIMEOUT]
         result.reasons.append(f"child timed out after {child.wall_s:.1f}s")
@@ -243,16 +255,31 @@ def _decide(result: VerificationResult, child: ChildRun) -> None:
         flags.append(Flag.CRASH)
         how = f"signal {child.signal}" if child.signal else f"exit code {child.returncode}"
         result.reasons.append(f"child ended abnormally ({how})")
-    elif not child.report.done:
+    elif not report.done:
         flags.append(Flag.CRASH)
         result.reasons.append("child exited without reporting completion")
-    if child.report.import_error:
+    if report.stream_error:
+        flags.append(Flag.MONITOR_TAMPERED if child.returncode == 0 else Flag.CRASH)
+        result.reasons.append(f"child's report stream: {report.stream_error}")
+    if report.import_error:
         flags.append(Flag.CRASH)
-        last = (child.report.import_error.strip().splitlines() or [""])[-1]
+        last = (report.import_error.strip().splitlines() or [""])[-1]
         result.reasons.append(f"candidate failed to import: {last[:200]}")
-    if child.report.import_ops:
-        flags.append(Flag.TORCH_COMPUTE)
-        result.reasons.append(f"torch compute at import time: {child.report.import_ops[:5]}")
+    for kind, details in report.import_findings.items():
+        flag = FLAG_FOR_FINDING.get(kind)
+        if flag:
+            flags.append(Flag(flag))
+            result.reasons.append(f"at import: {kind}: {'; '.join(details[:5])}")
+    if _monitor_dependent(result):
+        flags.append(Flag.MONITOR_DEPENDENT)
+        result.reasons.append("wrong only in calls made without any monitoring (blind calls)")
+    excused = sorted({d for t in report.trials.values() for c in t.calls for d in c.sync_excused})
+    if excused:
+        result.unverifiable_reasons.append(
+            "program order: programs communicate through memory ordered only by atomics ("
+            + "; ".join(excused[:3])
+            + "); the interpreter runs programs one at a time, so this ordering needs a device pool"
+        )
     for trial in result.trials:
         flags += [f for f in trial.flags if f not in flags]
     result.flags = sorted(set(flags), key=list(Flag).index)
@@ -284,20 +311,18 @@ def _timing_indices(trials: Sequence[Trial]) -> list[int]:
     return out
 
 
-def _baseline_timings(
-    job: _Job, trials: Sequence[Trial], pristine: Sequence[Sequence[Any]], child: ChildRun
-) -> list[TimingEntry]:
+def _baseline_timings(job: _Job, data: Sequence[TrialData], child: ChildRun) -> list[TimingEntry]:
     task, spec, config = job.task, job.spec, job.bench_config
     clock = TorchDeviceClock(spec.device, config.flush_bytes)
     entries = []
     for index, samples in sorted(child.report.timings.items()):
-        if not samples or index >= len(trials):
+        if not samples or index >= len(data):
             continue
-        inputs = _clone_to(pristine[index], spec.device)
+        inputs = clone_to(data[index].inputs, spec.device)
         baseline = summarize(bench(lambda inputs=inputs: task.reference(*inputs), clock, config))
         candidate = summarize(samples)
         ratio, suspicious = speedup(candidate, baseline)
-        trial = trials[index]
+        trial = data[index].trial
         entries.append(
             TimingEntry(
                 shape=dict(trial.case),

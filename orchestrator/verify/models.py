@@ -7,7 +7,8 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-SCHEMA_VERSION = 1
+# 2: seeds drawn per job (seed_base, seeds), trials made of calls (repeat, refill, blind), new flags.
+SCHEMA_VERSION = 2
 
 Verdict = Literal["pass", "fail", "error", "unverifiable"]
 
@@ -27,9 +28,18 @@ class Flag(StrEnum):
     NOT_A_TENSOR = "not_a_tensor"
     INPUTS_MUTATED = "inputs_mutated"
     OUTPUT_ALIASES_INPUT = "output_aliases_input"
-    OUT_OF_BOUNDS_WRITE = "out_of_bounds_write"  # a guard band around an input/output was overwritten
+    OUT_OF_BOUNDS_WRITE = "out_of_bounds_write"  # a store outside every argument, or a guard band hit
+    OUT_OF_BOUNDS_READ = "out_of_bounds_read"  # a load outside every argument (interpreter)
     NO_TRITON_LAUNCH = "no_triton_launch"  # the child saw no kernel launch during the call
-    TORCH_COMPUTE = "torch_compute"  # the child saw aten compute ops outside the allow-list
+    TORCH_COMPUTE = "torch_compute"  # the candidate's code issued aten compute ops (launch window included)
+    HOST_COMPUTE = "host_compute"  # host reads invisible to an op trace: numpy, tolist, data_ptr, ctypes
+    MONITOR_TAMPERED = "monitor_tampered"  # the monitor was switched off, side-stepped, patched or probed
+    FORBIDDEN_RUNTIME_CALL = "forbidden_runtime_call"  # files, processes, network, dynamic code at runtime
+    OUTPUT_CONTRACT = "output_contract"  # not dense/contiguous, offset, slice of a larger buffer, a view
+    OUTPUT_REUSED = "output_reused"  # an output shares storage with an earlier call's output
+    STALE_OUTPUT = "stale_output"  # after an in-place refill the output still answers the old inputs
+    PROGRAM_ORDER_DEPENDENT = "program_order_dependent"  # result depends on the order programs run in
+    MONITOR_DEPENDENT = "monitor_dependent"  # wrong only in the blind (unmonitored) calls
     SUSPICIOUS_SPEEDUP = "suspicious_speedup"  # > 10x over eager: human review, not a failure
 
 
@@ -47,17 +57,31 @@ class StaticViolationModel(_Model):
     message: str
 
 
+class CallResult(_Model):
+    kind: str  # "first" | "repeat" (same inputs) | "refill" (same buffers, new values) | "blind"
+    order: str  # interpreter program order: "natural" | "reversed" | "shuffled"; "device" elsewhere
+    monitored: bool  # False: every instrument was removed for this call (it looks like production)
+    ok: bool
+    flags: list[Flag] = Field(default_factory=list)
+    max_abs_err: float | None = None
+    detail: str | None = None
+    launches: int | None = None
+
+
 class TrialResult(_Model):
     index: int
     shape: dict[str, int]
     dtype: str
     seed: int
+    refill_seed: int | None = None  # the values the buffers were refilled with (refill call)
+    layout: dict[str, str] = Field(default_factory=dict)  # input index -> layout (layouts.py)
     ok: bool
     max_abs_err: float | None = None  # over elements where output and reference are both finite
     max_rel_err: float | None = None  # abs err / |ref| over those elements with ref != 0
     flags: list[Flag] = Field(default_factory=list)
     detail: str | None = None
     launches: int | None = None  # kernel launches the child counted (advisory: the child reports it)
+    calls: list[CallResult] = Field(default_factory=list)
 
 
 class ChildExit(_Model):
@@ -114,6 +138,8 @@ class VerificationResult(_Model):
     candidate: str
     candidate_sha256: str
     pool: str
+    seed_base: int | None = None  # None when explicit seeds were given
+    seeds: list[int] = Field(default_factory=list)  # what --seeds replays
     verdict: Verdict
     reasons: list[str] = Field(default_factory=list)  # short human-readable explanation
     flags: list[Flag] = Field(default_factory=list)  # union over trials plus child-level flags

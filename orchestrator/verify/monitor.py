@@ -1,19 +1,23 @@
-"""Child-side instrumentation around the candidate's calls.
+"""Child-side monitor: what the candidate's code does while it runs (import and every monitored call).
 
-- Counts Triton kernel launches by wrapping ``JITFunction.run`` / ``InterpretedFunction.run`` (what
-  ``kernel[grid](...)`` calls).
-- Records aten ops the candidate's host code issues outside a launch (a TorchDispatchMode); anything
-  outside the allocation/view allow-list is reported as runtime torch compute.
-- Replaces every ``torch.empty``-style allocation with a guarded one (canary bands around it) filled
-  with a sentinel, so unwritten outputs and out-of-bounds stores become visible.
+- A TorchDispatchMode sees every aten op; ops attributed to the candidate's frames (attribution.py)
+  are judged: allocations get a guarded, poisoned buffer, views pass, anything else is recorded as
+  torch compute. Ops Triton issues for itself (interpreter argument copies) pass untouched, but a grid
+  lambda, a heuristic or an autotune hook is the candidate's code wherever it runs.
+- Kernel launches are counted by wrapping ``run`` of JITFunction / InterpretedFunction / Autotuner /
+  Heuristics, which also checks that every host-side callable handed to Triton (grid, heuristics,
+  autotune hooks and pruners) is the candidate's own Python code: a builtin or a torch function there
+  would run with no candidate frame on the stack, unseen.
 
-All of this runs in the candidate's own process, so it is evidence of cheating when it fires and is
-never taken as proof of honesty: the parent's comparisons decide the verdict.
+All of this runs in the candidate's own process: it is evidence when it fires and is never taken as
+proof of honesty; the parent's comparison decides.
 """
 
 from __future__ import annotations
 
 import functools
+import sys
+import types
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import Any
@@ -21,70 +25,127 @@ from typing import Any
 import torch
 from torch.utils._python_dispatch import TorchDispatchMode
 
-from orchestrator.verify import policy
-from orchestrator.verify.guards import guard_intact, guarded_empty, sentinel_value
+from orchestrator.verify import runtime_policy as rp
+from orchestrator.verify.attribution import CANDIDATE, TRUSTED, Attribution
+from orchestrator.verify.guards import GuardParams, allocation_of, bands_intact, fill_sentinel, guarded_empty
+
+MAX_DETAILS = 50
 
 
 class Monitor:
-    """Per-trial counters; one instance per child process, reset before each trial."""
+    """Findings of the current window (import or one call); one instance per child process."""
 
-    def __init__(self) -> None:
+    def __init__(self, attribution: Attribution, params: GuardParams) -> None:
+        self.attribution = attribution
+        self.params = params
+        self.window = False  # True while candidate code runs under observation
         self.launches = 0
-        self.ops: list[str] = []
+        self.findings: dict[str, list[str]] = {}
+        self.allocations: list[torch.Tensor] = []
+        self.stalled = False  # the interpreter stopped a program that waited on another one
         self._launch_depth = 0
-        self._allocations: list[torch.Tensor] = []
 
     def reset(self) -> None:
         self.launches = 0
-        self.ops = []
-        self._allocations = []
+        self.findings = {}
+        self.allocations = []
+        self.stalled = False
 
-    @property
-    def in_launch(self) -> bool:
-        return self._launch_depth > 0
+    def record(self, kind: str, detail: str) -> None:
+        bucket = self.findings.setdefault(kind, [])
+        if detail not in bucket and len(bucket) < MAX_DETAILS:
+            bucket.append(detail)
+
+    def by_candidate(self, frame: types.FrameType | None, *, direct: bool = False) -> bool:
+        return self.window and self.attribution.is_candidate(frame, direct=direct)
 
     @contextmanager
-    def launching(self) -> Iterator[None]:
-        # The interpreter itself issues aten ops while it runs a grid: those are not the candidate's.
-        self._launch_depth += 1
+    def observing(self) -> Iterator[None]:
+        self.window = True
         try:
             yield
         finally:
-            self._launch_depth -= 1
+            self.window = False
 
-    def oob(self) -> bool:
-        """True when a guard band of any allocation made during the trial was overwritten."""
-        return any(guard_intact(t) is False for t in self._allocations)
+    def scratch_damaged(self) -> bool:
+        """A guard band of an allocation made during the window was overwritten (device pools)."""
+        for t in self.allocations:
+            alloc = allocation_of(t, self.params)
+            if alloc is not None and not bands_intact(t, alloc, self.params):
+                return True
+        return False
 
-    @contextmanager
-    def watch(self) -> Iterator[None]:
-        with _Mode(self):
-            yield
-
-    def handle(self, func: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
-        if self.in_launch:
+    # --- dispatch -------------------------------------------------------------------------------
+    def handle(self, func: Any, args: tuple[Any, ...], kwargs: dict[str, Any], caller: Any) -> Any:
+        if not self.by_candidate(caller):
             return func(*args, **kwargs)
         name = func.overloadpacket.__name__
-        if name in policy.RUNTIME_ALLOC_OPS:
-            return self._guarded(func(*args, **kwargs), zero=name in policy.RUNTIME_ZERO_OPS)
-        if name not in policy.RUNTIME_VIEW_OPS:
-            self.ops.append(str(func))
+        if name in rp.ALLOC_OPS:
+            return self._guarded(func(*args, **kwargs), zero=name in rp.ZERO_OPS)
+        if name in rp.COPY_OPS:
+            return self._guarded_copy(func(*args, **kwargs))
+        if name not in rp.VIEW_OPS:
+            self.record("torch_compute", str(func))
         return func(*args, **kwargs)
 
     def _guarded(self, plain: object, *, zero: bool) -> object:
         if not isinstance(plain, torch.Tensor) or plain.device.type == "meta":
             return plain
-        out = guarded_empty(plain.shape, plain.stride(), plain.dtype, plain.device)
+        out = guarded_empty(plain.shape, plain.stride(), plain.dtype, plain.device, self.params)
         if zero:
             out.zero_()
         else:
-            value = sentinel_value(plain.dtype)
-            if value is not None:
-                out.fill_(value)
+            fill_sentinel(out, self.params)
         if plain.requires_grad:
             out.requires_grad_(True)
-        self._allocations.append(out)
+        self.allocations.append(out)
         return out
+
+    def _guarded_copy(self, plain: object) -> object:
+        if not isinstance(plain, torch.Tensor) or plain.device.type == "meta":
+            return plain
+        out = guarded_empty(plain.shape, plain.stride(), plain.dtype, plain.device, self.params)
+        out.copy_(plain)
+        self.allocations.append(out)
+        return out
+
+    # --- launches -------------------------------------------------------------------------------
+    def observable(self, fn: object) -> bool:
+        """fn is the candidate's own Python code (or Triton's default), so its ops are attributable."""
+        if fn is None:
+            return True
+        if isinstance(fn, functools.partial):
+            return self.observable(fn.func)
+        if isinstance(fn, types.MethodType):
+            return self.observable(fn.__func__)
+        code = getattr(fn, "__code__", None) if isinstance(fn, types.FunctionType) else None
+        if code is None:
+            call = vars(type(fn)).get("__call__")  # a callable object: its class's own __call__
+            return isinstance(call, types.FunctionType) and self.observable(call)
+        kind = self.attribution.classify(code)
+        return kind == CANDIDATE or (
+            kind == TRUSTED and code.co_filename not in self.attribution.harness_files
+        )
+
+    def check_launch(self, kernel: object, kwargs: dict[str, Any]) -> None:
+        hooks: list[tuple[str, object]] = (
+            [("grid", kwargs.get("grid"))] if callable(kwargs.get("grid")) else []
+        )
+        values = getattr(kernel, "values", None)  # Heuristics
+        if isinstance(values, dict):
+            hooks += [(f"heuristic {k!r}", v) for k, v in values.items()]
+        for attr in ("early_config_prune", "perf_model", "_do_bench"):
+            hooks.append((attr, getattr(kernel, attr, None)))
+        for attr, user in (("pre_hook", "user_defined_pre_hook"), ("post_hook", "user_defined_post_hook")):
+            if getattr(kernel, user, False):
+                hooks.append((attr, getattr(kernel, attr, None)))
+        for config in getattr(kernel, "configs", None) or ():
+            hooks.append(("config pre_hook", getattr(config, "pre_hook", None)))
+        for what, fn in hooks:
+            if fn is not None and not self.observable(fn):
+                self.record(
+                    "tamper", f"{what} handed to Triton is not the candidate's Python code: {fn!r:.80}"
+                )
 
 
 class _Mode(TorchDispatchMode):
@@ -105,37 +166,48 @@ class _Mode(TorchDispatchMode):
         args: tuple[Any, ...] = (),
         kwargs: dict[str, Any] | None = None,
     ) -> Any:
-        return self.monitor.handle(func, args, kwargs or {})
+        return self.monitor.handle(func, args, kwargs or {}, sys._getframe(1))
+
+
+def dispatch_mode(monitor: Monitor) -> TorchDispatchMode:
+    return _Mode(monitor)
 
 
 def _wrap_run(original: Callable[..., Any], monitor: Monitor) -> Callable[..., Any]:
     @functools.wraps(original)
     def run(self: Any, *args: Any, **kwargs: Any) -> Any:
-        if kwargs.get("warmup"):  # compile-only, nothing runs
+        if kwargs.get("warmup") or not monitor.window:  # compile-only, or not the candidate's window
             return original(self, *args, **kwargs)
-        monitor.launches += 1
-        with monitor.launching():
+        if monitor._launch_depth == 0:
+            monitor.launches += 1
+        monitor.check_launch(self, kwargs)
+        monitor._launch_depth += 1
+        try:
             return original(self, *args, **kwargs)
+        finally:
+            monitor._launch_depth -= 1
 
     return run
 
 
-@contextmanager
-def launch_hooks(monitor: Monitor) -> Iterator[None]:
-    """Count kernel launches for the duration of the block (class-level patch, restored after)."""
-    from triton.runtime.autotuner import Autotuner, Heuristics
-    from triton.runtime.interpreter import InterpretedFunction
-    from triton.runtime.jit import JITFunction
+class LaunchHooks:
+    """Class-level wrappers of ``run`` (what ``kernel[grid](...)`` calls); installable and removable."""
 
-    # Autotuner/Heuristics allocate and benchmark inside run(): that is Triton's work, not host compute.
-    classes = (JITFunction, InterpretedFunction, Autotuner, Heuristics)
-    originals: dict[type, Callable[..., Any]] = {
-        cls: cls.__dict__["run"] for cls in classes if "run" in cls.__dict__
-    }
-    for cls, original in originals.items():
-        cls.run = _wrap_run(original, monitor)  # type: ignore[method-assign]
-    try:
-        yield
-    finally:
-        for cls, original in originals.items():
-            cls.run = original  # type: ignore[method-assign]
+    def __init__(self, monitor: Monitor) -> None:
+        from triton.runtime.autotuner import Autotuner, Heuristics
+        from triton.runtime.interpreter import InterpretedFunction
+        from triton.runtime.jit import JITFunction
+
+        classes = (JITFunction, InterpretedFunction, Autotuner, Heuristics)
+        self.originals: dict[type, Callable[..., Any]] = {
+            cls: cls.__dict__["run"] for cls in classes if "run" in cls.__dict__
+        }
+        self.wrappers = {cls: _wrap_run(orig, monitor) for cls, orig in self.originals.items()}
+
+    def install(self) -> None:
+        for cls, wrapper in self.wrappers.items():
+            cls.run = wrapper  # type: ignore[attr-defined]
+
+    def uninstall(self) -> None:
+        for cls, original in self.originals.items():
+            cls.run = original  # type: ignore[attr-defined]

@@ -1,24 +1,88 @@
-"""Parent <-> child protocol: the plan the parent writes and the status lines the child appends.
+"""Parent <-> child protocol: length-prefixed frames on two private pipes.
 
-The status file is written inside the child, where candidate code runs, so the parent parses it
-defensively and merges duplicate lines pessimistically: a report can add suspicion, never remove it.
+Parent -> child: the plan (JSON), then for every trial its inputs (and refill values) as torch.save
+blobs. Child -> parent: JSON events (one per import, trial, timing, done), each trial's event followed
+by one blob with everything the candidate returned. Nothing touches the file system, so the child's
+working directory stays empty and nothing can be rewritten after it was sent.
+
+The child's side runs where candidate code runs, so the parent parses it defensively and merges
+pessimistically: a report can add suspicion, never remove it (two reports for one trial, or a blob
+without its event, are themselves evidence of tampering).
 """
 
 from __future__ import annotations
 
 import json
+import os
+from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field
-from pathlib import Path
 from typing import Any
 
-MAX_STATUS_BYTES = 4 << 20
+JSON, BLOB = b"J", b"B"
+HEADER = 9  # kind (1 byte) + length (8 bytes, big-endian)
+MAX_JSON_BYTES = 4 << 20
+
+
+def encode_frame(kind: bytes, payload: bytes) -> bytes:
+    return kind + len(payload).to_bytes(8, "big") + payload
+
+
+def write_frame(fd: int, kind: bytes, payload: bytes) -> None:
+    data = memoryview(encode_frame(kind, payload))
+    while data:
+        written = os.write(fd, data)
+        data = data[written:]
+
+
+def write_json(fd: int, event: Mapping[str, Any]) -> None:
+    write_frame(fd, JSON, json.dumps(event).encode())
+
+
+def _read_exact(fd: int, n: int) -> bytes | None:
+    chunks, got = [], 0
+    while got < n:
+        chunk = os.read(fd, min(n - got, 1 << 20))
+        if not chunk:
+            return None
+        chunks.append(chunk)
+        got += len(chunk)
+    return b"".join(chunks)
+
+
+def read_frame(fd: int, limit: int) -> tuple[bytes, bytes] | None:
+    """(kind, payload), or None at end of stream; ValueError on a malformed or oversized frame."""
+    head = _read_exact(fd, HEADER)
+    if head is None:
+        return None
+    kind, size = head[:1], int.from_bytes(head[1:], "big")
+    if kind not in (JSON, BLOB):
+        raise ValueError(f"bad frame kind {kind!r}")
+    if size > (MAX_JSON_BYTES if kind == JSON else limit):
+        raise ValueError(f"frame of {size} bytes over the limit")
+    payload = _read_exact(fd, size)
+    if payload is None:
+        raise ValueError("stream ended inside a frame")
+    return kind, payload
+
+
+# --- the plan (parent -> child) --------------------------------------------------------------------
 
 
 @dataclass(frozen=True)
-class TrialSpec:
+class CallPlan:
+    kind: str  # "first" | "repeat" (same inputs again) | "refill" (same buffers, new values) | "blind"
+    order: str  # interpreter program order: "natural" | "reversed" | "shuffled" ("device" off the cpu)
+    monitored: bool  # False: a blind call, with every instrument removed (looks like production)
+
+
+@dataclass(frozen=True)
+class TrialPlan:
     index: int
-    inputs: str  # file the parent wrote (torch.save of a list of CPU inputs)
-    outputs: str  # file the child must write: {"outputs": [...], "inputs": [...]}
+    calls: list[CallPlan]
+
+    @property
+    def refill(self) -> bool:
+        return any(c.kind == "refill" for c in self.calls)
 
 
 @dataclass(frozen=True)
@@ -26,94 +90,141 @@ class Plan:
     candidate: str
     entry: str
     device: str
-    status: str
-    trials: list[TrialSpec]
+    interpret: bool
+    guards: dict[str, Any]  # GuardParams.to_json(): private to this job
+    schedule_seed: int  # drives the interpreter's shuffled program orders
+    trials: list[TrialPlan]
     timing: dict[str, Any] | None = None  # {"indices": [...], "config": {...}} on device pools
 
-    def dump(self, path: Path) -> None:
-        path.write_text(json.dumps(asdict(self)), encoding="utf-8")
+    def to_json(self) -> dict[str, Any]:
+        return asdict(self)
 
     @classmethod
-    def load(cls, path: Path) -> Plan:
-        raw = json.loads(path.read_text(encoding="utf-8"))
-        raw["trials"] = [TrialSpec(**t) for t in raw["trials"]]
-        return cls(**raw)
+    def from_json(cls, raw: Mapping[str, Any]) -> Plan:
+        trials = [TrialPlan(int(t["index"]), [CallPlan(**c) for c in t["calls"]]) for t in raw["trials"]]
+        return cls(**{**raw, "trials": trials})
+
+
+# --- reports (child -> parent) ---------------------------------------------------------------------
+
+FINDING_KINDS = ("torch_compute", "host_compute", "tamper", "forbidden", "oob_read", "oob_write", "order")
+
+
+@dataclass
+class CallReport:
+    kind: str = "first"
+    order: str = "natural"
+    monitored: bool = True
+    launches: int | None = None
+    findings: dict[str, list[str]] = field(default_factory=dict)  # FINDING_KINDS -> details
+    sync_excused: list[str] = field(default_factory=list)  # cross-program accesses ordered by atomics
+    error: str | None = None
+    stalled: bool = False  # a program waited on another one (interpreter)
+    elapsed_s: float | None = None
+    output_views: list[bool] = field(default_factory=list)  # output j is a view (_base is not None)
+    output_reused: list[bool] = field(default_factory=list)  # output j shares an earlier trial's storage
 
 
 @dataclass
 class TrialReport:
     index: int
-    launches: int | None = None
-    torch_ops: list[str] = field(default_factory=list)
-    oob: bool = False
-    error: str | None = None
-    elapsed_s: float | None = None
-
-    def merge(self, other: TrialReport) -> None:
-        if other.launches is not None:
-            self.launches = other.launches if self.launches is None else min(self.launches, other.launches)
-        self.torch_ops = sorted(set(self.torch_ops) | set(other.torch_ops))
-        self.oob = self.oob or other.oob
-        self.error = self.error or other.error
+    calls: list[CallReport] = field(default_factory=list)
+    duplicate: bool = False  # more than one report arrived for this trial: forged
 
 
 @dataclass
 class ChildReport:
-    import_ops: list[str] = field(default_factory=list)
+    import_findings: dict[str, list[str]] = field(default_factory=dict)
     import_error: str | None = None
     trials: dict[int, TrialReport] = field(default_factory=dict)
+    blobs: dict[int, bytes] = field(default_factory=dict)
     timings: dict[int, list[float]] = field(default_factory=dict)
     done: bool = False
+    stream_error: str | None = None  # malformed frames, a blob without its event, over the limit
 
 
 def _str_list(value: object) -> list[str]:
-    return [str(v)[:200] for v in value][:100] if isinstance(value, list) else []
+    return [str(v)[:300] for v in value][:100] if isinstance(value, list) else []
+
+
+def _findings(value: object) -> dict[str, list[str]]:
+    if not isinstance(value, dict):
+        return {}
+    return {k: _str_list(v) for k, v in value.items() if k in FINDING_KINDS and _str_list(v)}
+
+
+def _bools(value: object) -> list[bool]:
+    return [bool(v) for v in value][:1000] if isinstance(value, list) else []
 
 
 def _opt_str(value: object) -> str | None:
     return str(value)[-2000:] if value else None
 
 
-def parse_status(text: str) -> ChildReport:
-    report = ChildReport()
-    for line in text.splitlines():
+def _call(raw: object) -> CallReport:
+    if not isinstance(raw, dict):
+        return CallReport(error="malformed call report")
+    launches = raw.get("launches")
+    elapsed = raw.get("elapsed_s")
+    return CallReport(
+        kind=str(raw.get("kind", "first"))[:20],
+        order=str(raw.get("order", "natural"))[:20],
+        monitored=bool(raw.get("monitored", True)),
+        launches=launches if isinstance(launches, int) and not isinstance(launches, bool) else None,
+        findings=_findings(raw.get("findings")),
+        sync_excused=_str_list(raw.get("sync_excused")),
+        error=_opt_str(raw.get("error")),
+        stalled=bool(raw.get("stalled")),
+        elapsed_s=float(elapsed) if isinstance(elapsed, int | float) else None,
+        output_views=_bools(raw.get("output_views")),
+        output_reused=_bools(raw.get("output_reused")),
+    )
+
+
+class ReportBuilder:
+    """Feeds frames from the child's pipe into a ChildReport (pessimistically)."""
+
+    def __init__(self) -> None:
+        self.report = ChildReport()
+        self._awaiting_blob: int | None = None
+
+    def feed(self, kind: bytes, payload: bytes) -> None:
+        report = self.report
+        if kind == BLOB:
+            index, self._awaiting_blob = self._awaiting_blob, None
+            if index is None or index in report.blobs:
+                report.stream_error = report.stream_error or "an output blob arrived without its trial event"
+                return
+            report.blobs[index] = payload
+            return
+        if self._awaiting_blob is not None:
+            report.stream_error = report.stream_error or "a trial event arrived without its output blob"
+            self._awaiting_blob = None
         try:
-            event = json.loads(line)
+            event = json.loads(payload.decode("utf-8", errors="replace"))
         except ValueError:
-            continue
+            report.stream_error = report.stream_error or "malformed event"
+            return
         if not isinstance(event, dict):
-            continue
-        kind = event.get("event")
-        if kind == "import":
-            report.import_ops = sorted(set(report.import_ops) | set(_str_list(event.get("torch_ops"))))
+            return
+        name = event.get("event")
+        if name == "import":
+            for k, v in _findings(event.get("findings")).items():
+                report.import_findings[k] = sorted(set(report.import_findings.get(k, [])) | set(v))
             report.import_error = report.import_error or _opt_str(event.get("error"))
-        elif kind == "trial" and isinstance(event.get("index"), int):
-            launches = event.get("launches")
-            elapsed = event.get("elapsed_s")
-            tr = TrialReport(
-                index=event["index"],
-                launches=launches if isinstance(launches, int) and not isinstance(launches, bool) else None,
-                torch_ops=_str_list(event.get("torch_ops")),
-                oob=bool(event.get("oob")),
-                error=_opt_str(event.get("error")),
-                elapsed_s=float(elapsed) if isinstance(elapsed, int | float) else None,
-            )
-            if tr.index in report.trials:
-                report.trials[tr.index].merge(tr)
+        elif name == "trial" and isinstance(event.get("index"), int):
+            index = event["index"]
+            calls = [_call(c) for c in event.get("calls", [])] if isinstance(event.get("calls"), list) else []
+            if index in report.trials:
+                report.trials[index].duplicate = True
+                report.trials[index].calls += calls
             else:
-                report.trials[tr.index] = tr
-        elif kind == "timing" and isinstance(event.get("index"), int):
+                report.trials[index] = TrialReport(index, calls)
+            if event.get("blob"):
+                self._awaiting_blob = index
+        elif name == "timing" and isinstance(event.get("index"), int):
             samples = event.get("samples_ms")
             if isinstance(samples, list) and all(isinstance(s, int | float) for s in samples):
                 report.timings[event["index"]] = [float(s) for s in samples][:100_000]
-        elif kind == "done":
+        elif name == "done":
             report.done = True
-    return report
-
-
-def read_status(path: Path) -> ChildReport:
-    if not path.is_file():
-        return ChildReport()
-    with path.open("rb") as fh:
-        data = fh.read(MAX_STATUS_BYTES)
-    return parse_status(data.decode("utf-8", errors="replace"))

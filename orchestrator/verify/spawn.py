@@ -1,26 +1,53 @@
-"""Parent side of the child process: a minimal allow-listed environment, its own session (so the whole
-process group can be killed), a private work directory as cwd/HOME/TMPDIR, and a hard timeout.
+"""Parent side of the child process.
+
+The child is ``python -I -``: its program arrives on stdin (a short bootstrap), the harness's own
+child-side modules and the plan on a private pipe; it loads them from source under per-job random
+file names and removes them from ``sys.modules`` before the candidate is imported, so nothing named
+after the harness is importable or listed. Inputs, reports and outputs travel on pipes too: the
+child's working directory and home are fresh, empty temporary directories, its environment holds only
+what a production process has (PATH, device selection, HOME, locale), argv is neutral.
+
+It runs in its own session (the whole process group is killed on timeout and after exit), with no
+core dumps and a file-size limit; the parent drains stdout/stderr itself (a tail is kept).
 """
 
 from __future__ import annotations
 
+import json
 import os
+import secrets
+import shutil
 import signal
 import subprocess
 import sys
+import tempfile
+import threading
 import time
+from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
-from orchestrator.verify.protocol import ChildReport, read_status
+from orchestrator.verify import protocol as proto
 
-# Package root, so the child can `-m orchestrator.verify.runner` without the project being installed.
-PROJECT_ROOT = Path(__file__).resolve().parents[2]
-
+HERE = Path(__file__).resolve().parent
+# Child-side modules in dependency order (each imports only the ones before it, torch and triton).
+BUNDLE = (
+    "runtime_policy",
+    "protocol",
+    "guards",
+    "attribution",
+    "monitor",
+    "hostguards",
+    "integrity",
+    "interp",
+    "timing",
+    "runner",
+)
 # Variables copied from the parent when set: device selection, loader paths, and the OpenBLAS settings
 # some processors here need to avoid wrong results or crashes.
 PASSTHROUGH_ENV = (
     "PATH",
+    "LANG",
     "LD_LIBRARY_PATH",
     "CUDA_VISIBLE_DEVICES",
     "CUDA_HOME",
@@ -31,6 +58,43 @@ PASSTHROUGH_ENV = (
 )
 STDERR_TAIL = 4000
 
+BOOT = """\
+def main():
+    import json, linecache, os, sys, types
+    sys.argv[:] = [""]
+    sys.orig_argv[:] = [sys.executable]
+    sys.dont_write_bytecode = True
+    fd_in, fd_out = {fd_in}, {fd_out}
+    def read(n):
+        out = b""
+        while len(out) < n:
+            chunk = os.read(fd_in, n - len(out))
+            if not chunk:
+                raise SystemExit(2)
+            out += chunk
+        return out
+    bundle = json.loads(read(int.from_bytes(read(9)[1:], "big")))
+    for name in ("orchestrator", "orchestrator.verify"):
+        package = types.ModuleType(name)
+        package.__path__ = []
+        sys.modules[name] = package
+    loaded = {{}}
+    for name, filename, source in bundle["modules"]:
+        module = types.ModuleType(name)
+        module.__file__ = filename
+        sys.modules[name] = module
+        setattr(sys.modules["orchestrator.verify"], name.rsplit(".", 1)[1], module)
+        linecache.cache[filename] = (len(source), None, source.splitlines(True), filename)
+        exec(compile(source, filename, "exec"), module.__dict__)
+        loaded[name] = module
+    for name in list(sys.modules):
+        if name == "orchestrator" or name.startswith("orchestrator."):
+            del sys.modules[name]
+    runner = loaded["orchestrator.verify.runner"]
+    return runner.run(bundle["plan"], fd_in, fd_out, {{n: vars(m) for n, m in loaded.items()}})
+raise SystemExit(main())
+"""
+
 
 @dataclass(frozen=True)
 class ChildRun:
@@ -38,44 +102,74 @@ class ChildRun:
     timed_out: bool
     wall_s: float
     stderr_tail: str
-    report: ChildReport
+    report: proto.ChildReport
 
     @property
     def signal(self) -> int | None:
         return -self.returncode if self.returncode is not None and self.returncode < 0 else None
 
-    @property
-    def clean(self) -> bool:
-        return self.returncode == 0 and not self.timed_out and self.report.done
+
+def bundle() -> list[tuple[str, str, str]]:
+    """(module name, per-job random file name, source) of every child-side module."""
+    return [
+        (f"orchestrator.verify.{name}", f"<{secrets.token_hex(5)}>", (HERE / f"{name}.py").read_text())
+        for name in BUNDLE
+    ]
 
 
-def child_env(work: Path, *, interpret: bool) -> dict[str, str]:
+def child_env(home: Path, *, interpret: bool) -> dict[str, str]:
     env = {k: os.environ[k] for k in PASSTHROUGH_ENV if k in os.environ}
     env.setdefault("PATH", "/usr/bin:/bin")
-    for sub in ("home", "tmp", "triton-cache"):
-        (work / sub).mkdir(exist_ok=True)
-    env.update(
-        HOME=str(work / "home"),
-        TMPDIR=str(work / "tmp"),
-        TRITON_CACHE_DIR=str(work / "triton-cache"),  # private: a shared cache could be poisoned
-        PYTHONPATH=str(PROJECT_ROOT),
-        PYTHONNOUSERSITE="1",
-        PYTHONDONTWRITEBYTECODE="1",
-        PYTHONHASHSEED="0",
-        OMP_NUM_THREADS="1",
-        LANG="C.UTF-8",
-    )
+    env.setdefault("LANG", "C.UTF-8")
+    env["HOME"] = str(home)  # private and empty: ~/.triton/cache lands here, never a shared cache
+    env["OMP_NUM_THREADS"] = "1"
     if interpret:
         env["TRITON_INTERPRET"] = "1"
     return env
 
 
-def _tail(path: Path) -> str:
-    if not path.is_file():
-        return ""
-    with path.open("rb") as fh:
-        fh.seek(max(0, path.stat().st_size - STDERR_TAIL))
-        return fh.read().decode("utf-8", errors="replace")
+class _Tail(threading.Thread):
+    def __init__(self, fd: int) -> None:
+        super().__init__(daemon=True)
+        self.fd, self.data = fd, b""
+
+    def run(self) -> None:
+        while chunk := os.read(self.fd, 65536):
+            self.data = (self.data + chunk)[-STDERR_TAIL:]
+
+
+class _Reader(threading.Thread):
+    def __init__(self, fd: int, limit: int) -> None:
+        super().__init__(daemon=True)
+        self.fd, self.limit = fd, limit
+        self.builder = proto.ReportBuilder()
+
+    def run(self) -> None:
+        received = 0
+        try:
+            while (frame := proto.read_frame(self.fd, self.limit)) is not None:
+                received += len(frame[1])
+                if received > self.limit:
+                    raise ValueError(f"the child sent more than {self.limit} bytes")
+                self.builder.feed(*frame)
+        except (OSError, ValueError) as exc:
+            self.builder.report.stream_error = self.builder.report.stream_error or str(exc)[:300]
+
+
+class _Writer(threading.Thread):
+    def __init__(self, fd: int, first: bytes, frames: Iterable[bytes]) -> None:
+        super().__init__(daemon=True)
+        self.fd, self.first, self.frames = fd, first, frames
+
+    def run(self) -> None:
+        try:
+            proto.write_frame(self.fd, proto.JSON, self.first)
+            for payload in self.frames:
+                proto.write_frame(self.fd, proto.BLOB, payload)
+        except OSError:
+            pass  # the child is gone; its exit status tells the story
+        finally:
+            os.close(self.fd)
 
 
 def _kill_group(pid: int) -> None:
@@ -86,28 +180,44 @@ def _kill_group(pid: int) -> None:
 
 
 def run_child(
-    plan_path: Path,
-    status_path: Path,
-    work: Path,
+    plan: proto.Plan,
+    frames: Iterable[bytes],
     *,
     interpret: bool,
     timeout_s: float,
+    limit_bytes: int,
     python: str | None = None,
 ) -> ChildRun:
-    """Run the trial runner to completion (or timeout) and collect its exit status and report."""
-    cmd = [python or sys.executable, "-s", "-m", "orchestrator.verify.runner", str(plan_path)]
+    """Run one child to completion (or timeout): send the plan and the input blobs, collect reports."""
+    cwd, home = Path(tempfile.mkdtemp()), Path(tempfile.mkdtemp())
+    in_r, in_w = os.pipe()
+    out_r, out_w = os.pipe()
     start = time.monotonic()
-    stdout_path, stderr_path = work / "child.stdout", work / "child.stderr"
-    with stdout_path.open("wb") as out, stderr_path.open("wb") as err:
+    try:
         proc = subprocess.Popen(
-            cmd,
-            cwd=work,
-            env=child_env(work, interpret=interpret),
-            stdin=subprocess.DEVNULL,
-            stdout=out,
-            stderr=err,
+            [python or sys.executable, "-I", "-"],
+            cwd=cwd,
+            env=child_env(home, interpret=interpret),
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            pass_fds=(in_r, out_w),
             start_new_session=True,  # own process group: killed whole on timeout and after exit
         )
+        os.close(in_r)
+        os.close(out_w)
+        assert proc.stdin is not None and proc.stdout is not None and proc.stderr is not None
+        out_tail, err_tail = _Tail(proc.stdout.fileno()), _Tail(proc.stderr.fileno())
+        reader = _Reader(out_r, limit_bytes)
+        payload = json.dumps({"modules": bundle(), "plan": plan.to_json()}).encode()
+        writer = _Writer(in_w, payload, frames)
+        for thread in (out_tail, err_tail, reader, writer):
+            thread.start()
+        try:
+            proc.stdin.write(BOOT.format(fd_in=in_r, fd_out=out_w).encode())
+            proc.stdin.close()
+        except OSError:
+            pass
         timed_out = False
         try:
             returncode: int | None = proc.wait(timeout=timeout_s)
@@ -118,10 +228,19 @@ def run_child(
             returncode = None
         finally:
             _kill_group(proc.pid)  # stray grandchildren of a finished child
+        for thread in (reader, err_tail, out_tail):
+            thread.join(timeout=10)
+        writer.join(timeout=1)
+        proc.stdout.close()
+        proc.stderr.close()
+    finally:
+        os.close(out_r)
+        shutil.rmtree(cwd, ignore_errors=True)
+        shutil.rmtree(home, ignore_errors=True)
     return ChildRun(
         returncode=returncode,
         timed_out=timed_out,
         wall_s=time.monotonic() - start,
-        stderr_tail=_tail(stderr_path),
-        report=read_status(status_path),
+        stderr_tail=err_tail.data.decode("utf-8", errors="replace"),
+        report=reader.builder.report,
     )

@@ -5,30 +5,38 @@ A task is a directory holding ``task.py`` (trusted, operator-authored code) that
 - ``ENTRY``: name of the function a candidate module must expose;
 - ``reference(*inputs)``: the PyTorch reference (returns a tensor or a tuple of tensors);
 - ``make_inputs(case, dtype, seed, device)``: deterministic inputs for one trial (a tuple);
-- ``SHAPES`` / ``CPU_SHAPES``: lists of shape cases (``dict[str, int]``), each with at least two
-  cases that are not block multiples and one case of another scale;
+- ``SHAPES`` / ``CPU_SHAPES``: lists of shape cases (``dict[str, int]``);
+- ``DIMS``: the case keys that are tensor dimensions (the size rules count only those: a flag or a
+  scale key in a case must not satisfy them);
 - ``DTYPES``: dtype names (``"float32"``, ``"float16"``, ``"bfloat16"``, ``"int32"`` …);
-- optional ``TOLERANCES`` (``{"float16": 2e-2}`` or ``{"float16": {"atol": .., "rtol": ..}}``),
-  ``SEEDS`` (at least five), ``NAME``, ``DESCRIPTION``.
+- optional ``SEED_COUNT`` (how many seeds, at least five; which ones is drawn fresh for every job),
+  ``INPUT_LAYOUTS`` (``{input index: [layout, ...]}``, see layouts.py), ``OUTPUT_CONTRACT``
+  (``{"contiguous": bool, "own_storage": bool, "no_view": bool}``, all True by default),
+  ``TOLERANCES`` (``{"float16": 2e-2}`` or ``{"float16": {"atol": .., "rtol": ..}}``), ``NAME``,
+  ``DESCRIPTION``. A legacy ``SEEDS`` list counts as ``SEED_COUNT = len(SEEDS)``; its values are
+  never used (fixed seeds can be memorised).
 """
 
 from __future__ import annotations
 
 import importlib.util
 import math
+import random
 import re
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from types import MappingProxyType, ModuleType
 from typing import Any
 
 import torch
 
+from orchestrator.verify.layouts import LAYOUTS, LayoutError, relayout
+from orchestrator.verify.seeds import derive_seeds, draw_seed_base
+
 ShapeCase = dict[str, int]
 
 MIN_SEEDS = 5
-DEFAULT_SEEDS: tuple[int, ...] = (0, 1, 2, 3, 4)
 # A case "is not a block multiple" when one of its dims is not a multiple of this (the smallest
 # block any sane kernel uses); masking bugs only show on such shapes.
 BLOCK_QUANTUM = 16
@@ -64,6 +72,15 @@ class Tolerance:
 
 
 @dataclass(frozen=True)
+class OutputContract:
+    """What every output must be (beyond dtype, shape, device and values)."""
+
+    contiguous: bool = True  # dense, C-contiguous strides
+    own_storage: bool = True  # storage_offset 0 and a storage exactly the size the shape needs
+    no_view: bool = True  # not a view of another tensor (``_base is None``)
+
+
+@dataclass(frozen=True)
 class Trial:
     """One seeded run of the candidate on one shape case and dtype."""
 
@@ -71,6 +88,8 @@ class Trial:
     case: ShapeCase
     dtype: str
     seed: int
+    seed_index: int = 0
+    layout: Mapping[int, str] = field(default_factory=dict)  # input index -> layout name
 
 
 @dataclass(frozen=True)
@@ -82,22 +101,35 @@ class Task:
     make_inputs: Callable[..., Sequence[Any]]
     shapes: tuple[ShapeCase, ...]
     cpu_shapes: tuple[ShapeCase, ...]
+    dims: tuple[str, ...]
     dtypes: tuple[str, ...]
-    seeds: tuple[int, ...]
+    seed_count: int
     tolerances: Mapping[str, Tolerance]
+    input_layouts: Mapping[int, tuple[str, ...]] = field(default_factory=dict)
+    output_contract: OutputContract = OutputContract()
     description: str = ""
 
     def tolerance(self, dtype: str) -> Tolerance:
         return self.tolerances.get(dtype) or default_tolerance(dtype)
 
-    def trials(self, *, cpu: bool, dtypes: Sequence[str] | None = None) -> list[Trial]:
+    def layout_for(self, seed_index: int) -> dict[int, str]:
+        """Seed j of every case and dtype uses variant j (cyclically) of each input's layouts."""
+        return {i: variants[seed_index % len(variants)] for i, variants in self.input_layouts.items()}
+
+    def trials(
+        self, *, cpu: bool, dtypes: Sequence[str] | None = None, seeds: Sequence[int] | None = None
+    ) -> list[Trial]:
+        """Cases x dtypes x seeds. ``seeds=None`` draws a fresh set (``seed_count`` of them)."""
         cases = self.cpu_shapes if cpu else self.shapes
         chosen = self.dtypes if dtypes is None else tuple(dtypes)
+        seeds = list(seeds) if seeds is not None else derive_seeds(draw_seed_base(), self.seed_count)
         out: list[Trial] = []
         for case in cases:
             for dtype in chosen:
-                for seed in self.seeds:
-                    out.append(Trial(index=len(out), case=dict(case), dtype=dtype, seed=seed))
+                for j, seed in enumerate(seeds):
+                    out.append(
+                        Trial(len(out), dict(case), dtype, int(seed), j, MappingProxyType(self.layout_for(j)))
+                    )
         return out
 
 
@@ -139,29 +171,113 @@ def _parse_tolerances(raw: object) -> dict[str, Tolerance]:
     return out
 
 
-def _numel(case: ShapeCase) -> int:
-    return math.prod(case.values())
+def _parse_dims(raw: object) -> tuple[str, ...]:
+    if raw is None:
+        raise TaskError(
+            "DIMS must name the shape-case keys that are tensor dimensions, e.g. DIMS = ('rows', 'cols')"
+        )
+    if isinstance(raw, str) or not isinstance(raw, Sequence) or not raw:
+        raise TaskError("DIMS must be a non-empty list of case keys")
+    dims = tuple(str(d) for d in raw)
+    if len(set(dims)) != len(dims):
+        raise TaskError("DIMS lists a key twice")
+    return dims
 
 
-def validate_cases(cases: Sequence[ShapeCase], label: str) -> tuple[ShapeCase, ...]:
-    """At least two non-block-multiple cases and one case of another scale."""
+def validate_cases(cases: Sequence[ShapeCase], label: str, dims: Sequence[str]) -> tuple[ShapeCase, ...]:
+    """At least two cases with a dimension that is not a block multiple, and another scale (4x or more
+    in element count), both counted over the declared dimension keys only."""
     if not cases:
         raise TaskError(f"{label} is empty")
     for case in cases:
         if not isinstance(case, Mapping) or not case:
             raise TaskError(f"{label}: each case must be a non-empty dict of dim name to int")
         for key, value in case.items():
-            if not isinstance(key, str) or not isinstance(value, int) or value < 0:
+            if not isinstance(key, str) or not isinstance(value, int) or isinstance(value, bool) or value < 0:
                 raise TaskError(f"{label}: bad dim {key!r}={value!r}")
-    odd = [c for c in cases if any(v % BLOCK_QUANTUM for v in c.values())]
+        missing = [d for d in dims if d not in case]
+        if missing:
+            raise TaskError(f"{label}: case {dict(case)} lacks the declared dimension(s) {missing}")
+    odd = [c for c in cases if any(c[d] % BLOCK_QUANTUM for d in dims)]
     if len(odd) < 2:
-        raise TaskError(f"{label} needs at least two cases with a dim not a multiple of {BLOCK_QUANTUM}")
-    sizes = [max(_numel(c), 1) for c in cases]
+        raise TaskError(
+            f"{label} needs at least two cases with a dimension (one of DIMS) "
+            f"not a multiple of {BLOCK_QUANTUM}"
+        )
+    sizes = [max(math.prod(c[d] for d in dims), 1) for c in cases]
     if len(cases) < 3 or max(sizes) < MIN_SCALE_RATIO * min(sizes):
         raise TaskError(
-            f"{label} needs at least three cases spanning {MIN_SCALE_RATIO}x in size (another scale)"
+            f"{label} needs at least three cases whose dimensions (DIMS) span {MIN_SCALE_RATIO}x in "
+            "element count (another scale)"
         )
     return tuple(dict(c) for c in cases)
+
+
+def _parse_seed_count(module: ModuleType) -> int:
+    if hasattr(module, "SEED_COUNT"):
+        count = module.SEED_COUNT
+        if not isinstance(count, int) or isinstance(count, bool):
+            raise TaskError("SEED_COUNT must be an int")
+    elif hasattr(module, "SEEDS"):
+        # Legacy: only how many. The values are never used: fixed seeds can be memorised.
+        count = len(set(module.SEEDS))
+    else:
+        count = MIN_SEEDS
+    if count < MIN_SEEDS:
+        raise TaskError(f"SEED_COUNT (or SEEDS) needs at least {MIN_SEEDS} seeds")
+    return count
+
+
+def _parse_layouts(raw: object) -> dict[int, tuple[str, ...]]:
+    if raw is None:
+        return {}
+    if not isinstance(raw, Mapping):
+        raise TaskError("INPUT_LAYOUTS must map an input index to a list of layout names")
+    out: dict[int, tuple[str, ...]] = {}
+    for index, variants in raw.items():
+        if not isinstance(index, int) or index < 0:
+            raise TaskError(f"INPUT_LAYOUTS: bad input index {index!r}")
+        if isinstance(variants, str) or not isinstance(variants, Sequence) or not variants:
+            raise TaskError(f"INPUT_LAYOUTS[{index}] must be a non-empty list of layout names")
+        for name in variants:
+            if name not in LAYOUTS:
+                raise TaskError(
+                    f"INPUT_LAYOUTS[{index}]: unknown layout {name!r}; known: {', '.join(LAYOUTS)}"
+                )
+        out[index] = tuple(str(v) for v in variants)
+    return out
+
+
+def _parse_contract(raw: object) -> OutputContract:
+    if raw is None:
+        return OutputContract()
+    fields = {"contiguous", "own_storage", "no_view"}
+    if (
+        not isinstance(raw, Mapping)
+        or not set(raw) <= fields
+        or not all(isinstance(v, bool) for v in raw.values())
+    ):
+        raise TaskError(f"OUTPUT_CONTRACT must map some of {sorted(fields)} to bools")
+    return OutputContract(**{str(k): bool(v) for k, v in raw.items()})
+
+
+def _check_layouts_apply(task: Task) -> None:
+    """Build the first case's inputs in every declared layout once, so a bad declaration fails here."""
+    if not task.input_layouts:
+        return
+    case = task.cpu_shapes[0]
+    inputs = list(task.make_inputs(dict(case), torch_dtype(task.dtypes[0]), 0, "cpu"))
+    for index, variants in task.input_layouts.items():
+        if index >= len(inputs):
+            raise TaskError(f"INPUT_LAYOUTS names input {index}, make_inputs returns {len(inputs)}")
+        value = inputs[index]
+        if not isinstance(value, torch.Tensor):
+            raise TaskError(f"INPUT_LAYOUTS names input {index}, which is not a tensor")
+        for name in variants:
+            try:
+                relayout(value, name, random.Random(0))
+            except LayoutError as exc:
+                raise TaskError(f"INPUT_LAYOUTS[{index}]: {exc}") from exc
 
 
 def _load_module(path: Path, name: str) -> ModuleType:
@@ -192,8 +308,9 @@ def load_task(task_dir: str | Path) -> Task:
     if not callable(reference) or not callable(make_inputs):
         raise TaskError("task.py must define reference(*inputs) and make_inputs(case, dtype, seed, device)")
 
-    shapes = validate_cases(list(getattr(module, "SHAPES", [])), "SHAPES")
-    cpu_shapes = validate_cases(list(getattr(module, "CPU_SHAPES", [])), "CPU_SHAPES")
+    dims = _parse_dims(getattr(module, "DIMS", None))
+    shapes = validate_cases(list(getattr(module, "SHAPES", [])), "SHAPES", dims)
+    cpu_shapes = validate_cases(list(getattr(module, "CPU_SHAPES", [])), "CPU_SHAPES", dims)
 
     dtypes = tuple(str(d) for d in getattr(module, "DTYPES", ()))
     if not dtypes:
@@ -201,11 +318,7 @@ def load_task(task_dir: str | Path) -> Task:
     for d in dtypes:
         torch_dtype(d)
 
-    seeds = tuple(int(s) for s in getattr(module, "SEEDS", DEFAULT_SEEDS))
-    if len(set(seeds)) < MIN_SEEDS:
-        raise TaskError(f"SEEDS needs at least {MIN_SEEDS} distinct seeds")
-
-    return Task(
+    task = Task(
         name=str(getattr(module, "NAME", root.name)),
         root=root,
         entry=entry,
@@ -213,8 +326,13 @@ def load_task(task_dir: str | Path) -> Task:
         make_inputs=make_inputs,
         shapes=shapes,
         cpu_shapes=cpu_shapes,
+        dims=dims,
         dtypes=dtypes,
-        seeds=seeds,
+        seed_count=_parse_seed_count(module),
         tolerances=MappingProxyType(_parse_tolerances(getattr(module, "TOLERANCES", None))),
+        input_layouts=MappingProxyType(_parse_layouts(getattr(module, "INPUT_LAYOUTS", None))),
+        output_contract=_parse_contract(getattr(module, "OUTPUT_CONTRACT", None)),
         description=str(getattr(module, "DESCRIPTION", "")),
     )
+    _check_layouts_apply(task)
+    return task

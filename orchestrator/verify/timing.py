@@ -11,11 +11,12 @@ from __future__ import annotations
 import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 import torch
 
-from orchestrator.verify.models import TimingStats
+if TYPE_CHECKING:  # the child runs bench() and must not import the parent's result models
+    from orchestrator.verify.models import TimingStats
 
 SUSPICIOUS_SPEEDUP = 10.0
 
@@ -74,6 +75,8 @@ def quantile(samples: Sequence[float], q: float) -> float:
 
 
 def summarize(samples: Sequence[float]) -> TimingStats:
+    from orchestrator.verify.models import TimingStats
+
     return TimingStats(
         median_ms=quantile(samples, 0.5),
         p20_ms=quantile(samples, 0.2),

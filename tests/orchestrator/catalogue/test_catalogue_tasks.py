@@ -3,6 +3,7 @@ solutions pass the real harness on the cpu pool and the deliberately wrong one i
 
 from __future__ import annotations
 
+import random
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
@@ -21,6 +22,7 @@ from orchestrator.catalogue import (
     wrong_solution_path,
 )
 from orchestrator.verify.harness import verify
+from orchestrator.verify.layouts import apply_layouts
 from orchestrator.verify.static_gate import check_source
 from orchestrator.verify.tasks import load_task, torch_dtype
 
@@ -51,6 +53,9 @@ def test_catalogue_task_loads_and_reference_runs(name: str) -> None:
     task = load_task(task_dir(name))
     assert task.entry == name and task.name == name
     assert "bfloat16" not in task.dtypes, "bf16 cannot be verified on the cpu pool: device-only tasks"
+    source = (task_dir(name) / "task.py").read_text()
+    assert "SEED_COUNT" in source and "\nSEEDS" not in source, "how many seeds, never which"
+    assert task.dims and set(task.dims) <= set(task.cpu_shapes[0]), "DIMS names the dimension keys"
     for case in task.cpu_shapes:
         for dtype in task.dtypes:
             first = task.make_inputs(dict(case), torch_dtype(dtype), 0, "cpu")
@@ -70,6 +75,29 @@ def test_catalogue_task_loads_and_reference_runs(name: str) -> None:
     assert len(task.shapes) >= 3 and all(
         set(c) >= set(task.cpu_shapes[0]) - {"zero_mask"} for c in task.shapes
     )
+
+
+@pytest.mark.parametrize("name", task_names())
+def test_catalogue_layouts_are_what_real_callers_pass(name: str) -> None:
+    """Every declared layout builds, keeps the logical values, and the reference gives the same
+    answer on it as on dense inputs (broadcast inputs change values by design: only finiteness)."""
+    task = load_task(task_dir(name))
+    assert task.input_layouts, "every catalogue task declares the layouts its callers pass"
+    case = task.cpu_shapes[0]
+    dense = list(
+        task.make_inputs(
+            dict(case), torch.float32 if "float32" in task.dtypes else torch_dtype(task.dtypes[0]), 5, "cpu"
+        )
+    )
+    for j in range(max(len(v) for v in task.input_layouts.values())):
+        layout = task.layout_for(j)
+        laid = apply_layouts(dense, layout, random.Random(j))
+        with torch.no_grad():
+            got, want = outputs(task.reference(*laid)), outputs(task.reference(*dense))
+        for a, b in zip(got, want, strict=True):
+            assert bool(torch.isfinite(a.double()).all()), (name, layout)
+            if "broadcast" not in layout.values():
+                assert torch.allclose(a.double(), b.double(), atol=1e-5, rtol=1e-5), (name, layout)
 
 
 def test_catalogue_masked_cross_entropy_defines_the_all_zero_mask() -> None:

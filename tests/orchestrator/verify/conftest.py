@@ -6,9 +6,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
-
-EXAMPLES = Path(__file__).resolve().parents[3] / "orchestrator" / "verify" / "examples"
-CHEATS = Path(__file__).resolve().parent / "cheats"
+from verifykit import CATALOGUE, CHEATS, EXAMPLES, HONEST, TaskFactory
 
 
 @pytest.fixture
@@ -22,19 +20,44 @@ def cheats() -> Path:
 
 
 @pytest.fixture
+def honest() -> Path:
+    return HONEST
+
+
+@pytest.fixture
 def add_task() -> Path:
     return EXAMPLES / "tasks" / "add"
 
 
 @pytest.fixture
-def make_add_task(tmp_path: Path) -> Callable[[list[str]], Path]:
-    """An `add` task with other dtypes (same inputs/reference), written under tmp_path."""
+def make_task(tmp_path: Path) -> TaskFactory:
+    """A copy of an example or catalogue task with some settings overridden (fewer dtypes keep the
+    slow interpreter tests short; ``layouts={}`` isolates a test from the layout checks)."""
 
-    def make(dtypes: list[str]) -> Path:
-        source = (EXAMPLES / "tasks" / "add" / "task.py").read_text()
-        folder = tmp_path / ("add_" + "_".join(dtypes))
+    def make(
+        name: str = "add",
+        *,
+        dtypes: list[str] | None = None,
+        layouts: dict[int, list[str]] | None = None,
+        extra: str = "",
+    ) -> Path:
+        source_dir = EXAMPLES / "tasks" / name
+        if not source_dir.is_dir():
+            source_dir = CATALOGUE / name
+        source = (source_dir / "task.py").read_text()
+        if dtypes is not None:
+            source += f"\nDTYPES = {dtypes!r}\n"
+        if layouts is not None:
+            source += f"\nINPUT_LAYOUTS = {layouts!r}\n"
+        folder = tmp_path / f"task_{name}_{len(list(tmp_path.glob('task_*')))}"
         folder.mkdir()
-        (folder / "task.py").write_text(source + f"\nDTYPES = {dtypes!r}\n")
+        (folder / "task.py").write_text(source + extra)
         return folder
 
     return make
+
+
+@pytest.fixture
+def make_add_task(make_task: TaskFactory) -> Callable[[list[str]], Path]:
+    """An `add` task with other dtypes (same inputs/reference)."""
+    return lambda dtypes: make_task("add", dtypes=dtypes)

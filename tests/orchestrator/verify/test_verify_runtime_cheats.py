@@ -1,5 +1,5 @@
-"""Each cheat is rejected with the right flag. Runtime defences are also exercised with the static
-gate in advisory mode (enforce_static=False), to show they hold on their own."""
+"""The long-standing cheats and bugs are rejected with the right flag. Runtime defences are also
+exercised with the static gate in advisory mode (enforce_static=False), to show they hold on their own."""
 
 from __future__ import annotations
 
@@ -11,13 +11,15 @@ import sys
 from pathlib import Path
 
 import pytest
+from verifykit import ROOT, TaskFactory
 
 from orchestrator.verify import Flag, VerificationResult, verify
-from orchestrator.verify.spawn import PROJECT_ROOT
+
+pytestmark = pytest.mark.slow
 
 
-def run(add_task: Path, cheats: Path, name: str, **kwargs: object) -> VerificationResult:
-    return verify(add_task, cheats / f"{name}.py", "cpu", **kwargs)  # type: ignore[arg-type]
+def run(task: Path, cheats: Path, name: str, **kwargs: object) -> VerificationResult:
+    return verify(task, cheats / f"{name}.py", "cpu", **kwargs)  # type: ignore[arg-type]
 
 
 @pytest.mark.parametrize(
@@ -44,39 +46,42 @@ def test_static_rejection_spends_no_runtime(add_task: Path, cheats: Path, name: 
         ("unwritten", {Flag.MISMATCH, Flag.UNWRITTEN_OUTPUT}),
         ("nan", {Flag.NAN_INF}),
         ("oob_store", {Flag.OUT_OF_BOUNDS_WRITE}),
+        ("segfault", {Flag.OUT_OF_BOUNDS_WRITE}),  # the wild store is intercepted, never performed
         ("no_launch", {Flag.NO_TRITON_LAUNCH}),
     ],
 )
-def test_runtime_cheats_fail(add_task: Path, cheats: Path, name: str, expected: set[Flag]) -> None:
-    result = run(add_task, cheats, name)
-    assert result.static_violations == []  # these get past the static gate
+def test_runtime_cheats_fail(make_task: TaskFactory, cheats: Path, name: str, expected: set[Flag]) -> None:
+    task = make_task("add", dtypes=["float32"], layouts={})
+    result = run(task, cheats, name, enforce_static=False)
     assert result.verdict == "fail", result.reasons
-    assert expected <= set(result.flags)
+    assert expected <= set(result.flags), result.flags
     assert not any(t.ok for t in result.trials if t.shape["n"] % 256)  # every non-multiple trial fails
 
 
-def test_runtime_catches_host_torch_compute(add_task: Path, cheats: Path) -> None:
-    result = run(add_task, cheats, "host_arith", enforce_static=False)
-    assert {v.rule for v in result.static_violations} == {"torch_compute"}
+def test_runtime_catches_host_torch_compute(make_task: TaskFactory, cheats: Path) -> None:
+    result = run(make_task("add", dtypes=["float32"]), cheats, "host_arith", enforce_static=False)
+    assert {v.rule for v in result.static_violations} >= {"torch_compute"}
     assert result.verdict == "fail" and Flag.TORCH_COMPUTE in result.flags
-    assert "aten.add" in (result.trials[0].detail or "")
+    assert any("aten.add" in (t.detail or "") for t in result.trials)
 
 
-@pytest.mark.parametrize(("name", "signal"), [("segfault", 11), ("crash_at_exit", 11)])
+@pytest.mark.parametrize("name", ["kill_self", "crash_at_exit"])
 def test_abnormal_exit_is_an_error_even_after_outputs(
-    add_task: Path, cheats: Path, name: str, signal: int
+    make_task: TaskFactory, cheats: Path, name: str
 ) -> None:
-    result = run(add_task, cheats, name, enforce_static=False)
+    result = run(make_task("add", dtypes=["float32"], layouts={}), cheats, name, enforce_static=False)
     assert result.verdict == "error" and Flag.CRASH in result.flags
-    assert result.child is not None and result.child.signal == signal
+    assert result.child is not None and result.child.signal == 11
     if name == "crash_at_exit":  # every output was written and correct: still an error
-        assert result.trials and all(t.ok for t in result.trials) and result.child.completed
+        assert result.trials and result.child.completed
+        assert not any({Flag.MISMATCH, Flag.NAN_INF} & set(t.flags) for t in result.trials)
+        assert Flag.MONITOR_TAMPERED in result.flags  # and the atexit handler itself was seen
 
 
-def test_exception_is_an_error(add_task: Path, cheats: Path) -> None:
-    result = run(add_task, cheats, "raises")
+def test_exception_is_an_error(make_task: TaskFactory, cheats: Path) -> None:
+    result = run(make_task("add", dtypes=["float32"]), cheats, "raises")
     assert result.verdict == "error" and Flag.CRASH in result.flags
-    assert "boom" in (result.trials[0].detail or "")
+    assert any("boom" in (t.detail or "") for t in result.trials)
 
 
 def test_timeout_is_an_error(add_task: Path, cheats: Path) -> None:
@@ -102,14 +107,17 @@ def test_verdict_patching_has_no_effect(add_task: Path, cheats: Path, tmp_path: 
         sys.executable, "-m", "orchestrator.verify", "--task", str(add_task), "--candidate", str(candidate),
         "--pool", "cpu", "--out", str(out), "--static-advisory",
     ]  # fmt: skip
-    env = {**os.environ, "PYTHONPATH": str(PROJECT_ROOT)}
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
     proc = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=300, check=False)
     assert (tmp_path / "verdict_patch.forged").exists()  # the forgery really ran
     assert proc.returncode == 1, proc.stderr
     result = VerificationResult.model_validate_json(out.read_text())
     assert result.verdict == "fail" and Flag.MISMATCH in result.flags
+    assert Flag.MONITOR_TAMPERED in result.flags  # torch.allclose & co. were rebound
     assert result.child is not None and result.child.returncode == 0
     data = json.loads(out.read_text())  # the CLI's file: the documented schema
-    assert data["schema_version"] == 1 and len(data["trials"]) == 30
-    assert {"verdict", "flags", "static_violations", "environment", "durations", "child"} <= set(data)
+    assert data["schema_version"] == 2 and len(data["trials"]) == 30
+    assert {"verdict", "flags", "static_violations", "environment", "durations", "child", "seeds"} <= set(
+        data
+    )
     assert {v["rule"] for v in data["static_violations"]} >= {"monkeypatch", "file_io"}

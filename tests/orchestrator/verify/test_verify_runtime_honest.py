@@ -7,20 +7,28 @@ from pathlib import Path
 
 import pytest
 import torch
+from verifykit import summary
 
 from orchestrator.verify import VerificationResult, verify
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name", ["add", "softmax", "matmul"])
 def test_honest_kernel_passes(examples: Path, name: str) -> None:
     (candidate,) = (examples / "kernels" / name).glob("*.py")
     result = verify(examples / "tasks" / name, candidate, "cpu")
-    assert result.verdict == "pass", (result.reasons, [t.detail for t in result.trials if not t.ok][:3])
+    assert result.verdict == "pass", summary(result)
     assert result.flags == [] and result.static_violations == []
     assert len(result.trials) == 30 and all(t.ok for t in result.trials)
-    assert len({t.seed for t in result.trials}) >= 5
+    assert len({t.seed for t in result.trials}) >= 5 and result.seed_base is not None
     assert {t.dtype for t in result.trials} == {"float32", "float16"}
-    assert all(t.launches and t.launches >= 1 for t in result.trials)
+    calls = [c for t in result.trials for c in t.calls]
+    # per case and dtype: one trial of three calls (same inputs twice, then refilled), one blind call
+    assert {c.kind for c in calls} == {"first", "repeat", "refill", "blind"}
+    assert sum(c.kind == "blind" for c in calls) == 6 and sum(c.kind == "refill" for c in calls) == 6
+    assert {c.order for c in calls if c.monitored} >= {"natural", "reversed", "shuffled"}
+    assert all(c.launches and c.launches >= 1 for c in calls if c.monitored)
+    assert len({tuple(sorted(t.layout.items())) for t in result.trials}) > 1  # the declared layouts ran
     assert result.child is not None and result.child.returncode == 0 and result.child.completed
     env = result.environment
     assert env is not None and env.triton_interpret == "1" and env.torch.startswith("2.")
@@ -29,6 +37,7 @@ def test_honest_kernel_passes(examples: Path, name: str) -> None:
     assert again == result
 
 
+@pytest.mark.slow
 def test_bf16_only_task_is_unverifiable_on_cpu(
     examples: Path, make_add_task: Callable[[list[str]], Path]
 ) -> None:
@@ -38,13 +47,14 @@ def test_bf16_only_task_is_unverifiable_on_cpu(
     assert any("bfloat16" in r for r in result.unverifiable_reasons)
 
 
+@pytest.mark.slow
 def test_mixed_task_runs_fp32_and_reports_bf16_unverifiable(
     examples: Path, make_add_task: Callable[[list[str]], Path]
 ) -> None:
     result = verify(
         make_add_task(["float32", "bfloat16"]), examples / "kernels" / "add" / "add_masked.py", "cpu"
     )
-    assert result.verdict == "unverifiable"  # never "pass" while part of the task went unchecked
+    assert result.verdict == "unverifiable", summary(result)  # never "pass" while part of it went unchecked
     assert result.trials and all(t.ok and t.dtype == "float32" for t in result.trials)
     assert any("bfloat16" in r for r in result.unverifiable_reasons)
 
@@ -52,6 +62,13 @@ def test_mixed_task_runs_fp32_and_reports_bf16_unverifiable(
 def test_unknown_pool(examples: Path) -> None:
     with pytest.raises(ValueError, match="unknown pool"):
         verify(examples / "tasks" / "add", examples / "kernels" / "add" / "add_masked.py", "tpu")
+
+
+def test_seeds_and_seed_base_are_exclusive(examples: Path) -> None:
+    with pytest.raises(ValueError, match="not both"):
+        verify(
+            examples / "tasks" / "add", examples / "kernels" / "add" / "add_masked.py", seeds=[1], seed_base=2
+        )
 
 
 @pytest.mark.skipif(torch.cuda.is_available(), reason="a CUDA device is present")

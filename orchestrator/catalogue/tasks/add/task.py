@@ -11,7 +11,10 @@ DESCRIPTION = (
 )
 ENTRY = "add"
 DTYPES = ["float32", "float16"]
-SEEDS = [0, 1, 2, 3, 4]
+SEED_COUNT = 5  # how many seeds; which ones is drawn fresh for every job
+DIMS = ("n",)  # the case keys that are tensor dimensions (the size rules count only these)
+# Layouts real callers pass (slices of wider buffers, transposed weights, broadcasts):
+INPUT_LAYOUTS = {0: ["dense", "offset", "strided"], 1: ["dense", "broadcast", "offset"]}
 # Two lengths that are not block multiples, one far smaller than any block (another scale).
 CPU_SHAPES = [{"n": 1000}, {"n": 3001}, {"n": 37}]
 SHAPES = [{"n": 98_765}, {"n": 1_000_003}, {"n": 16_777_216}]

@@ -12,7 +12,10 @@ DESCRIPTION = (
 )
 ENTRY = "bmm"
 DTYPES = ["float32", "float16"]
-SEEDS = [0, 1, 2, 3, 4]
+SEED_COUNT = 5  # how many seeds; which ones is drawn fresh for every job
+DIMS = ("B", "M", "N", "K")  # the case keys that are tensor dimensions (the size rules count only these)
+# Layouts real callers pass (slices of wider buffers, transposed weights, broadcasts):
+INPUT_LAYOUTS = {0: ["dense", "offset"], 1: ["dense", "transposed"]}
 CPU_SHAPES = [
     {"B": 3, "M": 33, "N": 17, "K": 29},
     {"B": 2, "M": 20, "N": 45, "K": 19},

@@ -9,7 +9,10 @@ CATEGORY = "reduction"
 DESCRIPTION = "out = x.cumsum(-1) for a 2-D x (rows, cols), accumulated in float32 and rounded to x's dtype"
 ENTRY = "cumsum_rows"
 DTYPES = ["float32", "float16"]
-SEEDS = [0, 1, 2, 3, 4]
+SEED_COUNT = 5  # how many seeds; which ones is drawn fresh for every job
+DIMS = ("rows", "cols")  # the case keys that are tensor dimensions (the size rules count only these)
+# Layouts real callers pass (slices of wider buffers, transposed weights, broadcasts):
+INPUT_LAYOUTS = {0: ["dense", "padded", "transposed", "offset"]}
 # A prefix sum carries rounding from every earlier element: absolute slack for sums near zero.
 TOLERANCES = {"float32": {"atol": 1e-3, "rtol": 1e-4}}
 # Rows of odd widths (masking on the last block), and one case a scale larger.

@@ -12,7 +12,10 @@ DESCRIPTION = (
 )
 ENTRY = "embedding"
 DTYPES = ["float32", "float16"]
-SEEDS = [0, 1, 2, 3, 4]
+SEED_COUNT = 5  # how many seeds; which ones is drawn fresh for every job
+DIMS = ("n", "vocab", "dim")  # the case keys that are tensor dimensions (the size rules count only these)
+# Layouts real callers pass (slices of wider buffers, transposed weights, broadcasts):
+INPUT_LAYOUTS = {0: ["dense", "padded"], 1: ["dense", "offset"]}
 CPU_SHAPES = [
     {"n": 37, "vocab": 100, "dim": 33},
     {"n": 100, "vocab": 1000, "dim": 64},

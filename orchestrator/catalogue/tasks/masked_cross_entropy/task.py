@@ -17,7 +17,10 @@ DESCRIPTION = (
 )
 ENTRY = "masked_cross_entropy"
 DTYPES = ["float32", "float16"]
-SEEDS = [0, 1, 2, 3, 4]
+SEED_COUNT = 5  # how many seeds; which ones is drawn fresh for every job
+DIMS = ("N", "V")  # the case keys that are tensor dimensions (the size rules count only these)
+# Layouts real callers pass (slices of wider buffers, transposed weights, broadcasts):
+INPUT_LAYOUTS = {0: ["dense", "padded"]}
 # zero_mask=1 marks a case whose mask is all zeros (the micro-batch the reference defines as 0).
 CPU_SHAPES = [
     {"N": 37, "V": 100},

@@ -12,7 +12,10 @@ DESCRIPTION = (
 )
 ENTRY = "matmul"
 DTYPES = ["float32", "float16"]
-SEEDS = [0, 1, 2, 3, 4]
+SEED_COUNT = 5  # how many seeds; which ones is drawn fresh for every job
+DIMS = ("M", "N", "K")  # the case keys that are tensor dimensions (the size rules count only these)
+# Layouts real callers pass (slices of wider buffers, transposed weights, broadcasts):
+INPUT_LAYOUTS = {0: ["dense", "padded", "offset"], 1: ["dense", "transposed"]}
 CPU_SHAPES = [{"M": 33, "N": 47, "K": 29}, {"M": 70, "N": 45, "K": 19}, {"M": 5, "N": 3, "K": 7}]
 SHAPES = [
     {"M": 1000, "N": 1000, "K": 1000},

@@ -13,12 +13,16 @@ DESCRIPTION = (
 )
 ENTRY = "moe_topk_routing"
 DTYPES = ["float32"]
-SEEDS = [0, 1, 2, 3, 4]
+SEED_COUNT = 5  # how many seeds; which ones is drawn fresh for every job
+DIMS = ("T", "E")  # the case keys that are tensor dimensions (the size rules count only these)
+# Layouts real callers pass (slices of wider buffers, transposed weights, broadcasts):
+INPUT_LAYOUTS = {0: ["dense", "padded"]}
 CPU_SHAPES = [{"T": 37, "E": 8, "k": 2}, {"T": 100, "E": 60, "k": 4}, {"T": 9, "E": 16, "k": 1}]
 SHAPES = [
     {"T": 4096, "E": 64, "k": 2},
     {"T": 4097, "E": 160, "k": 6},
     {"T": 65_536, "E": 8, "k": 2},
+    {"T": 1000, "E": 32, "k": 4},  # another scale (counted over DIMS: k is not a dimension)
 ]
 
 

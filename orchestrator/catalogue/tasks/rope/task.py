@@ -13,7 +13,10 @@ DESCRIPTION = (
 )
 ENTRY = "rope"
 DTYPES = ["float32", "float16"]
-SEEDS = [0, 1, 2, 3, 4]
+SEED_COUNT = 5  # how many seeds; which ones is drawn fresh for every job
+DIMS = ("T", "H", "D")  # the case keys that are tensor dimensions (the size rules count only these)
+# Layouts real callers pass (slices of wider buffers, transposed weights, broadcasts):
+INPUT_LAYOUTS = {0: ["dense", "padded"], 1: ["dense", "offset"], 2: ["dense", "offset"]}
 CPU_SHAPES = [{"T": 7, "H": 3, "D": 16}, {"T": 13, "H": 5, "D": 34}, {"T": 32, "H": 4, "D": 64}]
 SHAPES = [
     {"T": 4096, "H": 32, "D": 128},

@@ -12,7 +12,10 @@ DESCRIPTION = (
 )
 ENTRY = "transpose2d"
 DTYPES = ["float32", "float16"]
-SEEDS = [0, 1, 2, 3, 4]
+SEED_COUNT = 5  # how many seeds; which ones is drawn fresh for every job
+DIMS = ("M", "N")  # the case keys that are tensor dimensions (the size rules count only these)
+# Layouts real callers pass (slices of wider buffers, transposed weights, broadcasts):
+INPUT_LAYOUTS = {0: ["dense", "padded", "offset"]}
 CPU_SHAPES = [{"M": 33, "N": 47}, {"M": 70, "N": 45}, {"M": 128, "N": 96}]
 SHAPES = [{"M": 1000, "N": 1000}, {"M": 4097, "N": 513}, {"M": 8192, "N": 8192}]
 

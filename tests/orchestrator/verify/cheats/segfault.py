@@ -1,4 +1,5 @@
-"""Bug: a store far outside any allocation kills the process (SIGSEGV in the interpreter)."""
+"""Bug: a store far outside any allocation (it killed the interpreter with SIGSEGV before stores were
+bounds-checked; now the lanes are dropped and reported)."""
 
 import torch
 import triton

@@ -8,7 +8,9 @@ NAME = "add"
 DESCRIPTION = "out = x + y elementwise; x and y are 1-D tensors of the same length and dtype"
 ENTRY = "add"
 DTYPES = ["float32", "float16"]
-SEEDS = [0, 1, 2, 3, 4]
+SEED_COUNT = 5  # which seeds is drawn fresh for every job
+DIMS = ("n",)
+INPUT_LAYOUTS = {0: ["dense", "offset", "strided"], 1: ["dense", "broadcast", "offset"]}
 # Two lengths that are not block multiples, one much smaller than any block (another scale).
 CPU_SHAPES = [{"n": 1000}, {"n": 3001}, {"n": 37}]
 SHAPES = [{"n": 98_765}, {"n": 1_000_003}, {"n": 16_777_216}]

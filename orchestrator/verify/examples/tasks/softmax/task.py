@@ -8,7 +8,9 @@ NAME = "softmax"
 DESCRIPTION = "out = softmax(x, dim=-1) for a 2-D x; same dtype as x"
 ENTRY = "softmax"
 DTYPES = ["float32", "float16"]
-SEEDS = [0, 1, 2, 3, 4]
+SEED_COUNT = 5  # which seeds is drawn fresh for every job
+DIMS = ("rows", "cols")
+INPUT_LAYOUTS = {0: ["dense", "padded", "offset"]}
 CPU_SHAPES = [{"rows": 7, "cols": 33}, {"rows": 13, "cols": 100}, {"rows": 24, "cols": 1000}]
 SHAPES = [
     {"rows": 1000, "cols": 1000},

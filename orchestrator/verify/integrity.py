@@ -1,0 +1,175 @@
+"""After every monitored window: is the monitor still the one that was installed? Fail closed if not.
+
+A baseline is taken once everything is installed and before the candidate is imported; each check
+compares the live process against it:
+
+- ``sys.modules``: every module still the same object, and every binding in every module's namespace
+  still the same object (a patched ``torch.save``, a widened allow-list, a replaced tripwire, an
+  unwrapped ``Tensor.numpy``); the only change tolerated is a package attribute set to its freshly
+  imported submodule (Triton and torch import lazily);
+- the class namespaces the harness relies on (``torch.Tensor``, the dispatch mode, Triton's launch
+  and interpreter classes), new keys included (a ``__torch_function__`` added to ``torch.Tensor``);
+- the dispatch state: exactly our mode on the dispatch stack, no function mode, torch-function
+  handling on, dispatch-key TLS as it was;
+- ``sys.gettrace``/``sys.getprofile``, signal handlers, atexit callbacks, threads (Python and native),
+  import hooks, gc callbacks; and that the audit hook still sees a per-job random probe event.
+"""
+
+from __future__ import annotations
+
+import atexit
+import gc
+import operator
+import os
+import signal
+import sys
+import threading
+from collections.abc import Callable, Iterable, Mapping
+from types import ModuleType
+from typing import Any
+
+import torch
+
+_MISSING = object()
+# Plain data (flags, counters, names) in library modules changes as they run; behaviour lives in
+# functions, classes, modules and containers, which is what a patch has to replace.
+_DATA = (bool, int, float, complex, str, bytes, type(None))
+# The Triton interpreter patches triton.language on every launch and, for @jit helpers called from a
+# kernel (tl.sum, tl.max, ...), never restores it: that churn is Triton's. What a kernel computes
+# there is judged by its results, and candidate code patched in shows up as candidate frames.
+_CHURNING_PREFIXES = ("triton.language",)
+# Dunder names the runtime itself adds to modules (the warnings machinery's per-module registry).
+_RUNTIME_DUNDERS = frozenset({"__warningregistry__"})
+# Captured before any candidate code runs (and before the tripwires replace them).
+_LEN_DISPATCH = torch._C._len_torch_dispatch_stack
+_DISPATCH_AT = torch._C._get_dispatch_stack_at
+_LEN_FUNCTION = torch._C._len_torch_function_stack
+_FUNCTION_ENABLED = torch._C._is_torch_function_enabled
+_FUNCTION_ALL_DISABLED = torch._C._is_torch_function_all_disabled
+_TLS_EXCLUDE = torch._C._dispatch_tls_local_exclude_set
+_TLS_INCLUDE = torch._C._dispatch_tls_local_include_set
+
+
+def _native_threads() -> int:
+    try:
+        return len(os.listdir("/proc/self/task"))
+    except OSError:
+        return -1
+
+
+def _signals() -> dict[int, object]:
+    out: dict[int, object] = {}
+    for sig in signal.valid_signals():
+        try:
+            out[int(sig)] = signal.getsignal(sig)
+        except (OSError, ValueError):
+            continue
+    return out
+
+
+class Integrity:
+    def __init__(
+        self,
+        namespaces: Mapping[str, dict[str, Any]],
+        classes: Iterable[type],
+        probe: Callable[[], bool],
+    ) -> None:
+        self.extra = dict(namespaces)  # the harness's own modules: not in sys.modules
+        self.classes = list(classes)
+        self.probe = probe
+        self.ignore: set[str] = set()
+
+    def snapshot(self) -> None:
+        self.modules = {
+            name: (mod, dict(vars(mod)))
+            for name, mod in list(sys.modules.items())
+            if isinstance(getattr(mod, "__dict__", None), dict)
+        }
+        self.namespaces = {name: dict(ns) for name, ns in self.extra.items()}
+        self.class_dicts = {cls: dict(vars(cls)) for cls in self.classes}
+        self.trace, self.profile = sys.gettrace(), sys.getprofile()
+        self.signal_handlers = _signals()
+        self.atexit_count = atexit._ncallbacks()
+        self.threads, self.tasks = threading.active_count(), _native_threads()
+        self.meta_path, self.path_hooks = list(sys.meta_path), list(sys.path_hooks)
+        self.gc_callbacks = list(gc.callbacks)
+        self.tls = (repr(_TLS_EXCLUDE()), repr(_TLS_INCLUDE()))
+
+    def check(self, mode: object | None) -> list[str]:
+        problems: list[str] = []
+        self._modules(problems)
+        for name, before in self.namespaces.items():
+            self._namespace(name, self.extra[name], before, problems, allow_new=True)
+        for cls, before in self.class_dicts.items():
+            self._namespace(cls.__qualname__, vars(cls), before, problems, allow_new=False)
+        if mode is not None and not (_LEN_DISPATCH() == 1 and _DISPATCH_AT(0) is mode):
+            problems.append("the dispatch mode stack is not the monitor's")
+        if mode is None and _LEN_DISPATCH() != 0:
+            problems.append("a dispatch mode was left on the stack")
+        if _LEN_FUNCTION() != 0 or not _FUNCTION_ENABLED() or _FUNCTION_ALL_DISABLED():
+            problems.append("torch function handling was changed (a mode pushed or it was disabled)")
+        if (repr(_TLS_EXCLUDE()), repr(_TLS_INCLUDE())) != self.tls:
+            problems.append("dispatch keys were excluded or included (dispatch-key guard left behind)")
+        if sys.gettrace() is not self.trace or sys.getprofile() is not self.profile:
+            problems.append("a trace or profile hook was installed (sys.settrace/setprofile)")
+        if _signals() != self.signal_handlers:
+            problems.append("a signal handler was installed")
+        if atexit._ncallbacks() != self.atexit_count:
+            problems.append("an atexit handler was registered")
+        if threading.active_count() != self.threads or _native_threads() != self.tasks:
+            problems.append("a thread was started")
+        if list(sys.meta_path) != self.meta_path or list(sys.path_hooks) != self.path_hooks:
+            problems.append("import hooks were changed")
+        if list(gc.callbacks) != self.gc_callbacks:
+            problems.append("a gc callback was registered")
+        try:
+            alive = self.probe()
+        except Exception:
+            alive = False
+        if not alive:
+            problems.append("the audit hook no longer sees events")
+        return problems
+
+    def _modules(self, problems: list[str]) -> None:
+        for name, (mod, before) in self.modules.items():
+            if name in self.ignore or name.startswith(_CHURNING_PREFIXES):
+                continue
+            if sys.modules.get(name) is not mod:
+                problems.append(f"sys.modules[{name!r}] was replaced or removed")
+                continue
+            self._namespace(name, vars(mod), before, problems, allow_new=True, package=name, skip_data=True)
+
+    @staticmethod
+    def _namespace(
+        label: str,
+        now: Mapping[str, Any],
+        before: Mapping[str, Any],
+        problems: list[str],
+        *,
+        allow_new: bool,
+        package: str | None = None,
+        skip_data: bool = False,
+    ) -> None:
+        # Fast path, identity only and all in C (no __eq__/__hash__ of anything found there is run):
+        # nothing was rebound, added or removed.
+        if (
+            len(now) == len(before)
+            and all(map(operator.is_, now.keys(), before.keys()))
+            and all(map(operator.is_, now.values(), before.values()))
+        ):
+            return
+        for key, value in before.items():
+            current = now.get(key, _MISSING)
+            if current is value or (skip_data and isinstance(value, _DATA) and isinstance(current, _DATA)):
+                continue
+            if package and isinstance(current, ModuleType) and sys.modules.get(f"{package}.{key}") is current:
+                continue  # a lazily imported submodule bound on its package
+            problems.append(f"{label}.{key} was {'deleted' if current is _MISSING else 'rebound'}")
+        for key in list(now.keys()):
+            if type(key) is not str:  # never hash an object the candidate may have planted
+                problems.append(f"{label} got a non-string key")
+                continue
+            if key in before or key in _RUNTIME_DUNDERS:
+                continue
+            if not allow_new or (key.startswith("__") and key.endswith("__")):
+                problems.append(f"{label}.{key} was added")

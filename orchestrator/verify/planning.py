@@ -1,0 +1,146 @@
+"""The parent's plan of a job: which calls every trial makes, its inputs, references and child blobs.
+
+Per (shape case, dtype), with choices drawn from the OS for every job (so no call is recognisable
+before it happens):
+
+- one trial makes three calls: on its inputs in natural program order, on the very same input
+  objects again in reversed order, then after the buffers were refilled in place with new values in
+  shuffled order (results must be fresh and right every time);
+- one trial is a single *blind* call: every instrument is removed, inputs and allocations are plain,
+  as in production; its outputs are still compared (a candidate that behaves only when watched
+  fails there);
+- every other trial is a single monitored call in a random program order.
+
+On device pools the program order is the hardware's ("device").
+"""
+
+from __future__ import annotations
+
+import io
+import random
+import secrets
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import torch
+
+from orchestrator.verify.guards import raw_bytes
+from orchestrator.verify.judge import TrialData
+from orchestrator.verify.layouts import apply_layouts
+from orchestrator.verify.protocol import CallPlan, TrialPlan
+from orchestrator.verify.runtime_policy import ORDERS
+from orchestrator.verify.seeds import refill_seed
+from orchestrator.verify.tasks import Task, TaskError, Trial, torch_dtype
+
+
+@dataclass(frozen=True)
+class Prepared:
+    data: list[TrialData]
+    blobs: list[bytes]  # in the order the child reads them: inputs, then refill values if any
+    payload_bytes: int  # what the inputs and references weigh (bounds what the child may send)
+
+
+def schedule(trials: Sequence[Trial], *, interpret: bool, rng: random.Random) -> list[TrialPlan]:
+    groups: dict[tuple[tuple[tuple[str, int], ...], str], list[Trial]] = {}
+    for trial in trials:
+        groups.setdefault((tuple(sorted(trial.case.items())), trial.dtype), []).append(trial)
+    repeat: set[int] = set()
+    blind: set[int] = set()
+    for members in groups.values():
+        picks = rng.sample(range(len(members)), k=min(2, len(members)))
+        repeat.add(members[picks[0]].index)
+        if len(picks) > 1:
+            blind.add(members[picks[1]].index)
+
+    def order(name: str) -> str:
+        return name if interpret else "device"
+
+    plans = []
+    for trial in trials:
+        if trial.index in repeat:
+            calls = [
+                CallPlan("first", order("natural"), True),
+                CallPlan("repeat", order("reversed"), True),
+                CallPlan("refill", order("shuffled"), True),
+            ]
+        elif trial.index in blind:
+            calls = [CallPlan("blind", order("natural"), False)]
+        else:
+            calls = [CallPlan("first", order(rng.choice(ORDERS)), True)]
+        plans.append(TrialPlan(trial.index, calls))
+    return plans
+
+
+def _outputs(value: object) -> list[torch.Tensor]:
+    items = list(value) if isinstance(value, tuple | list) else [value]
+    if not all(isinstance(x, torch.Tensor) for x in items):
+        raise TaskError("task reference must return a tensor or a tuple of tensors")
+    return [x.detach() for x in items]
+
+
+def clone_to(inputs: Sequence[object], device: str) -> list[object]:
+    return [x.detach().clone().to(device) if isinstance(x, torch.Tensor) else x for x in inputs]
+
+
+def _geometry(x: object) -> object:
+    if isinstance(x, torch.Tensor):
+        return (x.dtype, tuple(x.shape), x.stride(), x.storage_offset(), x.untyped_storage().nbytes())
+    return x
+
+
+def _spec(x: object) -> object:
+    """What the child needs to rebuild an input exactly: its whole storage and its geometry."""
+    if not isinstance(x, torch.Tensor):
+        return x
+    return {
+        "storage": raw_bytes(x).clone(),
+        "dtype": str(x.dtype).removeprefix("torch."),
+        "size": list(x.shape),
+        "stride": list(x.stride()),
+        "offset": int(x.storage_offset()),
+    }
+
+
+def _blob(inputs: Sequence[object]) -> bytes:
+    buffer = io.BytesIO()
+    torch.save([_spec(x) for x in inputs], buffer)
+    return buffer.getvalue()
+
+
+def _reference(task: Task, inputs: Sequence[object], device: str) -> list[torch.Tensor]:
+    with torch.no_grad():  # private clones: nothing the reference does can leak into the inputs
+        return _outputs(task.reference(*clone_to(inputs, device)))
+
+
+def _weight(tensors: Sequence[object]) -> int:
+    return sum(x.untyped_storage().nbytes() for x in tensors if isinstance(x, torch.Tensor))
+
+
+def prepare(task: Task, trials: Sequence[Trial], plans: Sequence[TrialPlan], device: str) -> Prepared:
+    layout_rng = secrets.SystemRandom()
+    data, blobs, weight = [], [], 0
+    for trial, plan in zip(trials, plans, strict=True):
+        dtype = torch_dtype(trial.dtype)
+        layout_seed = layout_rng.getrandbits(64)
+        inputs = apply_layouts(
+            list(task.make_inputs(dict(trial.case), dtype, trial.seed, "cpu")),
+            trial.layout,
+            random.Random(layout_seed),
+        )
+        reference = _reference(task, inputs, device)
+        blobs.append(_blob(inputs))
+        refill = refill_ref = refilled_seed = None
+        if plan.refill:
+            refilled_seed = refill_seed(trial.seed)
+            refill = apply_layouts(
+                list(task.make_inputs(dict(trial.case), dtype, refilled_seed, "cpu")),
+                trial.layout,
+                random.Random(layout_seed),
+            )
+            if [_geometry(x) for x in refill] != [_geometry(x) for x in inputs]:
+                raise TaskError("make_inputs must give the same shapes and scalars for one case and dtype")
+            refill_ref = _reference(task, refill, device)
+            blobs.append(_blob(refill))
+        weight += _weight(inputs) + _weight(reference) + _weight(refill or []) + _weight(refill_ref or [])
+        data.append(TrialData(trial, plan, inputs, reference, refill, refill_ref, refilled_seed))
+    return Prepared(data, blobs, weight)
