@@ -43,10 +43,13 @@ BUNDLE = (
     "timing",
     "runner",
 )
+# The project's distribution name: what its editable install's import hooks are named after.
+DISTRIBUTION = "kswarm"
+# A PATH like any machine's (Triton finds its compiler there): the parent's would name its own tools.
+NEUTRAL_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
 # Variables copied from the parent when set: device selection, loader paths, and the OpenBLAS settings
 # some processors here need to avoid wrong results or crashes.
 PASSTHROUGH_ENV = (
-    "PATH",
     "LANG",
     "LD_LIBRARY_PATH",
     "CUDA_VISIBLE_DEVICES",
@@ -61,6 +64,16 @@ STDERR_TAIL = 4000
 BOOT = """\
 def main():
     import json, linecache, os, sys, types
+    # An editable install of the project (a .pth finder) would make the harness importable by name
+    # and list it in sys.modules: take it out before anything else runs.
+    mine = lambda obj: "{dist}" in str(getattr(obj, "__module__", obj)) or "{dist}" in repr(obj)
+    for name in [n for n in sys.modules if "{dist}" in n]:
+        del sys.modules[name]
+    sys.meta_path[:] = [f for f in sys.meta_path if not mine(f) and not mine(type(f))]
+    sys.path_hooks[:] = [h for h in sys.path_hooks if not mine(h)]
+    sys.path[:] = [p for p in sys.path if "{dist}" not in p]
+    for key in [k for k in sys.path_importer_cache if "{dist}" in str(k)]:
+        del sys.path_importer_cache[key]
     sys.argv[:] = [""]
     sys.orig_argv[:] = [sys.executable]
     sys.dont_write_bytecode = True
@@ -119,7 +132,7 @@ def bundle() -> list[tuple[str, str, str]]:
 
 def child_env(home: Path, *, interpret: bool) -> dict[str, str]:
     env = {k: os.environ[k] for k in PASSTHROUGH_ENV if k in os.environ}
-    env.setdefault("PATH", "/usr/bin:/bin")
+    env["PATH"] = NEUTRAL_PATH
     env.setdefault("LANG", "C.UTF-8")
     env["HOME"] = str(home)  # private and empty: ~/.triton/cache lands here, never a shared cache
     env["OMP_NUM_THREADS"] = "1"
@@ -214,7 +227,7 @@ def run_child(
         for thread in (out_tail, err_tail, reader, writer):
             thread.start()
         try:
-            proc.stdin.write(BOOT.format(fd_in=in_r, fd_out=out_w).encode())
+            proc.stdin.write(BOOT.format(fd_in=in_r, fd_out=out_w, dist=DISTRIBUTION).encode())
             proc.stdin.close()
         except OSError:
             pass

@@ -26,7 +26,7 @@ def _last_block(
 
 def sum_rows(x: torch.Tensor) -> torch.Tensor:
     rows, cols = x.shape
-    block = 64
+    block = 256
     blocks = triton.cdiv(cols, block)
     part = torch.empty((rows, blocks), dtype=torch.float32, device=x.device)
     count = torch.zeros((rows,), dtype=torch.int32, device=x.device)

@@ -27,5 +27,5 @@ def _online_softmax(x_ptr, out_ptr, n_cols, sx0, sx1, so0, BLOCK: tl.constexpr):
 def softmax(x: torch.Tensor) -> torch.Tensor:
     n_rows, n_cols = x.shape
     out = torch.empty((n_rows, n_cols), dtype=x.dtype, device=x.device)
-    _online_softmax[(n_rows,)](x, out, n_cols, x.stride(0), x.stride(1), out.stride(0), BLOCK=64)
+    _online_softmax[(n_rows,)](x, out, n_cols, x.stride(0), x.stride(1), out.stride(0), BLOCK=256)
     return out

@@ -22,5 +22,5 @@ def _scan_rows(x_ptr, out_ptr, n_cols, sx0, sx1, so0, BLOCK: tl.constexpr):
 def cumsum_rows(x: torch.Tensor) -> torch.Tensor:
     rows, cols = x.shape
     out = torch.empty((rows, cols), dtype=x.dtype, device=x.device)
-    _scan_rows[(rows,)](x, out, cols, x.stride(0), x.stride(1), out.stride(0), BLOCK=32)
+    _scan_rows[(rows,)](x, out, cols, x.stride(0), x.stride(1), out.stride(0), BLOCK=128)
     return out

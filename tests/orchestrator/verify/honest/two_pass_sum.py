@@ -26,7 +26,7 @@ def _finish(part_ptr, out_ptr, n_blocks, BLOCK: tl.constexpr):
 
 def sum_rows(x: torch.Tensor) -> torch.Tensor:
     rows, cols = x.shape
-    block = 64
+    block = 256
     blocks = triton.cdiv(cols, block)
     part = torch.empty((rows, blocks), dtype=torch.float32, device=x.device)
     _partials[(rows, blocks)](x, part, cols, x.stride(0), x.stride(1), blocks, BLOCK=block)

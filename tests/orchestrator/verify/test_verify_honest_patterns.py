@@ -1,0 +1,40 @@
+"""Principle 7: honest kernels still pass every new check: the standard patterns below (masked tiles,
+multi-row programs, split-K with atomics, online softmax, two-pass reductions, row scans with carries,
+grid lambdas and heuristics), on the catalogue tasks with their declared layouts. The catalogue's own
+solutions are run in tests/orchestrator/catalogue, the examples in test_verify_runtime_honest.py."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from verifykit import CATALOGUE, summary
+
+from orchestrator.verify import verify
+
+pytestmark = pytest.mark.slow
+
+
+@pytest.mark.parametrize(
+    ("task", "name"),
+    [
+        ("softmax", "multi_row_softmax"),
+        ("softmax", "online_softmax"),
+        ("matmul", "splitk_atomic_matmul"),
+        ("sum_rows", "two_pass_sum"),
+        ("cumsum_rows", "row_scan_carry"),
+        ("add", "grid_lambda_heuristics"),
+    ],
+)
+def test_honest_pattern_passes(honest: Path, task: str, name: str) -> None:
+    result = verify(CATALOGUE / task, honest / f"{name}.py")
+    assert result.static_violations == [], result.static_violations
+    assert result.verdict == "pass", summary(result)
+    assert len({tuple(sorted(t.layout.items())) for t in result.trials}) > 1
+
+
+def test_atomics_ordered_communication_is_unverifiable_on_cpu_not_passed(honest: Path) -> None:
+    result = verify(CATALOGUE / "sum_rows", honest / "last_block_sum.py")
+    assert result.verdict == "unverifiable", summary(result)
+    assert result.flags == [] and all(t.ok for t in result.trials)
+    assert any("ordered only by atomics" in r for r in result.unverifiable_reasons)
