@@ -21,10 +21,14 @@ CANDIDATE, TRUSTED, TRANSPARENT = 0, 1, 2
 class Attribution:
     def __init__(self, candidate_file: str, harness_files: Iterable[str], triton_dir: str) -> None:
         self.candidate_file = os.path.realpath(candidate_file)
-        self.harness_files = frozenset(harness_files)
+        self.harness_files: frozenset[str] = frozenset(harness_files)
         self.triton_dir = os.path.realpath(triton_dir) + os.sep
         self.roots: set[CodeType] = set()
         self._cache: dict[CodeType, int] = {}
+
+    def add_harness_file(self, filename: str) -> None:
+        self.harness_files = self.harness_files | {filename}
+        self._cache.clear()
 
     def add_root(self, code: CodeType) -> None:
         self.roots.add(code)

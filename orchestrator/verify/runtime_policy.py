@@ -117,6 +117,10 @@ TRIPWIRES = (
     # The dispatch mode is thread-local: a thread's torch ops are invisible to it.
     ("_thread", "start_new_thread"),
     ("threading", "_start_new_thread"),
+    # Code that runs after the calls (at exit, on a signal) runs unobserved.
+    ("atexit", "register"),
+    ("signal", "signal"),
+    ("_signal", "signal"),
 )
 
 # --- audit events (sys.addaudithook) seen from candidate code ------------------------------------
