@@ -1,4 +1,8 @@
-"""Row-wise softmax: one program per row, the whole row in one masked block (-inf padding)."""
+"""Row-wise softmax: one program per row, the whole row in one masked block (-inf padding).
+
+The input is read through both of its strides, so padded rows, transposed and offset inputs need no
+copy; the output is a fresh contiguous tensor.
+"""
 
 import torch
 import triton
@@ -6,11 +10,12 @@ import triton.language as tl
 
 
 @triton.jit
-def _softmax_kernel(x_ptr, out_ptr, n_cols, x_stride, out_stride, BLOCK: tl.constexpr):
+def _softmax_kernel(x_ptr, out_ptr, n_cols, x_row_stride, x_col_stride, out_stride, BLOCK: tl.constexpr):
     row = tl.program_id(0)
     cols = tl.arange(0, BLOCK)
     mask = cols < n_cols
-    x = tl.load(x_ptr + row * x_stride + cols, mask=mask, other=-float("inf")).to(tl.float32)
+    x = tl.load(x_ptr + row * x_row_stride + cols * x_col_stride, mask=mask, other=-float("inf"))
+    x = x.to(tl.float32)
     x = x - tl.max(x, axis=0)
     num = tl.exp(x)
     den = tl.sum(num, axis=0)
@@ -18,9 +23,8 @@ def _softmax_kernel(x_ptr, out_ptr, n_cols, x_stride, out_stride, BLOCK: tl.cons
 
 
 def softmax(x: torch.Tensor) -> torch.Tensor:
-    x = x.contiguous()
     rows, cols = x.shape
-    out = torch.empty_like(x)
+    out = torch.empty((rows, cols), dtype=x.dtype, device=x.device)
     block = triton.next_power_of_2(cols)
-    _softmax_kernel[(rows,)](x, out, cols, x.stride(0), out.stride(0), BLOCK=block)
+    _softmax_kernel[(rows,)](x, out, cols, x.stride(0), x.stride(1), out.stride(0), BLOCK=block)
     return out
