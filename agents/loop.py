@@ -28,7 +28,7 @@ from agents.prompt import Identity, describe, system_prompt, wake_message
 from agents.pulse import HeartbeatSink, Pulse
 from agents.tools import LocalTools, Toolbox
 from agents.tools.mcp import McpTools
-from orchestrator.gateway_client import AsyncGatewayClient, GatewayError, GatewayTarget
+from gateway.client.http import AsyncGatewayClient, GatewayError, GatewayTarget
 
 log = logging.getLogger("kswarm.agent")
 T = TypeVar("T")

@@ -27,7 +27,7 @@ from _common import ROOT, ms, pct
 
 from kstest.gateway import GatewayProcess, free_port
 from kstest.mcp_client import call, mcp_session
-from orchestrator.embedded_redis import EmbeddedRedis, find_redis_server
+from orchestrator.local.embedded_redis import EmbeddedRedis, find_redis_server
 
 BARE_APP = """
 from fastapi import FastAPI

@@ -33,8 +33,8 @@ sys.path.insert(0, str(ROOT / "tests" / "orchestrator" / "jobs"))
 sys.path.insert(0, str(ROOT))  # the real packages before tests/gateway (a namespace dir of that name)
 from jobkit import HONEST_ADD, JobsGateway, WorkerProc, push_kernels
 
-from orchestrator.embedded_redis import EmbeddedRedis
-from orchestrator.jobs.pools import JobsSettings, NodeConfig, PoolConfig, PoolRules
+from gateway.jobs.pools import JobsSettings, NodeConfig, PoolConfig, PoolRules
+from orchestrator.local.embedded_redis import EmbeddedRedis
 
 TASK = ROOT / "orchestrator" / "verify" / "examples" / "tasks" / "add"
 NOOP = [

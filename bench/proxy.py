@@ -26,7 +26,7 @@ from redis.asyncio import Redis
 from gateway.principals import PrincipalKind, PrincipalStore
 from kstest.gateway import free_port
 from kstest.upstream import ScriptedUpstream, text_reply
-from orchestrator.embedded_redis import EmbeddedRedis
+from orchestrator.local.embedded_redis import EmbeddedRedis
 
 REAL_KEY = "sk-ant-bench-0123456789abcdef0123456789abcdef"
 # python -m gateway with the LLM proxy plugin, whether or not gateway.plugins registers it yet.
@@ -34,7 +34,7 @@ LAUNCHER = """
 import asyncio
 from gateway.app import create_app
 from gateway.config import GatewaySettings
-from gateway.llm_proxy import llm_proxy_plugin
+from gateway.llm.proxy import llm_proxy_plugin
 from gateway.plugins import default_plugins
 from gateway.server import serve
 settings = GatewaySettings()

@@ -24,9 +24,9 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO / "tests"))  # the test suite's real-gateway launcher
 
+from gateway.client.http import GatewayClient, GatewayTarget  # noqa: E402
 from kstest.gateway import GatewayProcess  # noqa: E402
-from orchestrator.embedded_redis import EmbeddedRedis  # noqa: E402
-from orchestrator.gateway_client import GatewayClient, GatewayTarget  # noqa: E402
+from orchestrator.local.embedded_redis import EmbeddedRedis  # noqa: E402
 from orchestrator.runtime.base import project_root, python_paths  # noqa: E402
 from orchestrator.runtime.docker import HOST_SHARED, ensure_empty_image  # noqa: E402
 from orchestrator.spec import parse_spec  # noqa: E402

@@ -9,7 +9,7 @@ from pydantic import ValidationError
 
 from gateway.app import create_app
 from gateway.config import GatewaySettings
-from gateway.llm_config import LLMProxySettings
+from gateway.llm.config import LLMProxySettings
 from gateway.plugins import default_plugins
 from gateway.server import serve
 

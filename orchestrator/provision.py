@@ -24,9 +24,9 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
+from gateway.client.http import GatewayClient, GatewayError, GatewayTarget
 from orchestrator import agent_files
 from orchestrator.agent_files import agent_dir
-from orchestrator.gateway_client import GatewayClient, GatewayError, GatewayTarget
 from orchestrator.spec import AgentSpec
 from orchestrator.uid_ranges import BLOCK
 

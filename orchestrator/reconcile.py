@@ -24,7 +24,7 @@ from typing import Literal
 
 from pydantic import BaseModel, Field
 
-from orchestrator.gateway_client import GatewayClient, GatewayError
+from gateway.client.http import GatewayClient, GatewayError
 from orchestrator.provision import SwarmLayout, allocate_uid, provision
 from orchestrator.runtime.base import AgentRuntime, LaunchSpec
 from orchestrator.spec import AgentSpec, SwarmSpec

@@ -14,7 +14,7 @@ from typing import Any, Literal
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
-from gateway.llm_config import BudgetSettings
+from gateway.llm.config import BudgetSettings
 
 NAME_RE = re.compile(r"^[a-z][a-z0-9-]{0,38}$")  # the gateway's principal names
 RESERVED = {"all", "here", "everyone", "operator"}

@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from orchestrator.gateway_client import GatewayClient, GatewayError, GatewayTarget
+from gateway.client.http import GatewayClient, GatewayError, GatewayTarget
 from orchestrator.provision import SwarmLayout
 from orchestrator.reconcile import AgentRecord, Reconciler, control_dir, load_record
 from orchestrator.runtime.base import AgentRuntime
@@ -322,7 +322,7 @@ def main(argv: list[str] | None = None) -> None:
     gateway found through $KSWARM_URL/$KSWARM_TOKEN or $KSWARM_HOME (compose's orchestrator service)."""
     import argparse
 
-    from orchestrator.gateway_client import kswarm_home, target_from_env
+    from gateway.client.http import kswarm_home, target_from_env
     from orchestrator.spec import load_spec
 
     parser = argparse.ArgumentParser(prog="python -m orchestrator.supervisor")

@@ -11,7 +11,7 @@ import pytest
 import redis as redis_sync
 
 from kstest.gateway import GatewayThread
-from orchestrator.embedded_redis import EmbeddedRedis
+from orchestrator.local.embedded_redis import EmbeddedRedis
 
 
 @pytest.fixture(scope="session")

@@ -1,4 +1,4 @@
-"""The Redis Lua scripts behind LLM budget reservations (used by ``gateway.usage.UsageStore``).
+"""The Redis Lua scripts behind LLM budget reservations (used by ``gateway.llm.usage.UsageStore``).
 
 ``RESERVE_SCRIPT`` admits a request only if usage + live reservations + its worst case fit in every
 budget, and then holds that worst case; ``SETTLE_SCRIPT`` replaces a reservation by the real usage.

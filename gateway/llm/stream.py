@@ -17,12 +17,12 @@ import httpx
 from fastapi.responses import StreamingResponse
 from starlette.types import Receive, Scope, Send
 
+from gateway.llm.sse_scrub import SSEKeyScrubber, SSEUsage
+from gateway.llm.usage import Reservation, Usage
 from gateway.principals import Principal
-from gateway.sse_scrub import SSEKeyScrubber, SSEUsage
-from gateway.usage import Reservation, Usage
 
 if TYPE_CHECKING:
-    from gateway.llm_proxy import LLMProxy
+    from gateway.llm.proxy import LLMProxy
 
 log = logging.getLogger("kswarm.llm_proxy")
 

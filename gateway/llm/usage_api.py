@@ -8,8 +8,8 @@ from fastapi import APIRouter, Depends, HTTPException
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 
 from gateway.auth import current_principal, require_operator
+from gateway.llm.usage import AgentUsage, BudgetUpdate, UsageReport, UsageStore
 from gateway.principals import Principal, PrincipalKind
-from gateway.usage import AgentUsage, BudgetUpdate, UsageReport, UsageStore
 
 Caller = Annotated[Principal, Depends(current_principal)]
 Operator = Annotated[Principal, Depends(require_operator)]

@@ -13,10 +13,10 @@ from urllib.parse import urlencode
 from fastapi import APIRouter, Depends, HTTPException, Query, Request
 from fastapi.responses import HTMLResponse
 
+from gateway.jobs.models import JOB_ID_RE, TERMINAL_STATES
 from gateway.ui.auth import UiUser
 from gateway.ui.internal import InternalApi, has_route, segment
 from gateway.ui.service import UiService
-from orchestrator.jobs.models import JOB_ID_RE, TERMINAL_STATES
 from orchestrator.verify.models import ADVISORY_FLAGS, ERROR_FLAGS
 
 POOLS_ROUTE = "/api/jobs/pools"

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import typer
 
-from orchestrator.demo.command import register
+from orchestrator.cli.demo import register
 
 app = typer.Typer(add_completion=False)
 register(app)

@@ -1,6 +1,6 @@
 """Everything ``kswarm demo`` starts, in one foreground process, stopped in reverse order.
 
-Like ``kswarm up`` (``orchestrator.launcher``): the embedded Redis, the gateway on TCP and its unix
+Like ``kswarm up`` (``orchestrator.local.launcher``): the embedded Redis, the gateway on TCP and its unix
 socket, the swarm supervisor in a thread -- plus the demo's own parts: every gateway component
 configured for the demo (jobs with the catalogue's tasks, the task board with the lead, the dataset
 and knowledge repos) and a job worker process for the ``cpu`` pool. What it starts it stops, by pid:
@@ -27,16 +27,16 @@ from pathlib import Path
 from redis.asyncio import Redis
 
 from gateway.app import GatewayPlugin, create_app
+from gateway.client.home import GatewayInfo, write_secret
 from gateway.config import GatewaySettings
-from gateway.llm_config import scrub_env
+from gateway.jobs.pools import NodeConfig, PoolConfig
+from gateway.llm.config import scrub_env
 from gateway.principals import PrincipalKind, PrincipalStore
 from gateway.server import serve
 from orchestrator import catalogue
 from orchestrator.demo.spec import DATASET_REPO, KB_REPO, POOL, Roster
-from orchestrator.embedded_redis import EmbeddedRedis, EmbeddedRedisError
-from orchestrator.home import GatewayInfo, write_secret
-from orchestrator.jobs.pools import NodeConfig, PoolConfig
-from orchestrator.launcher import LaunchError, ensure_operator_token, llm_settings
+from orchestrator.local.embedded_redis import EmbeddedRedis, EmbeddedRedisError
+from orchestrator.local.launcher import LaunchError, ensure_operator_token, llm_settings
 from orchestrator.spec import SwarmSpec
 from orchestrator.supervisor import Supervisor
 
@@ -74,15 +74,15 @@ def demo_plugins(lead: str, executor: str) -> list[GatewayPlugin]:
     """The gateway's registered components, with the demo's settings for the ones it configures."""
     from gateway.forge.plugin import forge_plugin
     from gateway.forge.settings import ForgeSettings
+    from gateway.jobs.plugin import jobs_plugin
+    from gateway.jobs.pools import JobsSettings
     from gateway.kb.plugin import kb_plugin
     from gateway.kb.service import KBSettings
-    from gateway.llm_proxy import llm_proxy_plugin
+    from gateway.llm.proxy import llm_proxy_plugin
     from gateway.plugins import default_plugins
     from gateway.tasks.models import TasksSettings
     from gateway.tasks.plugin import tasks_plugin
     from gateway.ui import ui_plugin
-    from orchestrator.jobs.plugin import jobs_plugin
-    from orchestrator.jobs.pools import JobsSettings
 
     configured: dict[object, GatewayPlugin] = {
         forge_plugin: functools.partial(
@@ -112,7 +112,7 @@ def _rank(plugin: GatewayPlugin, wanted: list[GatewayPlugin]) -> int:
 
 
 class WorkerProcess:
-    """``python -m orchestrator.jobs.worker`` for one pool, as the worker principal; stopped by pid."""
+    """``python -m orchestrator.worker`` for one pool, as the worker principal; stopped by pid."""
 
     def __init__(self, pool: str, url: str, token_file: Path, log: Path) -> None:
         self.pool, self.url, self.token_file, self.log = pool, url, token_file, log
@@ -122,7 +122,7 @@ class WorkerProcess:
         self.proc: subprocess.Popen[bytes] | None = None
 
     def start(self) -> None:
-        argv = [sys.executable, "-m", "orchestrator.jobs.worker", "--pool", self.pool, "--gateway", self.url]
+        argv = [sys.executable, "-m", "orchestrator.worker", "--pool", self.pool, "--gateway", self.url]
         argv += ["--token-file", str(self.token_file), "--workdir", str(self.workdir)]
         self.log.parent.mkdir(parents=True, exist_ok=True)
         with open(self.log, "ab") as out:

@@ -18,8 +18,8 @@ from redis.asyncio import Redis
 from agents.config import AgentConfig
 from gateway.app import create_app
 from gateway.config import GatewaySettings
-from gateway.llm_config import LLMProxySettings
-from gateway.llm_proxy import make_llm_proxy_plugin
+from gateway.llm.config import LLMProxySettings
+from gateway.llm.proxy import make_llm_proxy_plugin
 from gateway.principals import PrincipalKind, PrincipalStore
 from gateway.server import serve
 from kstest.gateway import free_port

@@ -24,7 +24,7 @@ from agent_kit import (
 )
 
 from agents.loop import run_agent
-from gateway.llm_config import LLMProxySettings
+from gateway.llm.config import LLMProxySettings
 from kstest.upstream import ScriptedUpstream, error_reply, text_reply, tool_reply
 
 REAL_KEY = "sk-ant-test-" + secrets.token_hex(20)

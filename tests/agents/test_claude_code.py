@@ -15,7 +15,7 @@ from agent_kit import ProxyGateway, agent_config, channel_messages, dm, records,
 from agents.bridge import SocketBridge
 from agents.claude_code import bundled_cli, cli_env
 from agents.loop import run_agent
-from gateway.llm_config import LLMProxySettings
+from gateway.llm.config import LLMProxySettings
 from kstest.mcp_client import call, mcp_session
 from kstest.upstream import ScriptedUpstream, text_reply, tool_reply
 

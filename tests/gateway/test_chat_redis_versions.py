@@ -14,7 +14,7 @@ from gateway.config import GatewaySettings
 from gateway.metrics import GatewayMetrics
 from gateway.principals import PrincipalKind, PrincipalStore
 from gateway.redis_compat import server_version
-from orchestrator.embedded_redis import EmbeddedRedis, bundled_redis_server
+from orchestrator.local.embedded_redis import EmbeddedRedis, bundled_redis_server
 
 
 def binaries() -> list:

@@ -7,7 +7,7 @@ import signal
 from pathlib import Path
 
 from kstest.gateway import GatewayProcess
-from orchestrator.embedded_redis import EmbeddedRedis
+from orchestrator.local.embedded_redis import EmbeddedRedis
 
 
 def test_kill_9_of_gateway_and_redis_loses_no_acknowledged_message(short_tmp: Path) -> None:

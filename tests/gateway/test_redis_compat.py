@@ -17,7 +17,7 @@ import pytest
 import redis.asyncio as aredis
 
 from gateway.redis_compat import server_version, xautoclaim
-from orchestrator.embedded_redis import bundled_redis_server
+from orchestrator.local.embedded_redis import bundled_redis_server
 
 SYSTEM_REDIS = Path("/usr/bin/redis-server")
 

@@ -14,8 +14,8 @@ from typing import Any, TypeVar
 
 import yaml
 
+from gateway.client.http import GatewayClient, GatewayTarget
 from kstest.gateway import GatewayProcess
-from orchestrator.gateway_client import GatewayClient, GatewayTarget
 from orchestrator.provision import SwarmLayout
 from orchestrator.reconcile import AgentRecord, load_record
 from orchestrator.spec import SwarmSpec, parse_spec

@@ -9,8 +9,8 @@ from pathlib import Path
 import httpx
 import pytest
 
+from gateway.client.http import GatewayClient, GatewayTarget
 from kstest.gateway import GatewayProcess
-from orchestrator.gateway_client import GatewayClient, GatewayTarget
 from orchestrator.provision import SwarmLayout, allocate_uid, provision
 from orchestrator.spec import parse_spec
 

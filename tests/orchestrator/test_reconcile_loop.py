@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -156,7 +157,11 @@ def test_a_failed_start_backs_off_with_the_reason(loop, monkeypatch) -> None:
 def test_process_backend_warns_when_it_cannot_isolate(tmp_path: Path) -> None:
     from orchestrator.runtime.process import ProcessRuntime, can_isolate_by_uid, namespaces_unavailable
 
-    assert ProcessRuntime(SwarmLayout(tmp_path), "s", "none").warning is not None
+    if os.geteuid() == 0:  # as root, "none" would run agents as root on the host's network: refused
+        with pytest.raises(RuntimeError, match="as root"):
+            ProcessRuntime(SwarmLayout(tmp_path), "s", "none").warning  # noqa: B018
+    else:
+        assert ProcessRuntime(SwarmLayout(tmp_path), "s", "none").warning is not None
     auto = ProcessRuntime(SwarmLayout(tmp_path), "s", "auto")
     assert (auto.warning is None) == (can_isolate_by_uid() or namespaces_unavailable() is None)
     assert auto.mode == ("uid" if can_isolate_by_uid() else "userns")  # CI has one or the other

@@ -12,7 +12,7 @@ import yaml
 from orch_kit import SwarmUnderTest, wait_for
 from typer.testing import CliRunner
 
-from orchestrator.swarm_cli import register
+from orchestrator.cli.swarm import register
 
 
 @pytest.fixture

@@ -8,8 +8,8 @@ import pytest
 import typer
 from typer.testing import CliRunner
 
+from orchestrator.cli.swarm import register
 from orchestrator.spec import SpecError, load_spec, parse_size, parse_spec, template_text
-from orchestrator.swarm_cli import register
 
 
 def error_of(text: str) -> str:

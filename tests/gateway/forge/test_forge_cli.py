@@ -10,7 +10,7 @@ import typer
 from forgekit import Swarm
 from typer.testing import CliRunner
 
-from orchestrator import forge_cli
+from orchestrator.cli import prs as forge_cli
 
 
 def cli(swarm: Swarm, *args: str) -> tuple[int, str]:

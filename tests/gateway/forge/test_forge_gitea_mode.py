@@ -100,7 +100,7 @@ def test_provisioning_creates_the_agents_gitea_account(
 ) -> None:
     """The orchestrator's provisioning step, against a gateway in Gitea mode, creates the agent's
     account on the Gitea side (A), once, with the principal."""
-    from orchestrator.gateway_client import GatewayClient, GatewayTarget
+    from gateway.client.http import GatewayClient, GatewayTarget
     from orchestrator.provision import ensure_forge_account
 
     with gitea_mode.op() as op:

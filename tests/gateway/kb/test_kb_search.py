@@ -25,7 +25,7 @@ UNMERGED = "# Unreviewed\n\nThe marmalade trick doubles speed (nobody reviewed t
 @pytest.fixture(scope="module")
 def kb(kb_gw: KBGateway, tmp_path_factory: pytest.TempPathFactory) -> Swarm:
     swarm = Swarm(kb_gw, tmp_path_factory.mktemp("kb"), "kswarm", "kb", kb_gw.tokens)
-    swarm.set_policy(required_approvals=1, required_checks=["kswarm/kb-lint"])
+    swarm.set_policy(required_approvals=1, required_checks=["ci/kb-lint"])
     return swarm
 
 
@@ -67,7 +67,7 @@ async def test_kb_finds_a_merged_note_at_once_and_never_an_unmerged_one(kb_gw: K
         assert c.get("/api/kb/files/notes/zebra.md").status_code == 404
 
     assert kb.review("bob", number, "APPROVED").status_code == 200
-    assert kb.status("worker1", sha, "success", "kswarm/kb-lint").status_code == 201
+    assert kb.status("worker1", sha, "success", "ci/kb-lint").status_code == 201
     merged = kb.wait_merged(number)
     head = main_head(kb)
     assert merged["merge_commit_sha"] == head

@@ -12,7 +12,7 @@ from forgekit import Git
 from typer.testing import CliRunner
 
 from orchestrator.catalogue import task_names
-from orchestrator.catalogue.cli import register
+from orchestrator.cli.tasks import register
 
 
 def test_taskboard_seed_dataset_repo_and_board(board_gw: BoardGateway, short_tmp: Path) -> None:

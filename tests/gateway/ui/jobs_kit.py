@@ -11,9 +11,9 @@ from typing import Any
 from git_kit import git
 from ui_kit import UiGateway
 
-from orchestrator.jobs.models import VERDICT_STATES
-from orchestrator.jobs.plugin import jobs_plugin as real_jobs_plugin
-from orchestrator.jobs.pools import JobsSettings, NodeConfig, PoolConfig, PoolRules
+from gateway.jobs.models import VERDICT_STATES
+from gateway.jobs.plugin import jobs_plugin as real_jobs_plugin
+from gateway.jobs.pools import JobsSettings, NodeConfig, PoolConfig, PoolRules
 from orchestrator.verify.models import VerificationResult
 
 REPO = "kswarm/kernels"
@@ -116,7 +116,7 @@ class SeededJobs:
 
 
 class Worker:
-    """A worker principal driving the real REST API, as ``orchestrator.jobs.worker`` does (one instance
+    """A worker principal driving the real REST API, as ``orchestrator.worker`` does (one instance
     per node: the gateway leases a node to one consumer)."""
 
     def __init__(self, gw: UiGateway, token: str, instance: str = "i0") -> None:

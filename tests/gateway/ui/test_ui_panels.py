@@ -159,8 +159,8 @@ def test_ui_metrics_count_logins(ui_gateway: UiGateway) -> None:
 def test_agents_panel_shows_tokens_and_cost_when_the_llm_proxy_is_registered(
     clean_redis: str, short_tmp: Path
 ) -> None:
-    from gateway.llm_proxy import llm_proxy_plugin
-    from gateway.usage import Usage
+    from gateway.llm.proxy import llm_proxy_plugin
+    from gateway.llm.usage import Usage
 
     gw = UiGateway(short_tmp / "home", clean_redis)
     gw.extra_plugins = (llm_proxy_plugin,)

@@ -1,0 +1,251 @@
+"""``kswarm dataset build``: every verification attempt on the dataset repo, joined with its commit, PR
+and reviews, written as JSON Lines and Parquet with a dataset card (schema in docs/dataset.md)."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import statistics
+import tempfile
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from gateway.dataset.card import render_card, summarize
+from gateway.dataset.schema import SCHEMA, SCHEMA_VERSION
+from gateway.dataset.sources import (
+    ForgeReviewSource,
+    GatewayJobSource,
+    GitMirror,
+    JobRecord,
+    JobRecordSource,
+    PullInfo,
+)
+
+VERDICT_REVIEWS = ("APPROVED", "REQUEST_CHANGES")
+
+
+@dataclass
+class DatasetPaths:
+    jsonl: Path
+    parquet: Path
+    card: Path
+    summary: Path
+
+
+@dataclass
+class BuildReport:
+    repo: str
+    paths: DatasetPaths
+    summary: dict[str, Any]
+    rows: list[dict[str, Any]] = field(repr=False, default_factory=list)
+
+
+def agent_of(email: str | None) -> str | None:
+    """The principal behind a commit e-mail ``<name>@<kind>s.<swarm>`` (the forge enforces it)."""
+    if not email or "@" not in email:
+        return None
+    return email.split("@", 1)[0] or None
+
+
+def link_pulls(pulls: list[PullInfo], mirror: GitMirror) -> dict[str, PullInfo]:
+    """Commit -> the PR it belongs to: a PR's head wins over a PR that merely contains the commit.
+
+    A commit a force-push removed from every branch is still linked through the reviews pinned to it
+    (a REQUEST_CHANGES on the rejected attempt is exactly such a review)."""
+    owner: dict[str, PullInfo] = {}
+    for pr in sorted(pulls, key=lambda p: p.number):
+        for sha in mirror.commits_between(pr.merge_base or pr.base_sha, pr.head_sha):
+            current = owner.get(sha)
+            if current is None or current.head_sha != sha:
+                owner[sha] = pr
+        for review in pr.reviews:
+            if review.commit_id:
+                owner.setdefault(review.commit_id, pr)
+    return owner
+
+
+def _trials(result: Mapping[str, Any]) -> list[dict[str, Any]]:
+    return [
+        {
+            "index": t.get("index"),
+            "shape": json.dumps(t.get("shape") or {}, sort_keys=True),
+            "dtype": t.get("dtype"),
+            "seed": t.get("seed"),
+            "ok": bool(t.get("ok")),
+            "max_abs_err": t.get("max_abs_err"),
+            "max_rel_err": t.get("max_rel_err"),
+            "flags": [str(f) for f in t.get("flags") or []],
+        }
+        for t in result.get("trials") or []
+    ]
+
+
+def _timings(result: Mapping[str, Any]) -> list[dict[str, Any]]:
+    return [
+        {
+            "shape": json.dumps(t.get("shape") or {}, sort_keys=True),
+            "dtype": t.get("dtype"),
+            "candidate_median_ms": (t.get("candidate") or {}).get("median_ms"),
+            "baseline_median_ms": (t.get("baseline") or {}).get("median_ms"),
+            "speedup": t.get("speedup"),
+            "suspicious": bool(t.get("suspicious")),
+        }
+        for t in result.get("timings") or []
+    ]
+
+
+def make_row(
+    job: JobRecord, pr: PullInfo | None, mirror: GitMirror, models: Mapping[str, str], main_sha: str | None
+) -> dict[str, Any]:
+    result: dict[str, Any] = job.result or {}
+    code = mirror.file_at(job.sha, job.kernel)
+    digest = hashlib.sha256(code).hexdigest() if code is not None else result.get("candidate_sha256")
+    # The forge only accepts commits authored by their pusher; when the commit is gone from every
+    # branch (force-pushed away), the job's submitter — the one who pushed it — is the author.
+    author = agent_of(mirror.author_email(job.sha)) or (job.submitter if code is None else None)
+    on_main = False
+    if main_sha and code is not None:
+        merged = mirror.file_at(main_sha, job.kernel)
+        on_main = merged is not None and hashlib.sha256(merged).hexdigest() == digest
+    not_author = {author, pr.author if pr else None}
+    reviews = pr.reviews if pr else []
+    reviewers = sorted({r.user for r in reviews if r.state in VERDICT_REVIEWS} - not_author)
+    approvers = sorted(
+        {r.user for r in reviews if r.state == "APPROVED" and r.commit_id == job.sha and not r.dismissed}
+        - not_author
+    )
+    verdict = job.verdict or result.get("verdict")
+    merged_head = pr is not None and pr.merged and pr.head_sha == job.sha
+    env = result.get("environment") or None
+    trials = _trials(result)
+    timings = _timings(result)
+    speedups = [t["speedup"] for t in timings if t["speedup"] is not None]
+    reasons = [str(r) for r in result.get("reasons") or []] or ([job.error] if job.error else [])
+    return {
+        "record_id": job.id,
+        "schema_version": SCHEMA_VERSION,
+        "task": job.task,
+        "repo": job.repo,
+        "commit": job.sha,
+        "kernel_path": job.kernel,
+        "kernel_code": code.decode(errors="replace") if code is not None else None,
+        "kernel_sha256": digest,
+        "author": author,
+        "author_model": models.get(author) if author else None,
+        "submitter": job.submitter,
+        "reproduction": job.reproduce_pr is not None,
+        "reviewers": reviewers,
+        "approvers": approvers,
+        "reviews": [
+            {"user": r.user, "state": r.state, "commit_id": r.commit_id, "on_head": r.commit_id == job.sha}
+            for r in reviews
+        ],
+        "pr_number": pr.number if pr else None,
+        "pr_title": pr.title if pr else None,
+        "pr_state": ("merged" if pr.merged else pr.state) if pr else None,
+        "merge_commit": pr.merge_commit if pr and pr.merged else None,
+        "accepted": verdict == "pass" and merged_head,
+        "on_main": on_main,
+        "pool": job.pool,
+        "device": (env or {}).get("device"),
+        "device_name": (env or {}).get("device_name"),
+        "node": job.node,
+        "devices": list(job.allocated),
+        "environment": {k: (str(v) if v is not None else None) for k, v in env.items()} if env else None,
+        "kind": job.kind,
+        "state": job.state,
+        "verdict": verdict,
+        "passed": verdict == "pass",
+        "flags": [str(f) for f in result.get("flags") or []],
+        "reasons": reasons,
+        "needs_review": bool(result.get("needs_review")),
+        "trials": trials,
+        "n_trials": len(trials),
+        "n_trials_passed": sum(t["ok"] for t in trials),
+        "timings": timings,
+        "speedup": statistics.median(speedups) if speedups else None,
+        "harness_s": (result.get("durations") or {}).get("total_s"),
+        "job_s": (job.finished - job.started) if job.finished and job.started else None,
+        "submitted_at": job.submitted,
+        "finished_at": job.finished,
+        "refines": None,
+        "refines_commit": None,
+    }
+
+
+def add_lineage(rows: list[dict[str, Any]]) -> None:
+    """A record refines the latest earlier attempt by the same author at the same task on another commit."""
+    history: dict[tuple[str, str | None], list[dict[str, Any]]] = {}
+    for row in sorted(rows, key=lambda r: (r["submitted_at"] or 0.0, r["record_id"])):
+        key = (row["task"], row["author"])
+        earlier = [r for r in history.get(key, []) if r["commit"] != row["commit"]]
+        if earlier and row["author"] is not None:
+            row["refines"] = earlier[-1]["record_id"]
+            row["refines_commit"] = earlier[-1]["commit"]
+        history.setdefault(key, []).append(row)
+
+
+def build_rows(
+    repo: str,
+    jobs: list[JobRecord],
+    pulls: list[PullInfo],
+    mirror: GitMirror,
+    models: Mapping[str, str],
+    main_branch: str = "main",
+) -> list[dict[str, Any]]:
+    owner = link_pulls([p for p in pulls if p.base_ref == main_branch], mirror)
+    main = mirror.git("rev-parse", "--verify", "-q", f"refs/heads/{main_branch}", check=False)
+    main_sha = main.stdout.decode().strip() or None
+    rows = [make_row(j, owner.get(j.sha), mirror, models, main_sha) for j in jobs if j.repo == repo]
+    add_lineage(rows)
+    rows.sort(key=lambda r: (r["submitted_at"] or 0.0, r["record_id"]))
+    return rows
+
+
+def write_dataset(rows: list[dict[str, Any]], out: Path, repo: str) -> tuple[DatasetPaths, dict[str, Any]]:
+    data = out / "data"
+    data.mkdir(parents=True, exist_ok=True)
+    paths = DatasetPaths(
+        jsonl=data / "records.jsonl",
+        parquet=data / "records.parquet",
+        card=out / "README.md",
+        summary=out / "summary.json",
+    )
+    tmp = paths.jsonl.with_suffix(".jsonl.tmp")
+    tmp.write_text("".join(json.dumps(r, sort_keys=True) + "\n" for r in rows))
+    tmp.replace(paths.jsonl)
+    table = pa.Table.from_pylist(rows, schema=SCHEMA)
+    pq.write_table(table, paths.parquet.with_suffix(".parquet.tmp"))
+    paths.parquet.with_suffix(".parquet.tmp").replace(paths.parquet)
+    summary = summarize(rows, repo)
+    paths.summary.write_text(json.dumps(summary, indent=1, sort_keys=True) + "\n")
+    paths.card.write_text(render_card(summary))
+    return paths, summary
+
+
+def build_dataset(
+    url: str,
+    token: str,
+    repo: str,
+    out: Path,
+    models: Mapping[str, str] | None = None,
+    job_source: JobRecordSource | None = None,
+    mirror_dir: Path | None = None,
+) -> BuildReport:
+    """Fetch everything from the gateway (as ``token``'s principal) and write the dataset to ``out``."""
+    with httpx.Client(base_url=url, headers={"Authorization": f"Bearer {token}"}, timeout=120) as http:
+        forge = ForgeReviewSource(http)
+        info = forge.repo(repo)
+        pulls = forge.pulls(repo)
+        jobs = (job_source or GatewayJobSource(http)).job_records(repo)
+    with tempfile.TemporaryDirectory(prefix="kswarm-dataset-") as tmp:
+        mirror = GitMirror.fetch(info["clone_url"], token, mirror_dir or Path(tmp) / "mirror.git")
+        rows = build_rows(repo, jobs, pulls, mirror, models or {}, info.get("default_branch") or "main")
+    paths, summary = write_dataset(rows, out, repo)
+    return BuildReport(repo=repo, paths=paths, summary=summary, rows=rows)

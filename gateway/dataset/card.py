@@ -1,0 +1,142 @@
+"""The dataset card (``README.md`` with Hugging Face front matter) and its numbers."""
+
+from __future__ import annotations
+
+import time
+from collections import Counter
+from typing import Any
+
+from gateway.dataset.schema import COLUMNS, SCHEMA_VERSION, type_name
+
+
+def _rate(part: int, whole: int) -> float:
+    return round(part / whole, 4) if whole else 0.0
+
+
+def summarize(rows: list[dict[str, Any]], repo: str) -> dict[str, Any]:
+    """Counts, pools, pass rates: what the card shows and ``summary.json`` holds."""
+    by_pool: dict[str, Counter[str]] = {}
+    by_task: dict[str, Counter[str]] = {}
+    by_author: dict[str, Counter[str]] = {}
+    for row in rows:
+        for table, key in ((by_pool, row["pool"]), (by_task, row["task"]), (by_author, row["author"] or "?")):
+            c = table.setdefault(key, Counter())
+            c["records"] += 1
+            c["passed"] += bool(row["passed"])
+            c["accepted"] += bool(row["accepted"])
+
+    def table(counts: dict[str, Counter[str]]) -> dict[str, dict[str, Any]]:
+        return {
+            k: {
+                "records": c["records"],
+                "passed": c["passed"],
+                "accepted": c["accepted"],
+                "pass_rate": _rate(c["passed"], c["records"]),
+            }
+            for k, c in sorted(counts.items())
+        }
+
+    verdicts = Counter(str(r["verdict"]) for r in rows)
+    flags = Counter(f for r in rows for f in r["flags"])
+    return {
+        "repo": repo,
+        "schema_version": SCHEMA_VERSION,
+        "built_at": time.time(),
+        "records": len(rows),
+        "accepted": sum(bool(r["accepted"]) for r in rows),
+        "passed": sum(bool(r["passed"]) for r in rows),
+        "pass_rate": _rate(sum(bool(r["passed"]) for r in rows), len(rows)),
+        "tasks": len(by_task),
+        "tasks_with_accepted": sum(1 for c in by_task.values() if c["accepted"]),
+        "authors": sorted(a for a in by_author if a != "?"),
+        "pools": table(by_pool),
+        "by_task": table(by_task),
+        "by_author": table(by_author),
+        "verdicts": dict(sorted(verdicts.items())),
+        "flags": dict(flags.most_common()),
+    }
+
+
+def _md_table(header: list[str], rows: list[list[Any]]) -> str:
+    lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
+    lines += ["| " + " | ".join(str(x) for x in row) + " |" for row in rows]
+    return "\n".join(lines)
+
+
+def _counts_table(title: str, counts: dict[str, dict[str, Any]]) -> str:
+    rows = [[k, c["records"], c["passed"], c["accepted"], f"{c['pass_rate']:.0%}"] for k, c in counts.items()]
+    return _md_table([title, "records", "passed", "accepted", "pass rate"], rows)
+
+
+def render_card(s: dict[str, Any]) -> str:
+    built = time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime(s["built_at"]))
+    schema = _md_table(
+        ["column", "type", "meaning"], [[f"`{c.name}`", type_name(c.type), c.doc] for c in COLUMNS]
+    )
+    verdicts = ", ".join(f"{k} {v}" for k, v in s["verdicts"].items()) or "none"
+    flags = ", ".join(f"`{k}` {v}" for k, v in s["flags"].items()) or "none"
+    return f"""---
+configs:
+- config_name: default
+  data_files:
+  - split: train
+    path: data/records.parquet
+tags:
+- triton
+- kernels
+- code
+---
+
+# kswarm kernel dataset: `{s["repo"]}`
+
+Every verification attempt of a Triton kernel submitted to the swarm's dataset repo, one row per
+attempt, with the kernel's source, its author (the commit author, enforced by the forge), the PR and
+its reviewers, the harness's per-trial results, flags, timings where measured, and lineage.
+`accepted` rows are the kernels the review gate merged into `main` and that passed verification at
+exactly that commit. Built {built} by `kswarm dataset build`; schema version {s["schema_version"]}.
+
+## Counts
+
+- records (verification attempts): **{s["records"]}**, accepted **{s["accepted"]}**
+- passed: {s["passed"]} ({s["pass_rate"]:.0%})
+- tasks with attempts: {s["tasks"]}; with an accepted kernel: {s["tasks_with_accepted"]}
+- authors: {", ".join(s["authors"]) or "none"}
+- verdicts: {verdicts}
+- flags: {flags}
+
+### Pools
+
+{_counts_table("pool", s["pools"])}
+
+### Tasks
+
+{_counts_table("task", s["by_task"])}
+
+### Authors
+
+{_counts_table("author", s["by_author"])}
+
+## Loading
+
+```python
+import datasets
+
+ds = datasets.load_dataset("parquet", data_files="data/records.parquet", split="train")
+accepted = ds.filter(lambda r: r["accepted"])
+```
+
+`data/records.jsonl` holds the same rows as JSON Lines.
+
+## Schema
+
+{schema}
+
+Nested values: `trials[].shape` and `timings[].shape` are JSON objects as strings (shapes differ per
+task). A row's `reviewers` never include its `author`: the forge refuses self-review.
+
+## Caveats
+
+- Correctness is what the harness checked: the task's sampled shapes, dtypes and seeds. A `cpu` pool
+  pass is a screen through Triton's interpreter, not a device result.
+- `speedup` is measured only on device pools by `bench` jobs; above 10x it is flagged for review.
+"""

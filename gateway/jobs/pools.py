@@ -1,0 +1,240 @@
+"""Pool configuration and the admission rules a submission is checked against.
+
+A pool is a queue plus the machines that serve it: a device type, nodes with device ids, an executor
+and rules. A request that breaks a rule is refused at submission with ``RuleViolation``, whose message
+names the rule (``allowed_device_counts``, ``single_node``, ``node_capacity``, ``max_timeout_s``,
+``kinds``, ``max_queued_per_agent``). ``max_running_per_agent`` is not a refusal: extra jobs wait.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any, Literal
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic_settings import BaseSettings, SettingsConfigDict
+
+from gateway.jobs.models import JobKind, JobRequest
+
+# The task catalogue's trusted task definitions (a path: the gateway does not import the catalogue).
+CATALOGUE_TASKS = Path(__file__).resolve().parents[2] / "orchestrator" / "catalogue" / "tasks"
+DeviceType = Literal["cpu", "cuda", "npu"]
+VISIBLE_DEVICES_VAR: dict[str, str | None] = {
+    "cpu": None,
+    "cuda": "CUDA_VISIBLE_DEVICES",
+    "npu": "ASCEND_RT_VISIBLE_DEVICES",
+}
+
+
+class RuleViolation(ValueError):
+    """A submission refused by a pool rule; ``rule`` is the rule's name, also in the message."""
+
+    def __init__(self, rule: str, message: str) -> None:
+        super().__init__(f"refused by rule {rule}: {message}")
+        self.rule = rule
+
+
+class _Model(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+class NodeConfig(_Model):
+    """One machine of a pool and the devices it offers (CPU pools: job slots)."""
+
+    name: str = Field(pattern=r"^[A-Za-z0-9_.-]{1,64}$", description="Node name (Slurm node, host, 'local').")
+    devices: list[int] = Field(min_length=1, description="Device ids on the node, e.g. 0..7 (cpu: slot ids).")
+
+
+class PoolRules(_Model):
+    """What a pool admits and how it shares itself between agents."""
+
+    allowed_device_counts: list[int] | None = Field(
+        None, description="Device counts a job may ask for on its node, e.g. [8] = exactly 8 cards."
+    )
+    max_running_per_agent: int = Field(2, ge=1, description="Jobs of one agent running at once; more wait.")
+    max_queued_per_agent: int = Field(50, ge=1, description="Jobs of one agent waiting; more are refused.")
+    reproduction_priority: bool = Field(True, description="Review-reproduction jobs go before others.")
+    max_timeout_s: int = Field(3600, ge=1, description="Longest wall-clock limit a job may ask for.")
+    kinds: list[JobKind] = Field(
+        default_factory=lambda: ["verify", "bench"], description="Job kinds accepted (cpu: verify only)."
+    )
+
+
+class JobLimits(_Model):
+    """Limits applied to one job's process tree by the executors."""
+
+    memory_bytes: int = Field(16 << 30, ge=64 << 20, description="Address space (rlimit AS / cgroup).")
+    cpu_time_s: int | None = Field(None, ge=1, description="CPU seconds (RLIMIT_CPU); default timeout x 2.")
+    nofile: int = Field(1024, ge=64, description="Open files (RLIMIT_NOFILE).")
+    nproc: int = Field(4096, ge=16, description="Processes/threads (RLIMIT_NPROC, docker pids_limit).")
+    file_bytes: int = Field(1 << 30, ge=1 << 20, description="Largest file a job may write (RLIMIT_FSIZE).")
+    output_bytes: int = Field(256 << 10, ge=1024, description="Output kept (stdout+stderr); the rest is cut.")
+    cpus: float = Field(2.0, gt=0, description="CPU share for containers (docker nano_cpus).")
+
+
+class PoolConfig(_Model):
+    """A job pool: device type, nodes, executor, rules and the verification command."""
+
+    name: str = Field(pattern=r"^[a-z0-9][a-z0-9_-]{0,63}$", description="Pool name, e.g. cpu, gpu-h100.")
+    device: DeviceType = Field("cpu", description="Device type the jobs run on.")
+    executor: Literal["local", "docker", "slurm"] = Field("local", description="How workers run a job.")
+    nodes: list[NodeConfig] = Field(
+        default_factory=lambda: [NodeConfig(name="local", devices=[0, 1])],
+        description="Nodes and their device ids (Slurm: what the cluster has).",
+    )
+    default_devices: int | None = Field(None, ge=0, description="Devices when a job names none.")
+    timeout_s: int = Field(600, ge=1, description="Default wall-clock limit of one attempt.")
+    max_attempts: int = Field(3, ge=1, le=20, description="Deliveries (worker deaths) before dead-lettering.")
+    rules: PoolRules = Field(default_factory=PoolRules, description="Admission and sharing rules.")
+    limits: JobLimits = Field(default_factory=JobLimits, description="Per-job process limits.")
+    harness_pool: str | None = Field(
+        None, description="--pool for the harness; default: device (cpu/cuda/npu)."
+    )
+    harness_command: list[str] | None = Field(
+        None,
+        description="Command template instead of the real harness (tests); fields {python} {task_dir} "
+        "{candidate} {pool} {out} {timeout} {kind}.",
+    )
+    tasks_dir: Path | None = Field(
+        None, description="Trusted task definitions; default: the task catalogue (orchestrator/catalogue/tasks)."
+    )
+    gres: str | None = Field(None, description="Slurm GRES name; default gpu (cuda) or npu (npu).")
+    partition: str | None = Field(None, description="Slurm partition; default: the cluster's default.")
+    image: str = Field("kswarm/empty", description="Docker image; host binaries are bind-mounted read-only.")
+
+    @model_validator(mode="before")
+    @classmethod
+    def _from_swarm_spec(cls, data: Any) -> Any:
+        """Accept the swarm spec's short pool shape (kind, cards_per_node, workers) as well."""
+        if not isinstance(data, dict) or not ({"kind", "cards_per_node", "workers"} & set(data)):
+            return data
+        data = dict(data)
+        kind = data.pop("kind", None)
+        if kind and "executor" not in data:
+            data["executor"] = kind
+        cards = int(data.pop("cards_per_node", 0) or 0)
+        workers = int(data.pop("workers", 1) or 1)
+        if cards and "nodes" not in data:
+            data["nodes"] = [{"name": f"node{i}", "devices": list(range(cards))} for i in range(workers)]
+            rules = dict(data.get("rules") or {})
+            rules.setdefault("allowed_device_counts", [cards])  # "a job takes a whole node"
+            data["rules"] = rules
+        return data
+
+    @model_validator(mode="after")
+    def _consistent(self) -> PoolConfig:
+        if self.device == "cpu" and "rules" not in self.model_fields_set:
+            self.rules = PoolRules(allowed_device_counts=[1], kinds=["verify"])
+        names = [n.name for n in self.nodes]
+        if len(set(names)) != len(names):
+            raise ValueError(f"pool {self.name}: node names repeat")
+        return self
+
+    @property
+    def node_capacity(self) -> int:
+        return max(len(n.devices) for n in self.nodes)
+
+    @property
+    def visible_devices_var(self) -> str | None:
+        return VISIBLE_DEVICES_VAR[self.device]
+
+    def harness_pool_name(self) -> str:
+        return self.harness_pool or self.device
+
+    def gres_name(self) -> str:
+        return self.gres or ("npu" if self.device == "npu" else "gpu")
+
+    def task_root(self) -> Path:
+        return (self.tasks_dir or CATALOGUE_TASKS).resolve()
+
+    def node(self, name: str | None) -> NodeConfig:
+        if name is None:
+            return self.nodes[0]
+        for node in self.nodes:
+            if node.name == name:
+                return node
+        raise ValueError(f"pool {self.name} has no node {name!r}; nodes: {[n.name for n in self.nodes]}")
+
+    def default_device_count(self) -> int:
+        if self.default_devices is not None:
+            return self.default_devices
+        if self.rules.allowed_device_counts:
+            return min(self.rules.allowed_device_counts)
+        return 1
+
+    def admit(self, request: JobRequest) -> tuple[int, int]:
+        """Check a request against the rules; return (devices, timeout_s) or raise RuleViolation."""
+        devices = request.devices if request.devices is not None else self.default_device_count()
+        rules = self.rules
+        if request.nodes != 1:
+            raise RuleViolation(
+                "single_node",
+                f"pool {self.name} runs a job on exactly one node (gang allocation); you asked for "
+                f"{request.nodes} nodes",
+            )
+        allowed = rules.allowed_device_counts
+        if allowed is not None and devices not in allowed:
+            what = "exactly " + str(allowed[0]) if len(allowed) == 1 else "one of " + str(sorted(allowed))
+            raise RuleViolation(
+                "allowed_device_counts",
+                f"pool {self.name} takes {what} {self._unit()} per job on one node; you asked for {devices}",
+            )
+        if devices > self.node_capacity or devices < 0:
+            raise RuleViolation(
+                "node_capacity",
+                f"pool {self.name}'s largest node has {self.node_capacity} {self._unit()}; "
+                f"you asked for {devices}",
+            )
+        timeout = request.timeout_s or min(self.timeout_s, rules.max_timeout_s)
+        if timeout > rules.max_timeout_s:
+            raise RuleViolation(
+                "max_timeout_s",
+                f"pool {self.name} allows at most {rules.max_timeout_s} s; you asked for {timeout}",
+            )
+        if request.kind not in rules.kinds:
+            raise RuleViolation(
+                "kinds", f"pool {self.name} accepts {', '.join(rules.kinds)} jobs, not {request.kind}"
+            )
+        return devices, timeout
+
+    def _unit(self) -> str:
+        return "slots" if self.device == "cpu" else "devices"
+
+
+def default_pools() -> list[PoolConfig]:
+    return [PoolConfig(name="cpu")]
+
+
+def load_pools(path: Path) -> list[PoolConfig]:
+    """Pools from a YAML or JSON file: a list, or a mapping with ``pools:`` (a swarm.yaml works)."""
+    raw = (
+        yaml.safe_load(path.read_text()) if path.suffix in (".yaml", ".yml") else json.loads(path.read_text())
+    )
+    if isinstance(raw, dict):
+        raw = raw.get("pools", [])
+    if not isinstance(raw, list):
+        raise ValueError(f"{path}: expected a list of pools or a mapping with 'pools'")
+    return [PoolConfig.model_validate(p) for p in raw]
+
+
+class JobsSettings(BaseSettings):
+    """Job-runner settings of the gateway (environment prefix ``KSWARM_JOBS_``)."""
+
+    model_config = SettingsConfigDict(env_prefix="KSWARM_JOBS_", extra="ignore")
+
+    pools_file: Path | None = Field(None, description="YAML/JSON with the pools (or a swarm.yaml).")
+    pools: list[PoolConfig] = Field(default_factory=default_pools, description="Pools when no file is given.")
+    default_repo: str | None = Field(None, description="org/name used when a submission names no repo.")
+    claim_idle_s: float = Field(30.0, gt=0, description="Silence after which a running job is reclaimed.")
+    reclaim_every_s: float = Field(5.0, gt=0, description="How often the gateway looks for dead workers.")
+    log_max_bytes: int = Field(1 << 20, ge=1024, description="Log bytes kept per job.")
+    recent_kept: int = Field(200, ge=10, description="Finished jobs listed per pool.")
+
+    def pool_list(self) -> list[PoolConfig]:
+        pools = load_pools(self.pools_file) if self.pools_file else self.pools
+        names = [p.name for p in pools]
+        if len(set(names)) != len(names):
+            raise ValueError(f"pool names repeat: {names}")
+        return pools

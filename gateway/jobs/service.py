@@ -1,0 +1,363 @@
+"""What the REST routes and the MCP tools share: submission checks, worker calls, views.
+
+Identity is always the caller's principal: the submitter of a job, the consumer that runs it
+(``<worker principal>/<instance>``) and who may cancel it are derived from the token, never from a body.
+The task of a job is always the one its kernel's path names. Who may read a job is ``access.py``; what
+follows a final state (evidence, notice) is ``outcomes.py``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+from redis.exceptions import RedisError
+
+from gateway import keys as gateway_keys
+from gateway.context import GatewayContext
+from gateway.forge.kernels import task_of_kernel
+from gateway.jobs.access import JobAccess
+from gateway.jobs.models import (
+    SHA_RE,
+    Assignment,
+    FinishReply,
+    FinishRequest,
+    HeartbeatReply,
+    HeartbeatRequest,
+    Job,
+    JobRequest,
+    TakeRequest,
+    new_job_id,
+)
+from gateway.jobs.outcomes import JobOutcomes
+from gateway.jobs.pools import JobsSettings, PoolConfig, RuleViolation
+from gateway.jobs.queue import JobQueue
+from gateway.principals import Principal, PrincipalKind
+
+log = logging.getLogger("kswarm.jobs")
+
+
+class JobError(Exception):
+    """A refused job operation; ``status`` is the HTTP status it maps to."""
+
+    def __init__(self, message: str, status: int = 400) -> None:
+        super().__init__(message)
+        self.status = status
+
+
+class ForgeRefs:
+    """Resolves ``org/name`` + ref to a sha through the gateway's forge (looked up at call time)."""
+
+    def __init__(self, ctx: GatewayContext, default_repo: str | None) -> None:
+        self.ctx = ctx
+        self.default_repo = default_repo
+
+    @property
+    def forge(self) -> Any:
+        return self.ctx.extras.get("forge")
+
+    async def repo(self, repo: str | None) -> str:
+        repo = repo or self.default_repo
+        if self.forge is None:
+            if not repo:
+                raise JobError("name the repo as org/name")
+            return repo
+        from gateway.forge.models import ForgeError
+        from gateway.forge.service import resolve_repo
+
+        try:
+            org, name = await resolve_repo(self.ctx, repo)
+            if hasattr(self.forge, "repo_info"):  # the embedded forge: fail early on a missing repo
+                await self.forge.repo_info(org, name)
+        except ForgeError as exc:
+            raise JobError(str(exc), exc.status) from exc
+        return f"{org}/{name}"
+
+    async def resolve(self, repo: str, ref: str, path: str) -> tuple[str, bool | None]:
+        """(sha of ``ref``, whether ``path`` exists there or None when unknown); one git process.
+
+        A branch name wins over a tag or sha of the same spelling, as the forge resolves it."""
+        bare = self._bare(repo)
+        if bare is None:
+            if SHA_RE.match(ref):
+                return ref, None
+            raise JobError(f"cannot resolve {ref!r} without the embedded forge: give the full 40-hex sha")
+        if "\n" in ref or "\n" in path:
+            raise JobError("bad ref or path")
+        from gateway.forge.gitrepo import run_git
+
+        names = [f"refs/heads/{ref}", ref]
+        query = "".join(f"{n}^{{commit}}\n{n}:{path}\n" for n in names)
+        result = await run_git("cat-file", "--batch-check", git_dir=bare.path, stdin=query.encode())
+        kinds = [[*line.split(), "", ""][:2] for line in result.out.splitlines()]  # [object, type]
+        for i in range(len(names)):
+            (commit, kind), (_, blob) = [*kinds[2 * i : 2 * i + 2], ["", ""], ["", ""]][:2]
+            if kind == "commit":
+                return commit, blob == "blob"
+        raise JobError(f"no commit {ref!r} in {repo}", 404)
+
+    async def pull(self, repo: str, number: int) -> Any:
+        if self.forge is None:
+            raise JobError("no forge: reproductions need the forge plugin")
+        from gateway.forge.models import ForgeError
+
+        org, _, name = repo.partition("/")
+        try:
+            return await self.forge.get_pr(org, name, number)
+        except ForgeError as exc:
+            raise JobError(str(exc), exc.status) from exc
+
+    def _bare(self, repo: str) -> Any:
+        if self.forge is None or not hasattr(self.forge, "bare"):
+            return None
+        org, _, name = repo.partition("/")
+        return self.forge.bare(org, name)
+
+
+class JobService:
+    def __init__(self, ctx: GatewayContext, settings: JobsSettings, pools: list[PoolConfig]) -> None:
+        self.ctx = ctx
+        self.settings = settings
+        self.pools = {p.name: p for p in pools}
+        self.queue = JobQueue(
+            ctx.redis, log_max_bytes=settings.log_max_bytes, recent_kept=settings.recent_kept
+        )
+        self.refs = ForgeRefs(ctx, settings.default_repo)
+        self.outcomes = JobOutcomes(ctx, self.queue)
+
+    def pool(self, name: str) -> PoolConfig:
+        try:
+            return self.pools[name]
+        except KeyError:
+            raise JobError(f"unknown pool {name!r}; pools: {', '.join(sorted(self.pools))}", 404) from None
+
+    # -- agents and operators -----------------------------------------------------------------
+
+    async def submit(self, principal: Principal, request: JobRequest) -> Job:
+        if principal.kind not in (PrincipalKind.agent, PrincipalKind.operator):
+            raise JobError(f"{principal.kind.value} principals do not submit jobs", 403)
+        task = task_of_kernel(request.kernel)  # the only task this file can be verified as
+        pool = self.pool(request.pool)
+        devices, timeout = pool.admit(request)
+        task_dir = pool.task_root() / task
+        if pool.task_root().is_dir() and not (task_dir / "task.py").is_file():
+            raise JobError(f"pool {pool.name} has no task {task!r} (from {request.kernel})", 404)
+        repo = await self.refs.repo(request.repo)
+        ref = request.ref
+        priority = "normal"
+        if request.reproduce_pr is not None:
+            pr = await self.refs.pull(repo, request.reproduce_pr)
+            if pr.author == principal.name:
+                raise RuleViolation(
+                    "reproduction_by_reviewer", "a PR's author does not reproduce their own PR"
+                )
+            if "ref" not in request.model_fields_set:
+                ref = pr.head_sha or ref
+            if pool.rules.reproduction_priority:
+                priority = "reproduction"
+        sha, has_kernel = await self.refs.resolve(repo, ref, request.kernel)
+        if has_kernel is False:
+            raise JobError(f"no file {request.kernel} at {sha[:12]} in {repo}", 404)
+        job = Job(
+            id=new_job_id(),
+            submitter=principal.name,
+            repo=repo,
+            ref=ref,
+            sha=sha,
+            task=task,
+            kernel=request.kernel,
+            entry=request.entry,
+            pool=pool.name,
+            nodes=request.nodes,
+            devices=devices,
+            kind=request.kind,
+            timeout_s=timeout,
+            priority=priority,  # type: ignore[arg-type]
+            reproduce_pr=request.reproduce_pr,
+            max_attempts=pool.max_attempts,
+            submitted=time.time(),
+        )
+        # Evidence first: a worker may take and finish the job before submit() returns.
+        await self.outcomes.submitted(job)
+        try:
+            queued = await self.queue.submit(job, pool.rules.max_queued_per_agent)
+        except BaseException:
+            await self.outcomes.refused(job)
+            raise
+        await self.announce(queued)
+        return queued
+
+    async def announce(self, job: Job) -> None:
+        """A job changed state: one ``type=job`` entry on the global event stream (SSE, the UI's Jobs
+        panel refreshes on it). Best effort: the job's own record is what counts."""
+        fields = {
+            "type": "job",
+            "job": job.id,
+            "pool": job.pool,
+            "state": str(job.state),
+            "agent": job.submitter,
+            "task": job.task,
+            "verdict": job.verdict or "",
+            "ts": repr(time.time()),
+        }
+        try:
+            await self.ctx.redis.xadd(
+                gateway_keys.EVENTS, fields, maxlen=self.ctx.settings.events_maxlen, approximate=True
+            )
+        except RedisError:
+            pass
+
+    async def get(self, job_id: str) -> Job:
+        job = await self.queue.get(job_id)
+        if job is None:
+            raise JobError(f"no job {job_id}", 404)
+        return job
+
+    async def read(self, principal: Principal, job_id: str) -> Job:
+        """A job the caller may read (docs/jobs.md "Who sees a job"); others get the missing-job 404."""
+        job = await self.queue.get(job_id)
+        if job is None or not await JobAccess(self.ctx).can_read(principal, job):
+            raise JobError(f"no job {job_id}", 404)
+        return job
+
+    async def visible(self, principal: Principal, jobs: list[Job]) -> list[Job]:
+        return await JobAccess(self.ctx).visible(principal, jobs)
+
+    async def logs(self, principal: Principal, job_id: str, tail: int | None = None) -> str:
+        await self.read(principal, job_id)
+        return await self.queue.logs(job_id, tail)
+
+    async def cancel(self, principal: Principal, job_id: str) -> Job:
+        job = await self.read(principal, job_id)
+        if principal.name != job.submitter and principal.kind != PrincipalKind.operator:
+            raise JobError(f"only {job.submitter} (the submitter) or an operator cancels {job_id}", 403)
+        await self.queue.cancel(job_id)
+        cancelled = await self.get(job_id)
+        if cancelled.terminal:
+            await self.outcomes.deliver(job_id)
+        await self.announce(cancelled)
+        return cancelled
+
+    async def pools_view(self, principal: Principal) -> list[dict[str, Any]]:
+        out = []
+        access = JobAccess(self.ctx)
+        for pool in self.pools.values():
+            depth = await self.queue.depth(pool.name)
+            for listing in ("running_jobs", "recent"):
+                jobs = [Job.model_validate(j) for j in depth[listing]]
+                depth[listing] = [j.public(with_result=False) for j in await access.visible(principal, jobs)]
+            out.append({**depth, "config": pool.model_dump(mode="json", exclude={"harness_command"})})
+        return out
+
+    # -- workers ----------------------------------------------------------------------------
+
+    @staticmethod
+    def consumer(principal: Principal, instance: str) -> str:
+        if principal.kind != PrincipalKind.worker:
+            raise JobError("only worker principals run jobs", 403)
+        return f"{principal.name}/{instance}"
+
+    async def take(
+        self,
+        principal: Principal,
+        pool_name: str,
+        body: TakeRequest,
+        gone: Callable[[], Awaitable[bool]] | None = None,
+    ) -> Assignment | None:
+        """The next job for this worker, waiting up to ``body.wait_s``; ``gone()`` says the worker hung
+        up, so that a dead worker's long-poll never takes a job it cannot run (it would sit until
+        reclaimed)."""
+        consumer = self.consumer(principal, body.instance)
+        pool = self.pool(pool_name)
+        node = pool.node(body.node) if pool.executor != "slurm" else None
+        capacity = len(node.devices) if node is not None else None
+        deadline = time.monotonic() + body.wait_s
+        while True:
+            lease_ms = int(self.settings.claim_idle_s * 1000)
+            holder = await self.queue.lease_node(pool.name, body.node, consumer, lease_ms)
+            if holder is not None:
+                raise JobError(f"node {body.node} of pool {pool.name} is served by {holder}", 409)
+            if gone is not None and await gone():
+                return None
+            bell = await self.queue.bell_id(pool.name)
+            taken = await self.queue.take(
+                pool.name,
+                consumer,
+                body.node,
+                body.free_devices,
+                pool.rules.max_running_per_agent,
+                capacity,
+                body.free_ids,
+            )
+            if taken is not None:
+                await self.announce(taken.job)
+                return Assignment(job=taken.job, attempt=taken.attempt, consumer=consumer)
+            left = deadline - time.monotonic()
+            if left <= 0:
+                return None
+            await self.queue.wait_bell(pool.name, bell, min(left, self.settings.claim_idle_s / 3))
+
+    async def heartbeat(self, principal: Principal, job_id: str, body: HeartbeatRequest) -> HeartbeatReply:
+        consumer = self.consumer(principal, body.instance)
+        ok, cancel = await self.queue.heartbeat(job_id, consumer, body.attempt, body.log)
+        if ok:
+            job = await self.queue.get(job_id)
+            if job is not None and job.node:
+                lease_ms = int(self.settings.claim_idle_s * 1000)
+                await self.queue.lease_node(job.pool, job.node, consumer, lease_ms)
+        return HeartbeatReply(ok=ok, cancel=cancel)
+
+    async def finish(self, principal: Principal, job_id: str, body: FinishRequest) -> FinishReply:
+        consumer = self.consumer(principal, body.instance)
+        recorded, state = await self.queue.finish(
+            job_id,
+            consumer,
+            body.attempt,
+            body.state,
+            verdict=body.verdict,
+            error=body.error,
+            exit_code=body.exit_code,
+            result=body.result,
+            log=body.log,
+        )
+        if recorded and state:
+            job = await self.queue.get(job_id)
+            if job is not None:
+                self.ctx.metrics.jobs_finished.labels(pool=job.pool, state=state).inc()
+                await self.outcomes.deliver(job_id)
+                await self.announce(job)
+        return FinishReply(recorded=recorded, state=state or "error")  # type: ignore[arg-type]
+
+    async def refresh_metrics(self) -> None:
+        """Scrape-time gauges: jobs queued and running, queue depth and dead letters per pool."""
+        m = self.ctx.metrics
+        for pool in self.pools.values():
+            depth = await self.queue.depth(pool.name)
+            m.jobs.labels(pool=pool.name, state="queued").set(depth["queued"])
+            m.jobs.labels(pool=pool.name, state="running").set(depth["running"])
+            m.queue_depth.labels(pool=pool.name).set(depth["queued"])
+            m.dead_letters.labels(pool=pool.name).set(depth["dead_letters"])
+
+    async def reclaim_loop(self) -> None:
+        """Requeue or dead-letter the jobs of silent workers, in every pool, and deliver the outcomes
+        a crash left undelivered, forever."""
+        idle_ms = int(self.settings.claim_idle_s * 1000)
+        while True:
+            try:
+                await self.outcomes.deliver_pending()
+            except Exception:
+                log.exception("delivering job outcomes failed")
+            for pool in self.pools:
+                try:
+                    for action in await self.queue.reclaim(pool, idle_ms):
+                        job = await self.queue.get(action.job_id)
+                        if job is not None:
+                            if job.terminal:  # dead-lettered or cancelled: its evidence is final
+                                await self.outcomes.deliver(job.id)
+                            await self.announce(job)
+                except Exception:  # a bad pass must not stop reclaiming; the next one retries
+                    log.exception("reclaim of pool %s failed", pool)
+            await asyncio.sleep(self.settings.reclaim_every_s)

@@ -1,0 +1,410 @@
+"""The LLM proxy: ``POST /v1/messages`` and ``/v1/messages/count_tokens`` for agents.
+
+An agent calls the gateway with its own token (``Authorization: Bearer`` from the anthropic SDK, or
+``x-api-key`` from the Claude Code CLI); the proxy reserves the request's worst-case cost against
+every budget that applies (or refuses it with a 429 naming the budget), waits for one of the global
+concurrency slots, and forwards the request body untouched to the configured upstream with the real
+key; when the answer is over (or failed, or the client left) the reservation is settled to the real
+usage. Upstream 429/529/5xx answers and connection failures are retried with exponential backoff that
+honours ``retry-after`` (capped). SSE streams pass through chunk by chunk while their
+``message_start`` / ``message_delta`` usage is read on the side; JSON answers pass through whole.
+The real key is scrubbed from every byte that goes back to an agent. See docs/llm-proxy.md.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import email.utils
+import functools
+import json
+import logging
+import random
+import time
+import weakref
+from collections.abc import AsyncIterator, Callable
+from contextlib import AbstractAsyncContextManager, asynccontextmanager
+from typing import Any
+
+import anyio
+import httpx
+from fastapi import FastAPI, HTTPException, Request
+from fastapi.responses import JSONResponse, Response
+from redis.exceptions import RedisError
+
+from gateway.auth import current_principal
+from gateway.context import GatewayContext
+from gateway.llm.config import LLMProxySettings
+from gateway.llm.sse_scrub import KeyScrubber
+from gateway.llm.stream import ProxyStream, Slot
+from gateway.llm.usage import TOKEN_FIELDS, TOKEN_TYPES, BudgetRefusal, Reservation, Usage, UsageStore
+from gateway.llm.usage_api import UsageMetrics, build_usage_router, register_usage_tool
+from gateway.principals import Principal, PrincipalKind
+
+log = logging.getLogger("kswarm.llm_proxy")
+
+REDACTED = b"[redacted]"
+RETRY_STATUSES = frozenset({429, 500, 502, 503, 504, 529})
+RETRY_ERRORS = (httpx.ConnectError, httpx.ConnectTimeout, httpx.RemoteProtocolError, httpx.ReadError)
+REQUEST_HEADERS = ("anthropic-version", "anthropic-beta", "content-type", "accept", "user-agent", "x-app")
+RESPONSE_HEADERS = ("content-type", "request-id", "retry-after", "retry-after-ms", "x-should-retry")
+ERROR_TYPES = {
+    400: "invalid_request_error",
+    401: "authentication_error",
+    403: "permission_error",
+    504: "timeout_error",
+}
+SENDER = "gateway"  # the gate principal that posts budget notices to #ops
+ALLOWED_KINDS = (PrincipalKind.agent, PrincipalKind.operator)
+
+
+def anthropic_error(
+    status: int, error_type: str, message: str, headers: dict[str, str] | None = None
+) -> JSONResponse:
+    """An error in Anthropic's format, which the SDKs turn into the matching exception."""
+    body = {"type": "error", "error": {"type": error_type, "message": message}}
+    return JSONResponse(status_code=status, content=body, headers=headers)
+
+
+def parse_retry_after(headers: httpx.Headers) -> float | None:
+    """Seconds to wait from ``retry-after-ms`` or ``retry-after`` (seconds or an HTTP date)."""
+    try:
+        if (ms := headers.get("retry-after-ms")) is not None:
+            return max(0.0, float(ms) / 1000)
+    except ValueError:
+        pass
+    value = headers.get("retry-after")
+    if value is None:
+        return None
+    try:
+        return max(0.0, float(value))
+    except ValueError:
+        pass
+    try:
+        when = email.utils.parsedate_to_datetime(value)
+    except (TypeError, ValueError):
+        return None
+    return max(0.0, when.timestamp() - time.time())
+
+
+class DuplicateKey(ValueError):
+    """A JSON object with the same key twice (the key is the message)."""
+
+
+def unique_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    """``json.loads``'s object hook that refuses duplicate keys."""
+    out: dict[str, Any] = {}
+    for key, value in pairs:
+        if key in out:
+            raise DuplicateKey(repr(key))
+        out[key] = value
+    return out
+
+
+class BudgetRefused(Exception):
+    """The request's worst case does not fit in one of its budgets."""
+
+    def __init__(self, refusal: BudgetRefusal) -> None:
+        super().__init__(refusal.message())
+        self.refusal = refusal
+
+
+class ProxyError(Exception):
+    """A refusal or failure answered in Anthropic's error format (bad token, unreachable upstream)."""
+
+    def __init__(self, status: int, message: str) -> None:
+        super().__init__(message)
+        self.status = status
+
+
+class LLMProxy:
+    """One per app: the upstream client, the concurrency slots, reservations, usage and metrics."""
+
+    def __init__(self, ctx: GatewayContext, settings: LLMProxySettings) -> None:
+        self.ctx = ctx
+        self.settings = settings
+        self.metrics = UsageMetrics(ctx.metrics.registry)
+        self.usage = UsageStore(ctx.redis, settings)
+        key = settings.key()
+        self.secret = key.encode() if key else None
+        self.slots = asyncio.Semaphore(settings.max_concurrency)  # replaced per lifespan (event loop)
+        self.client: httpx.AsyncClient | None = None
+        self.sender: Principal | None = None
+        # This process's unsettled reservations, renewed while held. Weak: a reservation whose
+        # request vanished without settling (its stream object dropped) is no longer renewed, so it
+        # expires instead of holding budget for as long as the process lives.
+        self.live: weakref.WeakValueDictionary[str, Reservation] = weakref.WeakValueDictionary()
+
+    @asynccontextmanager
+    async def lifespan(self) -> AsyncIterator[None]:
+        timeout = httpx.Timeout(self.settings.timeout, connect=self.settings.connect_timeout)
+        limits = httpx.Limits(max_connections=None, max_keepalive_connections=64)
+        async with httpx.AsyncClient(
+            base_url=self.settings.upstream_url.rstrip("/"),
+            timeout=timeout,
+            limits=limits,
+            trust_env=self.settings.trust_env,
+        ) as client:
+            self.client = client
+            self.slots = asyncio.Semaphore(self.settings.max_concurrency)
+            try:
+                await self.usage.rearm_swarm_notices()
+            except RedisError as exc:  # the proxy starts all the same; the notice may not repeat
+                log.warning("could not re-arm the swarm's budget notices: %r", exc)
+            renewer = asyncio.create_task(self._renew_reservations(), name="llm-reservation-renewer")
+            try:
+                yield
+            finally:
+                renewer.cancel()
+                self.client = None
+
+    async def _renew_reservations(self) -> None:
+        """Keep this process's reservations alive: a crashed gateway's expire after the TTL."""
+        while True:
+            await asyncio.sleep(self.settings.reservation_ttl / 3)
+            try:
+                await self.usage.renew(list(self.live.keys()))
+            except Exception as exc:  # Redis away: the next round tries again
+                log.warning("could not renew LLM budget reservations: %r", exc)
+
+    # -- helpers ------------------------------------------------------------------------------
+
+    def scrub_text(self, text: str) -> str:
+        return text.replace(self.secret.decode(), REDACTED.decode()) if self.secret else text
+
+    def upstream_headers(self, request: Request) -> dict[str, str]:
+        headers = {k: v for k in REQUEST_HEADERS if (v := request.headers.get(k))}
+        headers.setdefault("anthropic-version", self.settings.anthropic_version)
+        headers.setdefault("content-type", "application/json")
+        headers["accept-encoding"] = "identity"  # pass bytes through as they come
+        if key := self.settings.key():
+            if self.settings.key_header == "bearer":
+                headers["authorization"] = f"Bearer {key}"
+            else:
+                headers["x-api-key"] = key
+        return headers
+
+    def response_headers(self, upstream: httpx.Response) -> dict[str, str]:
+        out = {}
+        for name, value in upstream.headers.items():
+            if name in RESPONSE_HEADERS or name.startswith("anthropic-ratelimit-"):
+                out[name] = self.scrub_text(value)
+        return out
+
+    def backoff(self, attempt: int) -> float:
+        delay = min(self.settings.backoff_initial * 2**attempt, self.settings.backoff_max)
+        return delay * (1 - 0.25 * random.random())
+
+    async def authenticate(self, request: Request) -> Principal:
+        try:
+            principal = await current_principal(request)
+        except HTTPException as exc:
+            raise ProxyError(401, str(exc.detail)) from None
+        if principal.kind not in ALLOWED_KINDS:
+            raise ProxyError(403, f"{principal.kind.value} principals may not use the LLM proxy")
+        return principal
+
+    async def post_notices(self, notices: list[str]) -> None:
+        for text in notices:
+            log.warning("%s", text)
+            try:
+                if self.sender is None:  # created on first use: no side effect at start-up
+                    self.sender, _ = await self.ctx.principals.ensure(SENDER, PrincipalKind.gate)
+                await self.ctx.chat.notify(self.sender, self.settings.ops_channel, text)
+            except Exception as exc:  # best effort: the refusal matters more than its notice
+                log.error("could not post the budget notice to #%s: %r", self.settings.ops_channel, exc)
+
+    @staticmethod
+    def bounds(body: bytes) -> tuple[str | None, int]:
+        """The model and max_tokens of a Messages request (400 without a usable max_tokens: its
+        cost could not be bounded).
+
+        The upstream must see the same max_tokens as the reservation, so a body with a duplicate
+        key is refused: parsers differ on which one wins. Checking keys costs a Python call per
+        object, so it runs only when a duplicate is possible: a key spelt with \\u escapes, or
+        "max_tokens" / "model" appearing more than once."""
+        suspicious = body.count(b'"max_tokens"') != 1 or body.count(b'"model"') > 1 or b"\\u" in body
+        try:
+            message = json.loads(body, object_pairs_hook=unique_keys if suspicious else None)
+        except DuplicateKey as exc:
+            raise ProxyError(400, f"duplicate key {exc} in the request body") from None
+        except ValueError:
+            raise ProxyError(400, "the request body is not JSON") from None
+        max_tokens = message.get("max_tokens") if isinstance(message, dict) else None
+        if not isinstance(max_tokens, int) or isinstance(max_tokens, bool) or not 1 <= max_tokens < 2**31:
+            raise ProxyError(400, "max_tokens: a positive integer is required (it bounds the reservation)")
+        model = message.get("model")
+        return (model if isinstance(model, str) else None), max_tokens
+
+    async def reserve(
+        self, principal: Principal, body: bytes, model: str | None, max_tokens: int
+    ) -> Reservation:
+        """Reserve the request's worst case, or raise the refusal."""
+        try:
+            answer = await self.usage.reserve(principal.name, model, len(body), max_tokens)
+        except RedisError as exc:  # no budget check, no request: fail closed
+            log.error("LLM budget reservation failed: %r", exc)
+            raise ProxyError(503, "the gateway cannot check budgets right now (Redis); try again") from None
+        if isinstance(answer, BudgetRefusal):
+            self.metrics.budget_refusals.labels(scope=answer.scope).inc()
+            await self.post_notices(answer.notices)
+            raise BudgetRefused(answer)
+        self.live[answer.id] = answer
+        return answer
+
+    async def settle(self, res: Reservation, model: str | None, usage: Usage | None) -> None:
+        """Replace the reservation by ``usage`` (None: release it); never raises, never cancelled."""
+        self.live.pop(res.id, None)
+        with anyio.CancelScope(shield=True):
+            try:
+                await self.usage.settle(res, model, usage)
+            except Exception as exc:  # the reservation expires on its own; the usage is lost
+                log.error("could not settle the LLM usage of %s: %r", res.name, exc)
+                return
+        if usage is not None:
+            for f, n in zip(TOKEN_FIELDS, (getattr(usage, f) for f in TOKEN_FIELDS), strict=True):
+                if n:
+                    self.metrics.tokens.labels(agent=res.name, type=TOKEN_TYPES[f]).inc(n)
+            price = self.settings.price_for(model or res.model)
+            self.metrics.cost.labels(agent=res.name).inc(
+                price.cost(*(getattr(usage, f) for f in TOKEN_FIELDS))
+            )
+
+    # -- upstream ----------------------------------------------------------------------------
+
+    async def send(self, request: Request, body: bytes) -> httpx.Response:
+        """The upstream's answer (headers read, body not yet), retrying what is worth retrying."""
+        assert self.client is not None, "the LLM proxy's lifespan is not running"
+        path = request.url.path + (f"?{request.url.query}" if request.url.query else "")
+        headers = self.upstream_headers(request)
+        attempt = 0
+        while True:
+            upstream_request = self.client.build_request("POST", path, headers=headers, content=body)
+            try:
+                response = await self.client.send(upstream_request, stream=True)
+            except RETRY_ERRORS as exc:
+                if attempt >= self.settings.max_retries:
+                    raise ProxyError(502, f"upstream unreachable: {type(exc).__name__}") from None
+                reason, delay = "connection", self.backoff(attempt)
+            except httpx.TimeoutException as exc:
+                raise ProxyError(504, f"upstream timed out: {type(exc).__name__}") from None
+            except httpx.HTTPError as exc:
+                raise ProxyError(502, f"upstream error: {type(exc).__name__}") from None
+            else:
+                retryable = response.status_code in RETRY_STATUSES
+                if not retryable or attempt >= self.settings.max_retries:
+                    return response
+                if response.headers.get("x-should-retry") == "false":
+                    return response
+                reason = str(response.status_code)
+                delay = parse_retry_after(response.headers)
+                delay = self.backoff(attempt) if delay is None else delay
+                await response.aclose()
+            self.metrics.retries.labels(reason=reason).inc()
+            attempt += 1
+            await asyncio.sleep(min(delay, self.settings.retry_after_max))
+
+    async def forward(self, request: Request, limited: bool, record: bool) -> Response:
+        started = time.perf_counter()
+        res: Reservation | None = None
+        try:
+            principal = await self.authenticate(request)
+            body = await request.body()
+            bounds = self.bounds(body) if record else None
+            slot = Slot(self)
+            try:
+                if limited:
+                    await slot.acquire()
+                # Reserved once a slot is held: only requests going upstream hold budget, so a flood
+                # of queued requests cannot reserve the swarm's budget away from everyone else.
+                if bounds is not None:
+                    res = await self.reserve(principal, body, *bounds)
+                upstream = await self.send(request, body)
+            except BaseException:
+                slot.release()
+                raise
+        except BudgetRefused as refused:
+            # x-should-retry: false stops the SDKs' automatic retries; no retry-after on purpose.
+            r = refused.refusal
+            headers = {
+                "x-should-retry": "false",
+                "x-kswarm-budget-exhausted": r.scope,
+                "x-kswarm-budget": r.budget,
+            }
+            return self.answer(anthropic_error(429, "rate_limit_error", r.message(), headers))
+        except ProxyError as exc:
+            if res is not None:
+                await self.settle(res, None, None)
+            error_type = ERROR_TYPES.get(exc.status, "api_error")
+            return self.answer(anthropic_error(exc.status, error_type, self.scrub_text(str(exc))))
+        except BaseException:
+            if res is not None:
+                await self.settle(res, None, None)
+            raise
+        self.metrics.seconds.observe(time.perf_counter() - started)
+        headers = self.response_headers(upstream)
+        if upstream.headers.get("content-type", "").startswith("text/event-stream"):
+            headers.setdefault("cache-control", "no-cache")
+            self.metrics.requests.labels(status=str(upstream.status_code)).inc()
+            return ProxyStream(self, upstream, slot, principal, res, headers)
+        spent: Usage | None = None
+        model: str | None = None
+        try:
+            data = await upstream.aread()
+            if res is not None and upstream.status_code == 200:
+                model, spent = self.usage_of(data, res)
+        except httpx.HTTPError as exc:
+            return self.answer(anthropic_error(502, "api_error", f"upstream broke: {type(exc).__name__}"))
+        finally:
+            await upstream.aclose()
+            slot.release()
+            if res is not None:
+                await self.settle(res, model, spent)
+        response = Response(KeyScrubber(self.secret).scrub(data), upstream.status_code, headers)
+        return self.answer(response)
+
+    def answer(self, response: Response) -> Response:
+        self.metrics.requests.labels(status=str(response.status_code)).inc()
+        return response
+
+    @staticmethod
+    def usage_of(data: bytes, res: Reservation) -> tuple[str | None, Usage]:
+        """The model and usage to book for a 200 JSON answer; unreported counts book their worst case."""
+        try:
+            message = json.loads(data)
+        except ValueError:
+            message = None
+        usage, model = Usage(), None
+        if isinstance(message, dict):
+            usage.merge(message.get("usage"))
+            model = message.get("model") if isinstance(message.get("model"), str) else None
+        return model, res.billable(usage)
+
+
+Lifespan = Callable[[], AbstractAsyncContextManager[None]]
+
+
+def llm_proxy_plugin(
+    app: FastAPI, ctx: GatewayContext, mcp: Any, settings: LLMProxySettings | None = None
+) -> Lifespan:
+    """The LLM proxy plugin; ``settings`` default: from ``KSWARM_LLM_*`` (and ``ANTHROPIC_API_KEY``)."""
+    proxy = LLMProxy(ctx, settings or LLMProxySettings())
+    ctx.extras["llm_proxy"] = proxy
+    ctx.extras["llm_usage"] = proxy.usage
+
+    @app.post("/v1/messages", summary="Anthropic Messages API, proxied with the real key (agents)")
+    async def messages(request: Request) -> Response:
+        return await proxy.forward(request, limited=True, record=True)
+
+    @app.post("/v1/messages/count_tokens", summary="Anthropic token counting, proxied (agents)")
+    async def count_tokens(request: Request) -> Response:
+        return await proxy.forward(request, limited=False, record=False)
+
+    app.include_router(build_usage_router(proxy.usage))
+    if mcp is not None:
+        register_usage_tool(mcp, proxy.usage)
+    return proxy.lifespan
+
+
+def make_llm_proxy_plugin(settings: LLMProxySettings | None = None) -> Callable[..., Lifespan]:
+    """``llm_proxy_plugin`` with explicit settings; keeps its ``__name__`` (lists filter by it)."""
+    return functools.update_wrapper(functools.partial(llm_proxy_plugin, settings=settings), llm_proxy_plugin)

@@ -1,0 +1,448 @@
+"""LLM usage accounting per agent in Redis, and budgets enforced by reservations.
+
+Layout (all under ``ks:llm:``): one hash per agent with its token counters, request count and cost
+in nano-USD (integers, so increments are exact), one hash with the swarm totals, one hash per UTC
+day with each agent's and the swarm's tokens and cost of that day, a set of the agents that have
+used the proxy, an optional budget override hash per agent (set by operators), and the live
+reservations: a sorted set of reservation ids scored by expiry, a hash with each one's amounts,
+and a hash with the sums of the live ones per budget. Flags make each budget's ``#ops`` notice
+fire once per crossing.
+
+A request reserves its worst-case cost in one script (``reserve``): the script drops expired
+reservations, then admits the request only if usage + live reservations + this request fit in
+every budget that applies. ``settle`` replaces the reservation by the real usage in one script.
+"""
+
+from __future__ import annotations
+
+import secrets
+import time
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, Literal
+
+from pydantic import BaseModel, Field
+from redis.asyncio import Redis
+
+from gateway.keys import PREFIX
+from gateway.llm.budget_scripts import RESERVE_SCRIPT, SETTLE_SCRIPT
+from gateway.llm.config import LLMProxySettings
+from gateway.principals import PrincipalKind
+
+if TYPE_CHECKING:
+    from gateway.context import GatewayContext
+
+NANO = 1_000_000_000
+DAY_S = 86_400
+BYTES_PER_TOKEN = 3  # the input estimate: see docs/llm-proxy.md, "Reservations"
+DAY_KEEP_S = 3 * DAY_S  # a day's counters outlive it long enough for late settlements
+TOKEN_FIELDS = ("input_tokens", "output_tokens", "cache_creation_input_tokens", "cache_read_input_tokens")
+TOKEN_TYPES = {
+    "input_tokens": "input",
+    "output_tokens": "output",
+    "cache_creation_input_tokens": "cache_write",
+    "cache_read_input_tokens": "cache_read",
+}
+USAGE_AGENTS = f"{PREFIX}llm:usage-agents"
+USAGE_SWARM = f"{PREFIX}llm:usage-swarm"
+SWARM_EXHAUSTED = f"{PREFIX}llm:exhausted-swarm"
+RESERVATIONS = f"{PREFIX}llm:reservations"  # zset: reservation id -> expiry (unix time)
+RESERVATION_DATA = f"{PREFIX}llm:reservation-data"  # hash: id -> "name day tokens nusd"
+RESERVED = f"{PREFIX}llm:reserved"  # hash: live reservations' sums per budget
+
+Scope = Literal["agent", "swarm"]
+LimitField = Literal["tokens", "usd", "tokens_per_day", "usd_per_day"]
+# The order of the reserve script's limits and of its override fields.
+BUDGETS: tuple[tuple[Scope, LimitField], ...] = tuple(
+    (scope, f) for scope in ("agent", "swarm") for f in ("tokens", "usd", "tokens_per_day", "usd_per_day")
+)
+BUDGET_NAMES = {
+    "tokens": "token budget",
+    "usd": "USD budget",
+    "tokens_per_day": "daily token budget",
+    "usd_per_day": "daily USD budget",
+}
+
+
+def usage_key(name: str) -> str:
+    return f"{PREFIX}llm:usage:{name}"
+
+
+def budget_key(name: str) -> str:
+    return f"{PREFIX}llm:budget:{name}"
+
+
+def exhausted_key(name: str) -> str:
+    return f"{PREFIX}llm:exhausted:{name}"
+
+
+def day_key(day: int) -> str:
+    return f"{PREFIX}llm:day:{day}"
+
+
+def utc_day(now: float) -> int:
+    """Days since 1970-01-01 UTC: unix time has no leap seconds, so days turn at 00:00 UTC."""
+    return int(now // DAY_S)
+
+
+def input_estimate(body_bytes: int) -> int:
+    """Input tokens counted for a reservation: the request body's size in bytes / 3, rounded up."""
+    return -(-body_bytes // BYTES_PER_TOKEN)
+
+
+@dataclass
+class Usage:
+    """The token usage of one response (Anthropic's ``usage`` object, cache fields included)."""
+
+    input_tokens: int = 0
+    output_tokens: int = 0
+    cache_creation_input_tokens: int = 0
+    cache_read_input_tokens: int = 0
+    reported: set[str] = field(default_factory=set, compare=False, repr=False)  # counters the upstream gave
+
+    def merge(self, usage: Any) -> None:
+        """Take every known counter present in ``usage`` (later events carry cumulative values)."""
+        if not isinstance(usage, dict):
+            return
+        for f in TOKEN_FIELDS:
+            value = usage.get(f)
+            if isinstance(value, int) and not isinstance(value, bool) and value >= 0:
+                setattr(self, f, value)
+                self.reported.add(f)
+
+    @property
+    def total(self) -> int:
+        return sum(getattr(self, f) for f in TOKEN_FIELDS)
+
+
+class AgentUsage(BaseModel):
+    """Accumulated usage and estimated cost of one agent (or of the whole swarm), and its budgets."""
+
+    name: str = Field(description="Agent name, or 'swarm' for the totals.")
+    requests: int = Field(0, description="Successful /v1/messages requests recorded.")
+    input_tokens: int = Field(0, description="Uncached input tokens.")
+    output_tokens: int = Field(0, description="Output tokens.")
+    cache_creation_input_tokens: int = Field(0, description="Input tokens written to the prompt cache.")
+    cache_read_input_tokens: int = Field(0, description="Input tokens read from the prompt cache.")
+    total_tokens: int = Field(0, description="Sum of the four token counters.")
+    cost_usd: float = Field(0.0, description="Estimated cost from the configured price table.")
+    today_tokens: int = Field(0, description="Tokens of requests started today (UTC).")
+    today_cost_usd: float = Field(0.0, description="Estimated cost of requests started today (UTC).")
+    reserved_tokens: int = Field(0, description="Tokens reserved by requests in flight (worst case).")
+    reserved_usd: float = Field(0.0, description="USD reserved by requests in flight (worst case).")
+    budget_usd: float | None = Field(None, description="Spending budget; None = unlimited.")
+    budget_tokens: int | None = Field(None, description="Token budget; None = unlimited.")
+    budget_usd_per_day: float | None = Field(None, description="Spending budget per UTC day.")
+    budget_tokens_per_day: int | None = Field(None, description="Token budget per UTC day.")
+    exhausted: bool = Field(False, description="True when a budget is used up: requests are refused.")
+    last_request: float | None = Field(None, description="Unix time of the last recorded request.")
+
+
+class UsageReport(BaseModel):
+    agents: dict[str, AgentUsage] = Field(description="Usage per agent (only the caller's own for agents).")
+    swarm: AgentUsage | None = Field(None, description="Swarm totals (operators only).")
+
+
+class BudgetUpdate(BaseModel):
+    """An operator's override of one agent's budgets (Redis); a null field falls back to the settings."""
+
+    usd: float | None = Field(None, ge=0, description="USD budget, all time.")
+    tokens: int | None = Field(None, ge=0, description="Token budget, all time.")
+    usd_per_day: float | None = Field(None, ge=0, description="USD budget per UTC day.")
+    tokens_per_day: int | None = Field(None, ge=0, description="Token budget per UTC day.")
+
+
+@dataclass
+class Reservation:
+    """A request's worst-case cost, held against its budgets until it is settled."""
+
+    id: str
+    name: str
+    day: int
+    model: str | None
+    input_tokens: int  # the input estimate
+    max_tokens: int
+    tokens: int
+    nusd: int
+
+    def billable(self, usage: Usage | None, output_floor: int | None = None) -> Usage:
+        """What to book: ``usage`` with the counts the upstream did not report filled in by their
+        worst case (input: the estimate; output: max_tokens). ``output_floor``: the output of a
+        stream cut before its final count is the larger of the reported one and this floor."""
+        usage = usage or Usage()
+        out = Usage(**{f: getattr(usage, f) for f in TOKEN_FIELDS})
+        if "input_tokens" not in usage.reported:
+            out.input_tokens = self.input_tokens
+        if output_floor is not None:
+            out.output_tokens = max(out.output_tokens, output_floor)
+        elif "output_tokens" not in usage.reported:
+            out.output_tokens = self.max_tokens
+        return out
+
+
+@dataclass
+class BudgetRefusal:
+    """A request that does not fit: the first budget it would exceed, and the amounts."""
+
+    scope: Scope
+    name: str  # the agent
+    limit_field: LimitField
+    limit: int  # tokens, or nano-USD
+    used: int
+    reserved: int  # by other requests in flight
+    need: int  # this request's worst case
+    notices: list[str] = field(default_factory=list)  # #ops notices this caller must post
+
+    @property
+    def budget(self) -> str:
+        """``agent.tokens_per_day``: the budget's field (also in ``x-kswarm-budget``)."""
+        return f"{self.scope}.{self.limit_field}"
+
+    def _amount(self, value: int) -> str:
+        return f"${value / NANO:.4f}" if self.limit_field.startswith("usd") else str(value)
+
+    def message(self) -> str:
+        whose = f"agent {self.name}'s" if self.scope == "agent" else "the swarm's"
+        who = f"agent {self.name}" if self.scope == "agent" else "the swarm"
+        kind, a = BUDGET_NAMES[self.limit_field], self._amount
+        if self.used >= self.limit:
+            what = f"{who} has used {a(self.used)} of its {kind} ({a(self.limit)})"
+        else:
+            what = (
+                f"{whose} {kind} ({a(self.limit)}) would be exceeded: {a(self.used)} used + "
+                f"{a(self.reserved)} reserved by requests in flight + {a(self.need)} for this request "
+                "(input estimate + max_tokens)"
+            )
+        until = "raises the budget or resets the usage"
+        if self.limit_field.endswith("_per_day"):
+            until += ", or the day ends (00:00 UTC)"
+        return f"LLM budget exhausted: {what}. Model requests are refused until an operator {until}."
+
+
+def _pairs(flat: list[str]) -> dict[str, str]:
+    return dict(zip(flat[::2], flat[1::2], strict=True))
+
+
+def _int(value: str | None) -> int:
+    return int(value) if value else 0
+
+
+def _opt_float(value: str | None) -> float | None:
+    return float(value) if value not in (None, "") else None
+
+
+def _opt_int(value: str | None) -> int | None:
+    return int(value) if value not in (None, "") else None
+
+
+def _nusd(usd: float | None) -> str:
+    return "" if usd is None else str(round(usd * NANO))
+
+
+class UsageStore:
+    """Usage counters, reservations, budgets and budget flags in Redis."""
+
+    def __init__(self, redis: Redis, settings: LLMProxySettings) -> None:
+        self.redis = redis
+        self.settings = settings
+        self._reserve_script = redis.register_script(RESERVE_SCRIPT)
+        self._settle_script = redis.register_script(SETTLE_SCRIPT)
+
+    # -- reservations ------------------------------------------------------------------------
+
+    def _limits(self, name: str) -> list[str]:
+        """The configured limits in ``BUDGETS`` order ('' = none; USD in nano-USD)."""
+        out = []
+        for scope, f in BUDGETS:
+            limit = self.settings.budgets.for_agent(name) if scope == "agent" else self.settings.budgets.swarm
+            value = getattr(limit, f)
+            out.append(_nusd(value) if f.startswith("usd") else ("" if value is None else str(value)))
+        return out
+
+    @staticmethod
+    def _flag_keys(name: str, day: int) -> list[str]:
+        agent, swarm = exhausted_key(name), SWARM_EXHAUSTED
+        return [agent, f"{agent}:day:{day}", swarm, f"{swarm}:day:{day}"]
+
+    async def reserve(
+        self, name: str, model: str | None, body_bytes: int, max_tokens: int
+    ) -> Reservation | BudgetRefusal:
+        """Hold the request's worst case against every budget of ``name`` (one script), or say
+        which budget it does not fit in. The first refusal of a budget claims its #ops notice."""
+        now = time.time()
+        estimate = input_estimate(body_bytes)
+        cost = self.settings.price_for(model).worst_case(estimate, max_tokens)
+        res = Reservation(
+            id=secrets.token_hex(8),
+            name=name,
+            day=utc_day(now),
+            model=model,
+            input_tokens=estimate,
+            max_tokens=max_tokens,
+            tokens=estimate + max_tokens,
+            nusd=round(cost * NANO),
+        )
+        keys = [
+            usage_key(name),
+            USAGE_SWARM,
+            day_key(res.day),
+            budget_key(name),
+            RESERVATIONS,
+            RESERVATION_DATA,
+            RESERVED,
+            *self._flag_keys(name, res.day),
+        ]
+        args = [name, res.id, repr(now), repr(now + self.settings.reservation_ttl), res.day]
+        args += [res.tokens, res.nusd, *self._limits(name), DAY_KEEP_S]
+        answer = await self._reserve_script(keys=keys, args=args)
+        if answer[0] == 1:
+            return res
+        _, index, used, reserved, limit, claimed = answer
+        scope, limit_field = BUDGETS[index - 1]
+        need = res.nusd if limit_field.startswith("usd") else res.tokens
+        refusal = BudgetRefusal(scope, name, limit_field, limit, used, reserved, need)
+        if claimed:
+            refusal.notices.append(refusal.message())
+        return refusal
+
+    async def record(self, name: str, model: str | None, usage: Usage) -> None:
+        """Book ``usage`` to ``name`` today without a reservation (usage made outside the proxy)."""
+        day = utc_day(time.time())
+        none = Reservation(secrets.token_hex(8), name, day, model, 0, 0, 0, 0)  # nothing to release
+        await self.settle(none, model, usage)
+
+    async def settle(self, res: Reservation, model: str | None, usage: Usage | None) -> None:
+        """Replace ``res`` by ``usage`` (None: release it, book nothing), atomically.
+
+        A reservation that expired meanwhile was already dropped; the usage is booked all the same."""
+        counts = [getattr(usage, f) for f in TOKEN_FIELDS] if usage is not None else [0, 0, 0, 0]
+        cost = self.settings.price_for(model or res.model).cost(*counts) if usage is not None else 0.0
+        keys = [
+            usage_key(res.name),
+            USAGE_SWARM,
+            day_key(res.day),
+            USAGE_AGENTS,
+            RESERVATIONS,
+            RESERVATION_DATA,
+            RESERVED,
+        ]
+        args = [res.name, res.id, repr(time.time()), int(usage is not None), round(cost * NANO)]
+        args += [*counts, sum(counts), DAY_KEEP_S]
+        await self._settle_script(keys=keys, args=args)
+
+    async def renew(self, ids: list[str]) -> None:
+        """Push the expiry of live reservations (their gateway is alive); gone ones stay gone."""
+        if ids:
+            expires = time.time() + self.settings.reservation_ttl
+            await self.redis.zadd(RESERVATIONS, dict.fromkeys(ids, expires), xx=True)
+
+    # -- budgets -----------------------------------------------------------------------------
+
+    async def rearm_swarm_notices(self) -> None:
+        """Clear the swarm's notice flags (at start-up: only a restart changes the swarm's budgets)."""
+        day = utc_day(time.time())
+        await self.redis.delete(*self._flag_keys("-", day)[2:])
+
+    async def set_budget(self, name: str, update: BudgetUpdate) -> None:
+        """Override ``name``'s budgets in Redis (null fields fall back); re-arms its notices."""
+        day = utc_day(time.time())
+        async with self.redis.pipeline(transaction=True) as pipe:
+            pipe.delete(budget_key(name), *self._flag_keys(name, day)[:2])
+            mapping = {k: str(v) for k, v in update.model_dump().items() if v is not None}
+            if mapping:
+                pipe.hset(budget_key(name), mapping=mapping)
+            await pipe.execute()
+
+    def _agent_limits(self, name: str, override: list[str | None]) -> dict[str, Any]:
+        limit = self.settings.budgets.for_agent(name)
+        tokens, usd, tokens_day, usd_day = override
+        return {
+            "budget_tokens": _opt_int(tokens) if tokens else limit.tokens,
+            "budget_usd": _opt_float(usd) if usd else limit.usd,
+            "budget_tokens_per_day": _opt_int(tokens_day) if tokens_day else limit.tokens_per_day,
+            "budget_usd_per_day": _opt_float(usd_day) if usd_day else limit.usd_per_day,
+        }
+
+    def _swarm_limits(self) -> dict[str, Any]:
+        s = self.settings.budgets.swarm
+        return {
+            "budget_tokens": s.tokens,
+            "budget_usd": s.usd,
+            "budget_tokens_per_day": s.tokens_per_day,
+            "budget_usd_per_day": s.usd_per_day,
+        }
+
+    @staticmethod
+    def _build(
+        name: str, raw: dict[str, str], today: list[str | None], reserved: list[str | None], **limits: Any
+    ) -> AgentUsage:
+        counts = {f: _int(raw.get(f)) for f in TOKEN_FIELDS}
+        u = AgentUsage(
+            name=name,
+            requests=_int(raw.get("requests")),
+            total_tokens=sum(counts.values()),
+            cost_usd=_int(raw.get("cost_nusd")) / NANO,
+            today_tokens=_int(today[0]),
+            today_cost_usd=_int(today[1]) / NANO,
+            reserved_tokens=_int(reserved[0]),
+            reserved_usd=_int(reserved[1]) / NANO,
+            last_request=_opt_float(raw.get("last_request")),
+            **counts,
+            **limits,
+        )
+        pairs = [
+            (u.total_tokens, u.budget_tokens),
+            (u.cost_usd, u.budget_usd),
+            (u.today_tokens, u.budget_tokens_per_day),
+            (u.today_cost_usd, u.budget_usd_per_day),
+        ]
+        u.exhausted = any(limit is not None and used >= limit for used, limit in pairs)
+        return u
+
+    # -- reading -----------------------------------------------------------------------------
+
+    async def get(self, name: str) -> AgentUsage:
+        day, prefix = utc_day(time.time()), f"agent:{name}:"
+        async with self.redis.pipeline(transaction=False) as pipe:
+            pipe.hgetall(usage_key(name))
+            pipe.hmget(budget_key(name), ["tokens", "usd", "tokens_per_day", "usd_per_day"])
+            pipe.hmget(day_key(day), [f"{prefix}tokens", f"{prefix}nusd"])
+            pipe.hmget(RESERVED, [f"{prefix}tokens", f"{prefix}nusd"])
+            raw, override, today, reserved = await pipe.execute()
+        return self._build(name, raw, today, reserved, **self._agent_limits(name, override))
+
+    async def all(self) -> dict[str, AgentUsage]:
+        names = sorted(await self.redis.smembers(USAGE_AGENTS))
+        return {n: await self.get(n) for n in names}
+
+    async def swarm(self) -> AgentUsage:
+        day = utc_day(time.time())
+        async with self.redis.pipeline(transaction=False) as pipe:
+            pipe.hgetall(USAGE_SWARM)
+            pipe.hmget(day_key(day), ["swarm:tokens", "swarm:nusd"])
+            pipe.hmget(RESERVED, ["swarm:tokens", "swarm:nusd"])
+            raw, today, reserved = await pipe.execute()
+        return self._build("swarm", raw, today, reserved, **self._swarm_limits())
+
+    async def reset(self, name: str) -> AgentUsage:
+        """Forget ``name``'s usage, today's included (the swarm totals keep it), and re-arm its
+        notices; returns what it was. Reservations in flight stay until they settle."""
+        before = await self.get(name)
+        day = utc_day(time.time())
+        async with self.redis.pipeline(transaction=True) as pipe:
+            pipe.delete(usage_key(name), *self._flag_keys(name, day)[:2])
+            pipe.hdel(day_key(day), f"agent:{name}:tokens", f"agent:{name}:nusd")
+            pipe.srem(USAGE_AGENTS, name)
+            await pipe.execute()
+        return before
+
+
+async def usage_by_agent(ctx: GatewayContext) -> dict[str, AgentUsage]:
+    """Usage of every agent principal and of anyone else who used the proxy (for ``kswarm ps``)."""
+    store = ctx.extras.get("llm_usage")
+    if not isinstance(store, UsageStore):
+        store = UsageStore(ctx.redis, LLMProxySettings())
+    found = await store.all()
+    for agent in await ctx.principals.list(PrincipalKind.agent):
+        if agent.name not in found:
+            found[agent.name] = await store.get(agent.name)
+    return dict(sorted(found.items()))

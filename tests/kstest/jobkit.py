@@ -1,0 +1,175 @@
+"""Test support for the job runner: a gateway with the forge and jobs plugins, a kernels repo pushed by
+an agent over git HTTP, and worker processes started and stopped (or killed) by pid."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import httpx
+
+import kstest.gateway as kgw
+from gateway.forge.plugin import forge_plugin
+from gateway.forge.settings import ForgeSettings
+from gateway.jobs.plugin import jobs_plugin
+from gateway.jobs.pools import JobsSettings
+from kstest.gateway import GatewayThread
+
+HERE = Path(__file__).resolve().parent
+STANDIN = [
+    sys.executable,
+    str(HERE / "standin_harness.py"),
+    "--task",
+    "{task_dir}",
+    "--candidate",
+    "{candidate}",
+]
+STANDIN += ["--out", "{out}", "--pool", "{pool}", "--timeout", "{timeout}"]
+EXAMPLES = HERE.parents[1] / "orchestrator" / "verify" / "examples"
+HONEST_ADD = (EXAMPLES / "kernels" / "add" / "add_masked.py").read_text()
+CHEAT_ADD = '''"""Cheat: a Triton kernel exists, but the answer is computed by torch."""
+
+import torch
+import triton
+import triton.language as tl
+
+
+@triton.jit
+def _noop(x_ptr, n, BLOCK: tl.constexpr):
+    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    tl.store(x_ptr + offs, tl.load(x_ptr + offs, mask=offs < n), mask=offs < n)
+
+
+def add(x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+    _noop[(triton.cdiv(x.numel(), 256),)](x, x.numel(), BLOCK=256)
+    return x + y
+'''
+
+
+def plugins(settings: JobsSettings) -> list[Any]:
+    """The default plugins, with the forge (no gate) and jobs plugins (ours replace registered ones)."""
+    mine = ("forge_plugin", "jobs_plugin")
+    base = [p for p in kgw.default_plugins() if getattr(p, "__name__", "") not in mine]
+
+    def forge(app: Any, ctx: Any, mcp: Any) -> Any:
+        return forge_plugin(app, ctx, mcp, ForgeSettings(gate_enabled=False))
+
+    def jobs(app: Any, ctx: Any, mcp: Any) -> Any:
+        return jobs_plugin(app, ctx, mcp, settings)
+
+    last = [p for p in base if getattr(p, "__name__", "") == "ui_plugin"]  # the UI shows the others
+    return [forge, *[p for p in base if p not in last], jobs, *last]
+
+
+class JobsGateway(GatewayThread):
+    """A real gateway (uvicorn in a thread) with the forge and the jobs plugins."""
+
+    jobs_settings: JobsSettings
+    tokens: dict[str, str]
+
+    def plugins(self) -> list[Any]:
+        return plugins(self.jobs_settings)
+
+    def as_(self, who: str) -> httpx.Client:
+        return self.client(self.operator_token if who == "operator" else self.tokens[who])
+
+    def submit(self, who: str, **body: Any) -> httpx.Response:
+        with self.as_(who) as c:
+            return c.post("/api/jobs", json=body)
+
+    def job(self, job_id: str) -> dict[str, Any]:
+        with self.as_("operator") as c:
+            reply = c.get(f"/api/jobs/{job_id}")
+        assert reply.status_code == 200, reply.text
+        return reply.json()
+
+    def wait_job(self, job_id: str, states: tuple[str, ...], timeout: float = 60) -> dict[str, Any]:
+        deadline = time.monotonic() + timeout
+        while True:
+            job = self.job(job_id)
+            if job["state"] in states:
+                return job
+            if time.monotonic() > deadline:
+                raise AssertionError(f"job {job_id} still {job['state']} after {timeout}s: {job}")
+            time.sleep(0.1)
+
+    def gitea(self, who: str) -> httpx.Client:
+        """The forge's Gitea-shaped API as ``who``."""
+        token = self.operator_token if who == "operator" else self.tokens[who]
+        return httpx.Client(
+            base_url=f"{self.url}/api/v1", headers={"Authorization": f"token {token}"}, timeout=30
+        )
+
+    def statuses(self, repo: str, sha: str) -> list[dict[str, Any]]:
+        with self.gitea("operator") as c:
+            reply = c.get(f"/repos/{repo}/statuses/{sha}")
+        assert reply.status_code == 200, reply.text
+        return reply.json()
+
+
+def git(home: Path, token: str, name: str, email: str, *args: str, cwd: Path | None = None) -> str:
+    helper = f"!f() {{ echo username=x; echo password={token}; }}; f"
+    env = {k: v for k, v in os.environ.items() if not k.startswith("GIT_")}
+    env.update(HOME=str(home), GIT_CONFIG_NOSYSTEM="1", GIT_TERMINAL_PROMPT="0", LC_ALL="C")
+    argv = ["git", "-c", "credential.helper=", "-c", f"credential.helper={helper}", "-c", f"user.name={name}"]
+    argv += ["-c", f"user.email={email}", "-c", "init.defaultBranch=main", *args]
+    result = subprocess.run(argv, cwd=cwd, env=env, capture_output=True, text=True, timeout=60)
+    assert result.returncode == 0, f"git {' '.join(args)}:\n{result.stdout}\n{result.stderr}"
+    return result.stdout.strip()
+
+
+def push_kernels(gw: JobsGateway, tmp: Path, repo: str, who: str, branch: str, files: dict[str, str]) -> str:
+    """As agent ``who``: clone ``repo``, commit ``files`` on ``branch`` and push it; returns the sha."""
+    home, work = tmp / f"gh-{who}", tmp / f"gw-{who}-{branch.replace('/', '-')}"
+    home.mkdir(parents=True, exist_ok=True)
+    ident = (gw.tokens[who], who, f"{who}@agents.{gw.swarm}")
+    git(home, *ident, "clone", "-q", f"{gw.url}/git/{repo}.git", str(work))
+    git(home, *ident, "checkout", "-q", "-b", branch, cwd=work)
+    for path, content in files.items():
+        (work / path).parent.mkdir(parents=True, exist_ok=True)
+        (work / path).write_text(content)
+        git(home, *ident, "add", path, cwd=work)
+    git(home, *ident, "commit", "-q", "-m", f"kernels on {branch}", cwd=work)
+    git(home, *ident, "push", "-q", "origin", branch, cwd=work)
+    return git(home, *ident, "rev-parse", "HEAD", cwd=work)
+
+
+class WorkerProc:
+    """``python -m orchestrator.worker`` as a real process; stopped or killed by its pid."""
+
+    def __init__(self, gw: JobsGateway, pool: str, workdir: Path, token: str, *extra: str) -> None:
+        self.log = workdir / f"worker-{pool}-{time.monotonic_ns()}.log"
+        workdir.mkdir(parents=True, exist_ok=True)
+        env = {k: v for k, v in os.environ.items() if not k.startswith("KSWARM_")}
+        env.update(KSWARM_TOKEN=token, KSWARM_SECRET_PROBE="do-not-leak")
+        argv = [sys.executable, "-m", "orchestrator.worker", "--pool", pool, "--gateway", gw.url]
+        argv += ["--heartbeat", "0.3", "--workdir", str(workdir), *extra]
+        with open(self.log, "wb") as out:
+            self.proc = subprocess.Popen(argv, env=env, stdout=out, stderr=subprocess.STDOUT)
+
+    def kill(self, sig: int = signal.SIGKILL) -> None:
+        if self.proc.poll() is None:
+            os.kill(self.proc.pid, sig)
+            self.proc.wait(30)
+
+    def stop(self) -> None:
+        self.kill(signal.SIGTERM)
+
+    def output(self) -> str:
+        return self.log.read_text(errors="replace") if self.log.exists() else ""
+
+
+def wait_for(predicate: Callable[[], Any], timeout: float = 30, what: str = "condition") -> Any:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        value = predicate()
+        if value:
+            return value
+        time.sleep(0.1)
+    raise AssertionError(f"timed out waiting for {what}")
