@@ -19,7 +19,7 @@ from pathlib import Path
 
 import torch
 
-from orchestrator.verify.guards import draw_guard_params
+from orchestrator.verify.guards import GuardParams, draw_guard_params
 from orchestrator.verify.judge import VALUE_FLAGS, TrialData, judge_trial
 from orchestrator.verify.models import (
     ADVISORY_FLAGS,
@@ -28,6 +28,7 @@ from orchestrator.verify.models import (
     Flag,
     StaticViolationModel,
     TimingEntry,
+    TrialResult,
     VerificationResult,
 )
 from orchestrator.verify.planning import clone_to, prepare, schedule
@@ -39,7 +40,7 @@ from orchestrator.verify.pools import (
     environment,
     pool_spec,
 )
-from orchestrator.verify.protocol import Plan
+from orchestrator.verify.protocol import ChildReport, Plan, TrialReport
 from orchestrator.verify.runtime_policy import FLAG_FOR_FINDING
 from orchestrator.verify.seeds import derive_seeds, draw_seed_base
 from orchestrator.verify.spawn import ChildRun, run_child
@@ -172,6 +173,19 @@ def _load_blob(blob: bytes | None) -> tuple[object | None, str | None]:
         return None, f"unreadable output blob: {type(exc).__name__}: {str(exc)[:300]}"
 
 
+def _judge(
+    job: _Job,
+    data: TrialData,
+    saved: object,
+    load_error: str | None,
+    report: TrialReport | None,
+    params: GuardParams,
+    device: torch.device,
+) -> TrialResult:
+    task = job.task
+    return judge_trial(data, saved, load_error, report, task.tolerance, task.output_contract, params, device)
+
+
 def _run_and_judge(job: _Job, trials: list[Trial], result: VerificationResult) -> None:
     task, spec = job.task, job.spec
     t0 = time.perf_counter()
@@ -191,8 +205,27 @@ def _run_and_judge(job: _Job, trials: list[Trial], result: VerificationResult) -
         timing={"indices": timing_indices, "config": asdict(job.bench_config)} if timing_indices else None,
     )
     limit = 64 * prepared.payload_bytes + (64 << 20)
+    device = torch.device(spec.device)
+    judged: dict[int, TrialResult] = {}
+    judging = [0.0]
+
+    def judge_blob(index: int, blob: bytes, report: ChildReport) -> None:
+        # Runs in the reader thread as each blob arrives: the blob is dropped once judged.
+        if not 0 <= index < len(prepared.data):
+            raise ValueError(f"an output blob for trial {index}, which does not exist")
+        started = time.perf_counter()
+        saved, load_error = _load_blob(blob)
+        data = prepared.data[index]
+        judged[index] = _judge(job, data, saved, load_error, report.trials.get(index), params, device)
+        judging[0] += time.perf_counter() - started
+
     child = run_child(
-        plan, prepared.blobs, interpret=spec.interpret, timeout_s=job.timeout_s, limit_bytes=limit
+        plan,
+        prepared.blobs,
+        interpret=spec.interpret,
+        timeout_s=job.timeout_s,
+        limit_bytes=limit,
+        on_blob=judge_blob,
     )
     result.durations.child_s = child.wall_s
     result.child = ChildExit(
@@ -204,17 +237,15 @@ def _run_and_judge(job: _Job, trials: list[Trial], result: VerificationResult) -
     )
 
     t0 = time.perf_counter()
-    device = torch.device(spec.device)
     for data in prepared.data:
         index = data.trial.index
-        saved, load_error = _load_blob(child.report.blobs.get(index))
-        result.trials.append(
-            judge_trial(
-                data, saved, load_error, child.report.trials.get(index), task.tolerance,
-                task.output_contract, params, device,
-            )
-        )  # fmt: skip
-    result.durations.compare_s = time.perf_counter() - t0
+        report = child.report.trials.get(index)
+        trial = judged.get(index) or _judge(job, data, None, None, report, params, device)
+        if report is not None and report.duplicate and Flag.MONITOR_TAMPERED not in trial.flags:
+            trial.flags.append(Flag.MONITOR_TAMPERED)  # a second report arrived after it was judged
+            trial.ok = False
+        result.trials.append(trial)
+    result.durations.compare_s = time.perf_counter() - t0 + judging[0]
 
     _decide(result, child)
     if job.do_timing and result.verdict == "pass":

@@ -44,6 +44,9 @@ class Monitor:
         self.allocations: list[torch.Tensor] = []
         self.stalled = False  # the interpreter stopped a program that waited on another one
         self._launch_depth = 0
+        # Every new finding is also sent to the parent at once (set by the runner): what was sent
+        # stays sent, even if the candidate then forges the rest of the stream and exits.
+        self.emit: Callable[[str, str], None] | None = None
 
     def reset(self) -> None:
         self.launches = 0
@@ -55,6 +58,8 @@ class Monitor:
         bucket = self.findings.setdefault(kind, [])
         if detail not in bucket and len(bucket) < MAX_DETAILS:
             bucket.append(detail)
+            if self.emit is not None:
+                self.emit(kind, detail)
 
     def by_candidate(self, frame: types.FrameType | None, *, direct: bool = False) -> bool:
         return self.window and self.attribution.is_candidate(frame, direct=direct)

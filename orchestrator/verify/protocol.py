@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import json
 import os
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
@@ -139,6 +139,9 @@ class ChildReport:
     trials: dict[int, TrialReport] = field(default_factory=dict)
     blobs: dict[int, bytes] = field(default_factory=dict)
     timings: dict[int, list[float]] = field(default_factory=dict)
+    streamed: dict[tuple[int, int], dict[str, list[str]]] = field(
+        default_factory=dict
+    )  # sent as they happened
     done: bool = False
     stream_error: str | None = None  # malformed frames, a blob without its event, over the limit
 
@@ -182,11 +185,16 @@ def _call(raw: object) -> CallReport:
 
 
 class ReportBuilder:
-    """Feeds frames from the child's pipe into a ChildReport (pessimistically)."""
+    """Feeds frames from the child's pipe into a ChildReport (pessimistically).
 
-    def __init__(self) -> None:
+    ``on_blob(index, blob, report)``, when given, receives each trial's blob as it arrives (the parent judges
+    it right away and keeps no copy: on device pools a trial's blob can weigh hundreds of MB).
+    """
+
+    def __init__(self, on_blob: Callable[[int, bytes, ChildReport], None] | None = None) -> None:
         self.report = ChildReport()
         self._awaiting_blob: int | None = None
+        self._on_blob = on_blob
 
     def feed(self, kind: bytes, payload: bytes) -> None:
         report = self.report
@@ -195,7 +203,11 @@ class ReportBuilder:
             if index is None or index in report.blobs:
                 report.stream_error = report.stream_error or "an output blob arrived without its trial event"
                 return
-            report.blobs[index] = payload
+            if self._on_blob is None:
+                report.blobs[index] = payload
+            else:
+                report.blobs[index] = b""  # received (and judged): a second one is a forgery
+                self._on_blob(index, payload, report)
             return
         if self._awaiting_blob is not None:
             report.stream_error = report.stream_error or "a trial event arrived without its output blob"
@@ -212,9 +224,17 @@ class ReportBuilder:
             for k, v in _findings(event.get("findings")).items():
                 report.import_findings[k] = sorted(set(report.import_findings.get(k, [])) | set(v))
             report.import_error = report.import_error or _opt_str(event.get("error"))
+        elif name == "finding":
+            self._finding(event)
         elif name == "trial" and isinstance(event.get("index"), int):
             index = event["index"]
             calls = [_call(c) for c in event.get("calls", [])] if isinstance(event.get("calls"), list) else []
+            for number, call in enumerate(calls):  # what was streamed stays, whatever the summary says
+                for kind, details in report.streamed.get((index, number), {}).items():
+                    if kind == "sync":
+                        call.sync_excused = sorted(set(call.sync_excused) | set(details))
+                    else:
+                        call.findings[kind] = sorted(set(call.findings.get(kind, [])) | set(details))
             if index in report.trials:
                 report.trials[index].duplicate = True
                 report.trials[index].calls += calls
@@ -228,3 +248,17 @@ class ReportBuilder:
                 report.timings[event["index"]] = [float(s) for s in samples][:100_000]
         elif name == "done":
             report.done = True
+
+    def _finding(self, event: Mapping[str, Any]) -> None:
+        kind, detail = event.get("kind"), str(event.get("detail"))[:300]
+        if kind not in FINDING_KINDS and kind != "sync":
+            return
+        trial, call = event.get("trial"), event.get("call")
+        if trial is None:
+            bucket = self.report.import_findings.setdefault(str(kind), [])
+        elif isinstance(trial, int) and isinstance(call, int):
+            bucket = self.report.streamed.setdefault((trial, call), {}).setdefault(str(kind), [])
+        else:
+            return
+        if detail not in bucket and len(bucket) < 100:
+            bucket.append(detail)

@@ -85,8 +85,12 @@ def _call_entry(entry: Any, args: list[Any]) -> Any:
 
 
 def _plain(result: object) -> list[torch.Tensor | None]:
-    """Plain tensors pass through; anything else (subclasses included) becomes None = not a tensor."""
-    items = list(result) if isinstance(result, tuple | list) else [result]
+    """Plain tensors pass through; anything else (subclasses included) becomes None = not a tensor.
+
+    Only an exact tuple or list is unpacked: iterating a subclass would run the candidate's
+    ``__iter__`` here, after its window closed.
+    """
+    items = list(result) if type(result) in (tuple, list) else [result]  # type: ignore[call-overload]
     return [x if type(x) is torch.Tensor else None for x in items]
 
 
@@ -145,6 +149,12 @@ class Runner:
         # output in that memory is a workspace the candidate kept and returned once more.
         self.previous: list[torch.Tensor] = []
         self.timing_specs: dict[int, list[Any]] = {}
+        self.where: tuple[int | None, int] = (None, 0)  # (trial, call) the findings belong to
+        self.monitor.emit = self._emit
+
+    def _emit(self, kind: str, detail: str) -> None:
+        trial, call = self.where
+        self.send({"event": "finding", "trial": trial, "call": call, "kind": kind, "detail": detail})
 
     def _watched_classes(self) -> list[type]:
         from torch.utils._python_dispatch import TorchDispatchMode
@@ -333,7 +343,8 @@ class Runner:
         tensors = [i.tensor for i in inputs if i is not None]
         reports, saved, outputs_seen = [], [], []
         ok = True
-        for plan in trial.calls:
+        for number, plan in enumerate(trial.calls):
+            self.where = (trial.index, number)
             if plan.kind == "refill" and refill is not None:
                 for item, spec in zip(inputs, refill, strict=True):
                     if item is not None:

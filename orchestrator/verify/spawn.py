@@ -23,7 +23,7 @@ import sys
 import tempfile
 import threading
 import time
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -152,10 +152,12 @@ class _Tail(threading.Thread):
 
 
 class _Reader(threading.Thread):
-    def __init__(self, fd: int, limit: int) -> None:
+    def __init__(
+        self, fd: int, limit: int, on_blob: Callable[[int, bytes, proto.ChildReport], None] | None
+    ) -> None:
         super().__init__(daemon=True)
         self.fd, self.limit = fd, limit
-        self.builder = proto.ReportBuilder()
+        self.builder = proto.ReportBuilder(on_blob)
 
     def run(self) -> None:
         received = 0
@@ -165,8 +167,14 @@ class _Reader(threading.Thread):
                 if received > self.limit:
                     raise ValueError(f"the child sent more than {self.limit} bytes")
                 self.builder.feed(*frame)
-        except (OSError, ValueError) as exc:
+        except Exception as exc:  # a malformed stream, or a blob the parent could not judge
             self.builder.report.stream_error = self.builder.report.stream_error or str(exc)[:300]
+            # Keep draining (and ignoring): a child blocked on a full pipe would only time out.
+            try:
+                while os.read(self.fd, 1 << 20):
+                    pass
+            except OSError:
+                pass
 
 
 class _Writer(threading.Thread):
@@ -199,9 +207,11 @@ def run_child(
     interpret: bool,
     timeout_s: float,
     limit_bytes: int,
+    on_blob: Callable[[int, bytes, proto.ChildReport], None] | None = None,
     python: str | None = None,
 ) -> ChildRun:
-    """Run one child to completion (or timeout): send the plan and the input blobs, collect reports."""
+    """Run one child to completion (or timeout): send the plan and the input blobs, collect reports
+    (``on_blob`` receives each trial's outputs as they arrive, in the reader thread)."""
     cwd, home = Path(tempfile.mkdtemp()), Path(tempfile.mkdtemp())
     in_r, in_w = os.pipe()
     out_r, out_w = os.pipe()
@@ -221,7 +231,7 @@ def run_child(
         os.close(out_w)
         assert proc.stdin is not None and proc.stdout is not None and proc.stderr is not None
         out_tail, err_tail = _Tail(proc.stdout.fileno()), _Tail(proc.stderr.fileno())
-        reader = _Reader(out_r, limit_bytes)
+        reader = _Reader(out_r, limit_bytes, on_blob)
         payload = json.dumps({"modules": bundle(), "plan": plan.to_json()}).encode()
         writer = _Writer(in_w, payload, frames)
         for thread in (out_tail, err_tail, reader, writer):

@@ -27,6 +27,7 @@ from orchestrator.verify.integrity import Integrity
         ("atexit_rewrite", Flag.MONITOR_TAMPERED),  # rewrites output files at exit
         ("class_swap", Flag.MONITOR_TAMPERED),  # __class__ assignment on an input
         ("hide_from_policy", Flag.TORCH_COMPUTE),  # looks for the allow-list in sys.modules: gone
+        ("lazy_result", Flag.NOT_A_TENSOR),  # a list whose __iter__ adds after the call returned
     ],
 )
 def test_tampering_is_caught(make_task: TaskFactory, cheats: Path, name: str, flag: Flag) -> None:
@@ -35,6 +36,17 @@ def test_tampering_is_caught(make_task: TaskFactory, cheats: Path, name: str, fl
     )
     assert result.verdict == "fail", summary(result)
     assert flag in result.flags, summary(result)
+
+
+@pytest.mark.slow
+def test_a_forged_report_stream_cannot_hide_what_was_seen(make_task: TaskFactory, cheats: Path) -> None:
+    """The candidate writes a clean-looking report for every trial into the report pipe and exits 0
+    before the runner reports; the findings were streamed to the parent as they happened."""
+    result = verify(
+        make_task("add", dtypes=["float32"], layouts={}), cheats / "forge_and_exit.py", enforce_static=False
+    )
+    assert result.verdict in ("fail", "error") and Flag.TORCH_COMPUTE in result.flags, summary(result)
+    assert Flag.TIMEOUT not in result.flags
 
 
 @pytest.mark.slow
