@@ -1,8 +1,8 @@
 """Kernel verification harness: static gate, isolated child runner, parent-side comparison.
 
 Public API: ``verify(task_dir, candidate_path, pool) -> VerificationResult``; see docs/verification.md.
-Exports are resolved lazily so the child (``python -m orchestrator.verify.runner``) does not pay for
-the parent's imports.
+Exports are resolved lazily, so importing one module does not pay for the others. (The child never
+imports this package: spawn.py sends it the child-side modules' sources.)
 """
 
 from __future__ import annotations
