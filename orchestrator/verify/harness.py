@@ -258,15 +258,22 @@ def _run_and_judge(job: _Job, trials: list[Trial], result: VerificationResult) -
         result.durations.timing_s = time.perf_counter() - t0
 
 
+# What a blind call can get wrong that a candidate behaving the same everywhere would get right too.
+WATCHED_FLAGS = VALUE_FLAGS | {
+    Flag.OUTPUT_CONTRACT,
+    Flag.WRONG_SHAPE,
+    Flag.WRONG_DTYPE,
+    Flag.NO_TRITON_LAUNCH,
+}
+
+
 def _monitor_dependent(result: VerificationResult) -> bool:
     """A blind call failed on values or contract where every monitored call of its case and dtype passed."""
     by_group: dict[tuple[str, str], list[tuple[bool, bool]]] = {}
     for trial in result.trials:
         key = (repr(sorted(trial.shape.items())), trial.dtype)
         for call in trial.calls:
-            bad = bool(
-                set(call.flags) & (VALUE_FLAGS | {Flag.OUTPUT_CONTRACT, Flag.WRONG_SHAPE, Flag.WRONG_DTYPE})
-            )
+            bad = bool(set(call.flags) & WATCHED_FLAGS)
             by_group.setdefault(key, []).append((call.monitored, bad))
     for calls in by_group.values():
         blind_bad = any(bad for monitored, bad in calls if not monitored)

@@ -240,7 +240,8 @@ class Runner:
         findings = dict(self.monitor.findings)
         report.sync_excused = findings.pop("sync", [])
         report.findings = findings
-        report.launches = self.monitor.launches
+        if report.monitored:
+            report.launches = self.monitor.launches
         report.stalled = self.monitor.stalled
 
     def import_candidate(self) -> Any:
@@ -292,6 +293,7 @@ class Runner:
             # A blind call: nothing the candidate can see without introspecting Triton is left (the
             # interpreter's bounds checks stay: they stop wild stores, in natural program order).
             self.uninstall()
+            launched = self.interp.launches if self.interp is not None else 0
             if self.interp is not None:
                 self.interp.order = "natural"
                 self.interp.install()
@@ -300,6 +302,8 @@ class Runner:
             except BaseException as exc:
                 report.error = _describe(exc)
             finally:
+                if self.interp is not None:  # counted by the interpreter, unseen by the candidate
+                    report.launches = self.interp.launches - launched
                 if self.interp is not None:
                     self.interp.uninstall()
                 self.install()

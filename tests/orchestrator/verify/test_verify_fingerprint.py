@@ -34,6 +34,15 @@ def test_a_trojan_that_behaves_only_under_test_fails(make_task: TaskFactory, che
     assert blind and all(Flag.MISMATCH in c.flags for c in blind)
 
 
+def test_a_torch_fallback_when_unwatched_fails(make_task: TaskFactory, cheats: Path) -> None:
+    """Right values everywhere, but no kernel when it sees no monitor: the interpreter still counts
+    the blind call's launches."""
+    task = make_task("add", dtypes=["float32"], layouts={})
+    result = verify(task, cheats / "fallback_when_unwatched.py", enforce_static=False)
+    assert result.verdict == "fail", summary(result)
+    assert {Flag.NO_TRITON_LAUNCH, Flag.MONITOR_DEPENDENT} <= set(result.flags), summary(result)
+
+
 def _probe(make_task: TaskFactory, tmp_path: Path, run: int) -> list[dict]:
     out = tmp_path / f"seen_{run}.jsonl"
     candidate = tmp_path / f"probe_{run}" / "probe.py"
