@@ -167,29 +167,6 @@ AUDIT_TRANSITIVE_PREFIXES = ("open", "ctypes.")
 # Raised by the candidate's frame for things honest launchers do (none so far).
 AUDIT_IGNORE: frozenset[str] = frozenset()
 
-# --- Triton files whose frames are Triton's own work (interpreter copies, launch binding, benching)
-TRITON_TRUSTED_SUFFIXES = (
-    "/runtime/interpreter.py",
-    "/runtime/jit.py",
-    "/runtime/autotuner.py",
-    "/runtime/driver.py",
-    "/runtime/_allocation.py",
-    "/runtime/cache.py",
-    "/runtime/build.py",
-    "/compiler/compiler.py",
-    "/compiler/code_generator.py",
-    "/testing.py",
-    "/driver.py",  # backends/<vendor>/driver.py
-    "/knobs.py",
-    "/_utils.py",
-    "/language/core.py",
-    "/language/semantic.py",
-    "/language/standard.py",
-    "/language/math.py",
-    "/language/random.py",
-    "/tools/tensor_descriptor.py",
-)
-
 # --- interpreter schedule -------------------------------------------------------------------------
 ORDERS = ("natural", "reversed", "shuffled")
 # A program that repeats the very same memory access (same addresses, same values) this many times in
