@@ -25,6 +25,7 @@ from pathlib import Path
 import httpx
 from _common import ROOT, ms, pct
 
+from gateway.client import AsyncGatewayClient, GatewayError, GatewayTarget
 from kstest.gateway import GatewayProcess, free_port
 from kstest.mcp_client import call, mcp_session
 from orchestrator.local.embedded_redis import EmbeddedRedis, find_redis_server
@@ -49,17 +50,15 @@ def waiters_process(url: str, tokens: list[str], seconds: float, out: Connection
 
     async def wait_loop(token: str, deadline: float) -> None:
         # One client (one connection) per agent, as real agents have.
-        async with httpx.AsyncClient(
-            base_url=url, timeout=30, headers={"Authorization": f"Bearer {token}"}
-        ) as c:
+        async with AsyncGatewayClient(GatewayTarget(token=token, url=url)) as c:
             while time.monotonic() < deadline:
                 try:
-                    reply = await c.get("/api/inbox", params={"wait": 1, "limit": 100})
-                except httpx.HTTPError as exc:
-                    errors.append(repr(exc))
+                    items = await c.inbox(wait=1, limit=100)
+                except GatewayError as exc:
+                    errors.append(exc.line())
                     continue
                 now = time.time()
-                latencies.extend(now - item["ts"] for item in reply.json()["items"])
+                latencies.extend(now - item["ts"] for item in items)
 
     async def main() -> None:
         deadline = time.monotonic() + seconds
@@ -72,25 +71,31 @@ def waiters_process(url: str, tokens: list[str], seconds: float, out: Connection
 
 async def post_at_rate(
     gw: GatewayProcess, token: str, names: list[str], rate: float, seconds: float
-) -> float:
-    """Post ``rate`` messages/s for ``seconds``, each mentioning one agent; returns the achieved rate."""
-    limits = httpx.Limits(max_connections=32, max_keepalive_connections=32)
-    async with httpx.AsyncClient(
-        base_url=gw.url, timeout=30, limits=limits, headers={"Authorization": f"Bearer {token}"}
-    ) as client:
+) -> tuple[float, int]:
+    """Post ``rate`` messages/s for ``seconds``, each mentioning one agent; returns the achieved rate
+    and how many posts the gateway refused (the sender's rate limit, ...)."""
+    refused = 0
+    async with AsyncGatewayClient(GatewayTarget(token=token, url=gw.url), max_connections=32) as client:
+
+        async def post(text: str) -> None:
+            nonlocal refused
+            try:
+                await client.post("general", text)
+            except GatewayError:
+                refused += 1
+
         interval = 1 / rate
         start = time.monotonic()
         sent = 0
         in_flight: set[asyncio.Task] = set()
         while time.monotonic() - start < seconds:
             await asyncio.sleep(max(0, start + sent * interval - time.monotonic()))
-            text = f"@{random.choice(names)} kernel {sent} is ready for review"
-            task = asyncio.create_task(client.post("/api/channels/general/messages", json={"text": text}))
+            task = asyncio.create_task(post(f"@{random.choice(names)} kernel {sent} is ready for review"))
             in_flight.add(task)
             task.add_done_callback(in_flight.discard)
             sent += 1
         await asyncio.gather(*in_flight)
-        return sent / (time.monotonic() - start)
+        return sent / (time.monotonic() - start), refused
 
 
 def inbox_load(gw: GatewayProcess, n_agents: int, rate: float, seconds: float) -> list[float]:
@@ -103,12 +108,12 @@ def inbox_load(gw: GatewayProcess, n_agents: int, rate: float, seconds: float) -
     )
     waiters.start()
     time.sleep(2)  # let every agent start waiting
-    achieved = asyncio.run(post_at_rate(gw, poster, names, rate, seconds))
+    achieved, refused = asyncio.run(post_at_rate(gw, poster, names, rate, seconds))
     latencies, errors = receive.recv()
     waiters.join(30)
     print(
         f"  {n_agents:>3} agents: {achieved:.0f} msg/s sustained for {seconds:.0f} s, "
-        f"delivered {len(latencies)}, errors {len(errors)}"
+        f"delivered {len(latencies)}, refused posts {refused}, inbox errors {len(errors)}"
     )
     return latencies
 
@@ -125,12 +130,10 @@ async def round_trips(
             t = time.perf_counter()
             (await client.post("/post", json={"channel": "general", "text": f"rt {i}"})).raise_for_status()
             bare.append(time.perf_counter() - t)
-    async with httpx.AsyncClient(base_url=gw.url, headers={"Authorization": f"Bearer {token}"}) as client:
+    async with AsyncGatewayClient(GatewayTarget(token=token, url=gw.url)) as gateway:
         for i in range(n):
             t = time.perf_counter()
-            (
-                await client.post("/api/channels/general/messages", json={"text": f"rest {i}"})
-            ).raise_for_status()
+            await gateway.post("general", f"rest {i}")
             rest.append(time.perf_counter() - t)
     async with mcp_session(gw.url, token) as session:
         for i in range(20):

@@ -26,14 +26,13 @@ import tempfile
 import time
 from pathlib import Path
 
-import httpx
 from _common import ROOT, pct
 
-sys.path.insert(0, str(ROOT / "tests" / "orchestrator" / "jobs"))
+sys.path.insert(0, str(ROOT / "tests"))  # kstest
 sys.path.insert(0, str(ROOT))  # the real packages before tests/gateway (a namespace dir of that name)
-from jobkit import HONEST_ADD, JobsGateway, WorkerProc, push_kernels
-
+from gateway.client import AsyncGatewayClient, GatewayTarget
 from gateway.jobs.pools import JobsSettings, NodeConfig, PoolConfig, PoolRules
+from kstest.jobkit import HONEST_ADD, JobsGateway, WorkerProc, push_kernels
 from orchestrator.local.embedded_redis import EmbeddedRedis
 
 TASK = ROOT / "orchestrator" / "verify" / "examples" / "tasks" / "add"
@@ -87,14 +86,14 @@ def latency(gw: JobsGateway, sha: str, n: int) -> list[float]:
 
 
 async def throughput(gw: JobsGateway, sha: str, total: int, clients: int) -> float:
-    headers = {"Authorization": f"Bearer {gw.tokens['bench']}"}
+    target = GatewayTarget(token=gw.tokens["bench"], url=gw.url, timeout=60)
     body = {"task": "add", "kernel": "kernels/add/add_masked.py", "ref": sha, "pool": "sink"}
     left = iter(range(total))
 
     async def one_client() -> None:
-        async with httpx.AsyncClient(base_url=gw.url, headers=headers, timeout=60) as client:
+        async with AsyncGatewayClient(target) as client:
             for _ in left:
-                (await client.post("/api/jobs", json=body)).raise_for_status()
+                await client.request("POST", "/api/jobs", json=body)
 
     started = time.perf_counter()
     await asyncio.gather(*(one_client() for _ in range(clients)))

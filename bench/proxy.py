@@ -23,6 +23,7 @@ import httpx
 from _common import ROOT, pct
 from redis.asyncio import Redis
 
+from gateway.client import GatewayClient, GatewayTarget
 from gateway.principals import PrincipalKind, PrincipalStore
 from kstest.gateway import free_port
 from kstest.upstream import ScriptedUpstream, text_reply
@@ -190,7 +191,8 @@ def main() -> None:
     try:
         token = asyncio.run(agent_token(redis_url))
         lines = asyncio.run(bench(upstream, gateway, port, token, args.requests))
-        usage = httpx.get(f"http://127.0.0.1:{port}/api/usage", headers={"x-api-key": token}).json()
+        with GatewayClient(GatewayTarget(token=token, url=f"http://127.0.0.1:{port}")) as client:
+            usage = client.get("/api/usage")
         lines.append("")
         lines.append(f"usage recorded for the agent: {usage['agents']['bench-agent']['requests']} requests")
         print("\n".join(lines))

@@ -1,24 +1,31 @@
 """Where a kswarm installation keeps its state, and how clients find the running gateway.
 
-``$KSWARM_HOME`` (default ``~/.kswarm``) holds: ``redis/`` (embedded Redis), ``run/gateway.sock``,
-``gateway.json`` (url, socket, pid of the running gateway) and ``operator.token`` (mode 600).
-Clients use ``KSWARM_URL``/``KSWARM_TOKEN`` when set, else those files.
+``$KSWARM_HOME`` (default ``~/.kswarm``; ``--home`` on every command) holds: ``redis/`` (embedded
+Redis), ``run/gateway.sock``, ``gateway.json`` (url, socket, pid of the running gateway) and
+``operator.token`` (mode 600). ``find_gateway`` is the one place that turns that (or ``KSWARM_URL`` /
+``KSWARM_TOKEN``, which win when set and non-empty) into a ``GatewayTarget``.
 """
 
 from __future__ import annotations
 
 import json
 import os
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
+from gateway.client.errors import NoGateway
+from gateway.client.target import GatewayTarget
 
-class ConnectError(RuntimeError):
-    """No gateway to talk to; the message says what to do."""
+URL_ENV = "KSWARM_URL"
+TOKEN_ENV = "KSWARM_TOKEN"
+HOME_ENV = "KSWARM_HOME"
 
 
-def kswarm_home(explicit: Path | None = None) -> Path:
-    home = explicit or Path(os.environ.get("KSWARM_HOME") or Path.home() / ".kswarm")
+def kswarm_home(explicit: Path | None = None, environ: Mapping[str, str] | None = None) -> Path:
+    """``explicit`` (``--home``), else ``$KSWARM_HOME``, else ``~/.kswarm``; absolute."""
+    env = os.environ if environ is None else environ
+    home = explicit or Path(env.get(HOME_ENV) or Path.home() / ".kswarm")
     return home.expanduser().resolve()
 
 
@@ -58,7 +65,7 @@ class GatewayInfo:
         try:
             data = json.loads(path.read_text())
             return cls(url=data["url"], socket=data["socket"], pid=int(data["pid"]))
-        except (OSError, ValueError, KeyError):
+        except (OSError, ValueError, KeyError, TypeError):
             return None
 
     def write(self, home: Path) -> None:
@@ -68,29 +75,45 @@ class GatewayInfo:
         return pid_alive(self.pid)
 
 
-@dataclass
-class Connection:
-    url: str
-    token: str
+def operator_token(home: Path) -> str | None:
+    try:
+        return (home / "operator.token").read_text().strip() or None
+    except OSError:
+        return None
 
 
-def connection(home: Path | None = None) -> Connection:
-    """The gateway URL and token a CLI command should use."""
-    home = kswarm_home(home)
-    url = os.environ.get("KSWARM_URL")
+def find_gateway(
+    home: Path | None = None, environ: Mapping[str, str] | None = None, strict: bool = True
+) -> GatewayTarget:
+    """The gateway and token a client on this machine should use.
+
+    URL: ``$KSWARM_URL``, else the home's ``gateway.json`` while its gateway process lives (its URL,
+    else its socket). Token: ``$KSWARM_TOKEN``, else the home's ``operator.token``. ``strict`` (what
+    every CLI command uses) raises ``NoGateway`` saying what to do when either is missing; otherwise
+    the missing parts are left ``None`` (a daemon that waits for the gateway, or reports it itself).
+    """
+    env = os.environ if environ is None else environ
+    home = kswarm_home(home, env)
+    url: str | None = env.get(URL_ENV) or None
+    socket: Path | None = None
     if url is None:
         info = GatewayInfo.read(home)
-        if info is None or not info.alive():
-            raise ConnectError(
-                f"no running gateway under {home}: start one with `kswarm up` or set KSWARM_URL"
+        if info is not None and (info.alive() or not strict):
+            url = info.url or None
+            socket = Path(info.socket) if not url and info.socket else None
+        elif strict:
+            raise NoGateway(
+                f"none is running for {home} (start one with `kswarm up --home {home}`, or set {URL_ENV})"
             )
-        url = info.url
-    token = os.environ.get("KSWARM_TOKEN")
-    if token is None:
-        try:
-            token = (home / "operator.token").read_text().strip()
-        except OSError as exc:
-            raise ConnectError(
-                f"no token: set KSWARM_TOKEN or run `kswarm up` (reads {home}/operator.token)"
-            ) from exc
-    return Connection(url=url.rstrip("/"), token=token)
+    token = env.get(TOKEN_ENV) or operator_token(home)
+    if strict and token is None:
+        raise NoGateway(
+            f"no token for {url}: set {TOKEN_ENV}, or use the home whose `kswarm up` wrote operator.token"
+            f" (none in {home})"
+        )
+    return GatewayTarget(token=token, url=url.rstrip("/") if url else None, socket=socket)
+
+
+def target_from_env(home: Path | None = None) -> GatewayTarget:
+    """``find_gateway`` without the checks: whatever is known (for daemons started next to a gateway)."""
+    return find_gateway(home, strict=False)

@@ -1,77 +1,59 @@
-"""A small client for the gateway's REST API, sync and async, over TCP or its unix socket.
+"""The gateway's REST API (and its SSE stream), sync and async, over TCP or the unix socket.
 
-Shared by the CLI, the orchestrator and the agents' heartbeat loop. Errors are ``GatewayError`` with
-the HTTP status and the gateway's ``detail``.
+Used by the CLI, the orchestrator, the worker, the demo and the agents. Every failure is a
+``GatewayError`` subclass (``gateway.client.errors``): an unreachable gateway is ``NoGateway``, a 401/403
+``TokenRefused``, a 404 ``NotFound``, a 400/422 ``BadInput``, a 409 ``Conflict``; a 2xx answer is the
+parsed JSON (text for a non-JSON body, ``None`` for an empty one).
 """
 
 from __future__ import annotations
 
 import json
-import os
-from dataclasses import dataclass
-from pathlib import Path
+import time
+from collections.abc import Iterable, Iterator, Mapping
 from typing import Any
 
 import httpx
 
-UDS_BASE_URL = "http://kswarm"  # any host works over a unix socket; the gateway accepts this one
+from gateway.client.errors import GatewayError, NoGateway, raise_for
+from gateway.client.home import kswarm_home, target_from_env
+from gateway.client.target import UDS_BASE_URL, GatewayTarget
+
+__all__ = [
+    "UDS_BASE_URL",
+    "AsyncGatewayClient",
+    "GatewayClient",
+    "GatewayError",
+    "GatewayTarget",
+    "kswarm_home",
+    "parse_sse",
+    "target_from_env",
+]
 
 
-class GatewayError(RuntimeError):
-    """A non-2xx answer (status > 0) or an unreachable gateway (status 0)."""
-
-    def __init__(self, status: int, detail: str) -> None:
-        super().__init__(
-            f"gateway answered {status}: {detail}" if status else f"gateway unreachable: {detail}"
-        )
-        self.status = status
-        self.detail = detail
+def _body(reply: httpx.Response) -> Any:
+    if not reply.content:
+        return None
+    if "json" in reply.headers.get("content-type", "json"):
+        return reply.json()
+    return reply.text
 
 
-@dataclass(frozen=True)
-class GatewayTarget:
-    """Where the gateway is and who we are: a URL or a unix socket, and a bearer token."""
-
-    token: str | None
-    url: str | None = None
-    socket: Path | None = None
-    timeout: float = 30.0
-
-    def base_url(self) -> str:
-        return UDS_BASE_URL if self.socket else (self.url or "http://127.0.0.1:8765").rstrip("/")
-
-    def headers(self) -> dict[str, str]:
-        return {"Authorization": f"Bearer {self.token}"} if self.token else {}
+def _unreachable(target: GatewayTarget, exc: httpx.TransportError) -> NoGateway:
+    return NoGateway(f"cannot reach {target.where()}: {str(exc) or type(exc).__name__}")
 
 
-def kswarm_home() -> Path:
-    return Path(os.environ.get("KSWARM_HOME") or Path.home() / ".kswarm")
-
-
-def target_from_env(home: Path | None = None) -> GatewayTarget:
-    """The operator's target: $KSWARM_URL/$KSWARM_TOKEN, else what ``kswarm up`` wrote in $KSWARM_HOME."""
-    home = home or kswarm_home()
-    token = os.environ.get("KSWARM_TOKEN")
-    if not token and (home / "operator.token").exists():
-        token = (home / "operator.token").read_text().strip()
-    url = os.environ.get("KSWARM_URL")
-    socket = None
-    info = home / "gateway.json"
-    if not url and info.exists():
-        data = json.loads(info.read_text())
-        url = data.get("url")
-        socket = Path(data["socket"]) if not url and data.get("socket") else None
-    return GatewayTarget(token=token, url=url, socket=socket)
-
-
-def _raise_for(reply: httpx.Response) -> None:
-    if reply.is_success:
-        return
-    try:
-        detail = reply.json().get("detail", reply.text)
-    except ValueError:
-        detail = reply.text
-    raise GatewayError(reply.status_code, str(detail))
+def parse_sse(lines: Iterable[str]) -> Iterator[tuple[str, dict[str, Any]]]:
+    """(event id, data) for each event of a ``text/event-stream`` whose data are JSON."""
+    event_id, data = "", []
+    for line in lines:
+        if line.startswith("id:"):
+            event_id = line[3:].strip()
+        elif line.startswith("data:"):
+            data.append(line[5:].strip())
+        elif line == "" and data:
+            yield event_id, json.loads("\n".join(data))
+            event_id, data = "", []
 
 
 class GatewayClient:
@@ -97,9 +79,38 @@ class GatewayClient:
         try:
             reply = self.http.request(method, path, timeout=timeout or self.target.timeout, **kw)
         except httpx.TransportError as exc:
-            raise GatewayError(0, str(exc) or type(exc).__name__) from exc
-        _raise_for(reply)
-        return reply.json() if reply.content else None
+            raise _unreachable(self.target, exc) from exc
+        raise_for(reply)
+        return _body(reply)
+
+    def get(self, path: str, **params: Any) -> Any:
+        """``GET path?params``; ``None`` values are left out."""
+        return self.request("GET", path, params={k: v for k, v in params.items() if v is not None})
+
+    def follow_events(
+        self, params: Mapping[str, str] | None = None, retry_s: float = 1.0
+    ) -> Iterator[tuple[str, dict[str, Any]]]:
+        """(event id, data) from ``/api/events``, for ever: a dropped connection is reopened with
+        ``Last-Event-ID`` (nothing missed, nothing twice); a refusal (token, ...) raises."""
+        last_id: str | None = None
+        while True:
+            headers = {"Last-Event-ID": last_id} if last_id else {}
+            try:
+                with self.http.stream(
+                    "GET",
+                    "/api/events",
+                    params=dict(params or {}),
+                    headers=headers,
+                    timeout=httpx.Timeout(self.target.timeout, read=None),
+                ) as reply:
+                    if not reply.is_success:
+                        reply.read()
+                        raise_for(reply)
+                    for event_id, data in parse_sse(reply.iter_lines()):
+                        last_id = event_id or last_id
+                        yield event_id, data
+            except httpx.TransportError:
+                time.sleep(retry_s)
 
     # -- operator ---------------------------------------------------------------------------
     def healthz(self) -> dict[str, Any]:
@@ -155,13 +166,23 @@ class GatewayClient:
 
 
 class AsyncGatewayClient:
-    """Asynchronous twin of ``GatewayClient`` (same method names, awaitable)."""
+    """Asynchronous twin of ``GatewayClient`` (same method names, awaitable). ``max_connections``
+    bounds the connections of one client that many tasks share (default: httpx's)."""
 
-    def __init__(self, target: GatewayTarget) -> None:
-        transport = httpx.AsyncHTTPTransport(uds=str(target.socket)) if target.socket else None
+    def __init__(self, target: GatewayTarget, max_connections: int | None = None) -> None:
+        limits: dict[str, Any] = {}
+        if max_connections:
+            limits["limits"] = httpx.Limits(
+                max_connections=max_connections, max_keepalive_connections=max_connections
+            )
+        transport = httpx.AsyncHTTPTransport(uds=str(target.socket), **limits) if target.socket else None
         self.target = target
         self.http = httpx.AsyncClient(
-            base_url=target.base_url(), headers=target.headers(), timeout=target.timeout, transport=transport
+            base_url=target.base_url(),
+            headers=target.headers(),
+            timeout=target.timeout,
+            transport=transport,
+            **limits,
         )
 
     async def __aenter__(self) -> AsyncGatewayClient:
@@ -177,9 +198,13 @@ class AsyncGatewayClient:
         try:
             reply = await self.http.request(method, path, timeout=timeout or self.target.timeout, **kw)
         except httpx.TransportError as exc:
-            raise GatewayError(0, str(exc) or type(exc).__name__) from exc
-        _raise_for(reply)
-        return reply.json() if reply.content else None
+            raise _unreachable(self.target, exc) from exc
+        raise_for(reply)
+        return _body(reply)
+
+    async def get(self, path: str, **params: Any) -> Any:
+        """``GET path?params``; ``None`` values are left out."""
+        return await self.request("GET", path, params={k: v for k, v in params.items() if v is not None})
 
     async def healthz(self) -> dict[str, Any]:
         return await self.request("GET", "/healthz")

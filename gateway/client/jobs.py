@@ -2,15 +2,18 @@
 
 ``finish`` is the only call a worker makes about a result: the gateway records it and then derives the
 verification evidence, the commit statuses and the submitter's notice itself (``outcomes.py``).
+
+Typed with the job runner's wire models (``gateway.jobs``), so this module is not part of what the
+agent image needs: ``gateway.client`` does not import it. Errors are the client's (a 409, e.g. another
+worker serving this node, is ``Conflict``).
 """
 
 from __future__ import annotations
 
-import logging
 from typing import Any
 
-import httpx
-
+from gateway.client.errors import Conflict
+from gateway.client.http import AsyncGatewayClient
 from gateway.jobs.models import (
     Assignment,
     FinishReply,
@@ -21,23 +24,15 @@ from gateway.jobs.models import (
 )
 from gateway.jobs.pools import PoolConfig
 
-log = logging.getLogger("kswarm.jobs.worker")
-
-
-class ConflictError(RuntimeError):
-    """The gateway answered 409 (e.g. another worker serves this node)."""
+__all__ = ["Conflict", "JobsClient"]
 
 
 class JobsClient:
-    def __init__(self, http: httpx.AsyncClient) -> None:
-        self.http = http
+    def __init__(self, gateway: AsyncGatewayClient) -> None:
+        self.gateway = gateway
 
     async def _json(self, method: str, path: str, body: Any = None, limit_s: float = 60) -> Any:
-        reply = await self.http.request(method, path, json=body, timeout=limit_s)
-        if reply.status_code == 409:
-            raise ConflictError(reply.json().get("detail", reply.text))
-        reply.raise_for_status()
-        return reply.json() if reply.status_code != 204 else None
+        return await self.gateway.request(method, path, json=body, timeout=limit_s)
 
     async def pool_config(self, pool: str) -> PoolConfig:
         return PoolConfig.model_validate(await self._json("GET", f"/api/jobs/pools/{pool}/config"))

@@ -12,10 +12,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import httpx
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from gateway.client import GatewayClient, GatewayTarget
 from gateway.dataset.card import render_card, summarize
 from gateway.dataset.schema import SCHEMA, SCHEMA_VERSION
 from gateway.dataset.sources import (
@@ -238,14 +238,29 @@ def build_dataset(
     job_source: JobRecordSource | None = None,
     mirror_dir: Path | None = None,
 ) -> BuildReport:
-    """Fetch everything from the gateway (as ``token``'s principal) and write the dataset to ``out``."""
-    with httpx.Client(base_url=url, headers={"Authorization": f"Bearer {token}"}, timeout=120) as http:
-        forge = ForgeReviewSource(http)
+    """``build_dataset_at`` the gateway at ``url``, as ``token``'s principal."""
+    target = GatewayTarget(token=token, url=url, timeout=120)
+    return build_dataset_at(target, repo, out, models, job_source, mirror_dir)
+
+
+def build_dataset_at(
+    gateway: GatewayTarget,
+    repo: str,
+    out: Path,
+    models: Mapping[str, str] | None = None,
+    job_source: JobRecordSource | None = None,
+    mirror_dir: Path | None = None,
+) -> BuildReport:
+    """Fetch everything from the gateway (as its target's principal) and write the dataset to ``out``."""
+    with GatewayClient(gateway) as client:
+        forge = ForgeReviewSource(client)
         info = forge.repo(repo)
         pulls = forge.pulls(repo)
-        jobs = (job_source or GatewayJobSource(http)).job_records(repo)
+        jobs = (job_source or GatewayJobSource(client)).job_records(repo)
     with tempfile.TemporaryDirectory(prefix="kswarm-dataset-") as tmp:
-        mirror = GitMirror.fetch(info["clone_url"], token, mirror_dir or Path(tmp) / "mirror.git")
+        mirror = GitMirror.fetch(
+            info["clone_url"], gateway.token or "", mirror_dir or Path(tmp) / "mirror.git"
+        )
         rows = build_rows(repo, jobs, pulls, mirror, models or {}, info.get("default_branch") or "main")
     paths, summary = write_dataset(rows, out, repo)
     return BuildReport(repo=repo, paths=paths, summary=summary, rows=rows)

@@ -9,8 +9,9 @@ import subprocess
 from pathlib import Path
 from typing import Any, Protocol
 
-import httpx
 from pydantic import BaseModel, ConfigDict, Field
+
+from gateway.client import GatewayClient
 
 TERMINAL = ("succeeded", "failed", "error", "timeout")
 JOBS_PAGE = 500  # the most /api/jobs returns at once
@@ -50,13 +51,12 @@ class JobRecordSource(Protocol):
 class GatewayJobSource:
     """Job records from the gateway's ``GET /api/jobs?full=true`` (the newest ``JOBS_PAGE`` jobs)."""
 
-    def __init__(self, http: httpx.Client) -> None:
-        self.http = http
+    def __init__(self, gateway: GatewayClient) -> None:
+        self.gateway = gateway
 
     def job_records(self, repo: str) -> list[JobRecord]:
-        reply = self.http.get("/api/jobs", params={"full": "true", "limit": JOBS_PAGE})
-        reply.raise_for_status()
-        jobs = [JobRecord.model_validate(j) for j in reply.json()]
+        listed = self.gateway.get("/api/jobs", full="true", limit=JOBS_PAGE)
+        jobs = [JobRecord.model_validate(j) for j in listed]
         return [j for j in jobs if j.repo == repo and j.state in TERMINAL]
 
 
@@ -97,21 +97,16 @@ class PullInfo(BaseModel):
 class ForgeReviewSource:
     """PRs with their reviews and the repo's clone URL, over the Gitea-shaped ``/api/v1``."""
 
-    def __init__(self, http: httpx.Client) -> None:
-        self.http = http
+    def __init__(self, gateway: GatewayClient) -> None:
+        self.gateway = gateway
 
     def repo(self, repo: str) -> dict[str, Any]:
-        reply = self.http.get(f"/api/v1/repos/{repo}")
-        reply.raise_for_status()
-        return reply.json()
+        return self.gateway.get(f"/api/v1/repos/{repo}")
 
     def pulls(self, repo: str) -> list[PullInfo]:
-        reply = self.http.get(f"/api/v1/repos/{repo}/pulls", params={"state": "all"})
-        reply.raise_for_status()
         out = []
-        for pr in reply.json():
-            reviews = self.http.get(f"/api/v1/repos/{repo}/pulls/{pr['number']}/reviews")
-            reviews.raise_for_status()
+        for pr in self.gateway.get(f"/api/v1/repos/{repo}/pulls", state="all"):
+            reviews = self.gateway.get(f"/api/v1/repos/{repo}/pulls/{pr['number']}/reviews")
             head, base = pr.get("head") or {}, pr.get("base") or {}
             out.append(
                 PullInfo(
@@ -133,7 +128,7 @@ class ForgeReviewSource:
                             commit_id=r.get("commit_id") or "",
                             dismissed=bool(r.get("dismissed")),
                         )
-                        for r in reviews.json()
+                        for r in reviews
                     ],
                 )
             )

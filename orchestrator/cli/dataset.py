@@ -1,33 +1,32 @@
 """``kswarm dataset build``: registered on the main CLI with ``register(app)``.
 
-The gateway is found like every other command (``KSWARM_URL`` + ``KSWARM_TOKEN``, else
-``$KSWARM_HOME/gateway.json`` and ``operator.token``); the token must be an operator's (it clones every
-branch and lists every job).
+The gateway is found like every command's (``commands.connect``); the token must be an operator's (it
+clones every branch and lists every job).
 """
 
 from __future__ import annotations
 
-import json
+import dataclasses
+import subprocess
 from pathlib import Path
 from typing import Annotated
 
-import httpx
 import typer
-from rich.console import Console
 
-from gateway.client.home import ConnectError, connection, kswarm_home
-from gateway.dataset.build import build_dataset
+from gateway.client import find_gateway, kswarm_home
+from gateway.dataset.build import build_dataset_at
 from gateway.dataset.sources import FileJobSource, agent_models
+from orchestrator.cli.commands import HomeOpt, command
+from orchestrator.cli.output import console, fail, print_json
 
-console = Console()
-err_console = Console(stderr=True)
+BUILD_TIMEOUT_S = 120.0
 
 
 def register(app: typer.Typer) -> None:
     dataset_app = typer.Typer(help="The kernel dataset: build it from the forge and the job records.")
     app.add_typer(dataset_app, name="dataset")
 
-    @dataset_app.command("build")
+    @command(dataset_app, "build")
     def build(
         repo: Annotated[
             str, typer.Option("--repo", "-r", help="org/name of the dataset repo.")
@@ -38,27 +37,24 @@ def register(app: typer.Typer) -> None:
         jobs_file: Annotated[
             Path | None, typer.Option("--jobs-file", help="Job records as JSON Lines instead of /api/jobs.")
         ] = None,
-        home: Annotated[Path | None, typer.Option("--home", help="Data dir (default $KSWARM_HOME).")] = None,
+        home: HomeOpt = None,
         as_json: Annotated[bool, typer.Option("--json", help="Print the summary as JSON.")] = False,
     ) -> None:
         """Write data/records.jsonl, data/records.parquet, summary.json and README.md (the card)."""
-        try:
-            conn = connection(home)
-        except ConnectError as exc:
-            err_console.print(f"[red]error:[/red] {exc}")
-            raise typer.Exit(1) from exc
-        target = out or kswarm_home(home) / "dataset"
+        target = dataclasses.replace(find_gateway(home), timeout=BUILD_TIMEOUT_S)
+        home_dir = kswarm_home(home)
         source = FileJobSource(jobs_file) if jobs_file else None
         try:
-            report = build_dataset(
-                conn.url, conn.token, repo, target, models=agent_models(kswarm_home(home)), job_source=source
+            report = build_dataset_at(
+                target, repo, out or home_dir / "dataset", models=agent_models(home_dir), job_source=source
             )
-        except (httpx.HTTPError, OSError, ValueError) as exc:
-            err_console.print(f"[red]error:[/red] dataset build failed: {exc}")
-            raise typer.Exit(1) from exc
+        except subprocess.CalledProcessError as exc:  # the git mirror: git says why
+            fail(f"dataset build failed: git: {(exc.stderr or '').strip() or exc}")
+        except (OSError, ValueError) as exc:
+            fail(f"dataset build failed: {exc}")
         s = report.summary
         if as_json:
-            typer.echo(json.dumps({"paths": {k: str(v) for k, v in vars(report.paths).items()}, **s}))
+            print_json({"paths": {k: str(v) for k, v in vars(report.paths).items()}, **s}, indent=None)
             return
         console.print(
             f"{s['records']} records, {s['accepted']} accepted, {s['passed']} passed "

@@ -16,11 +16,12 @@ import socket
 from pathlib import Path
 from typing import Annotated
 
-import httpx
 import typer
 import uvloop
 from rich.console import Console
 
+from gateway.client import GatewayError
+from orchestrator.cli.commands import command
 from orchestrator.demo.spec import (
     DEFAULT_MODEL_ID,
     DEFAULT_TASKS,
@@ -148,7 +149,7 @@ def run_demo(
         try:
             with ProgressView(console, title, list(tasks)) as view:
                 summary = await drive(running, options, view)
-        except (DemoError, httpx.HTTPError) as exc:
+        except (DemoError, GatewayError) as exc:
             console.print(f"[red]error:[/red] {exc}")
             return 1
         print_summary(console, summary, running, keep)
@@ -167,7 +168,7 @@ def run_demo(
 
 
 def register(app: typer.Typer) -> None:
-    @app.command()
+    @command(app, "demo")
     def demo(
         keep: Annotated[
             bool, typer.Option("--keep", help="Leave everything running afterwards (Ctrl-C stops).")

@@ -1,56 +1,20 @@
 """``kswarm jobs`` (depth per pool, running jobs with devices, recent results) and ``kswarm job show ID``.
 
-Registered on the main CLI with ``orchestrator.cli.jobs.register(app)``. The gateway is found with
-``gateway.client.home.connection()``: ``KSWARM_URL``/``KSWARM_TOKEN``, else ``$KSWARM_HOME/gateway.json``
-and ``operator.token``.
+Registered on the main CLI with ``orchestrator.cli.jobs.register(app)``; the gateway is found like every
+command's (``commands.connect``).
 """
 
 from __future__ import annotations
 
 import json
-import time
-from typing import Annotated, Any, NoReturn
+from typing import Annotated, Any
 
-import httpx
 import typer
-from rich.console import Console
 from rich.table import Table
 
-from gateway.client.home import ConnectError, connection
-
-JsonOpt = Annotated[bool, typer.Option("--json", help="Print the raw JSON answer.")]
-
-
-def _fail(message: str) -> NoReturn:
-    Console(stderr=True).print(f"[red]error:[/red] {message}")
-    raise typer.Exit(1)
-
-
-def _get(path: str, **params: Any) -> Any:
-    try:
-        conn = connection()
-    except ConnectError as exc:
-        _fail(str(exc))
-    try:
-        reply = httpx.get(
-            conn.url + path, params=params, headers={"Authorization": f"Bearer {conn.token}"}, timeout=60
-        )
-    except httpx.TransportError as exc:
-        _fail(f"cannot reach the gateway at {conn.url}: {exc}")
-    if reply.status_code >= 400:
-        try:
-            detail = reply.json().get("detail", reply.text)
-        except ValueError:
-            detail = reply.text
-        _fail(f"{reply.status_code} {detail}")
-    return reply.json() if "json" in reply.headers.get("content-type", "") else reply.text
-
-
-def _ago(ts: float | None) -> str:
-    if not ts:
-        return "-"
-    seconds = max(0, int(time.time() - ts))
-    return f"{seconds}s" if seconds < 120 else f"{seconds // 60}m"
+from gateway.client import NotFound
+from orchestrator.cli.commands import HomeOpt, JsonOpt, command, connect
+from orchestrator.cli.output import console, print_json, since
 
 
 def _outcome(job: dict[str, Any]) -> str:
@@ -66,17 +30,21 @@ def register(app: typer.Typer) -> None:
     job_app = typer.Typer(help="One job: show its state, result and log.", no_args_is_help=True)
     app.add_typer(job_app, name="job")
 
-    @app.command("jobs")
+    @command(app, "jobs")
     def jobs(
         pool: Annotated[str | None, typer.Option("--pool", help="Only this pool.")] = None,
+        home: HomeOpt = None,
         as_json: JsonOpt = False,
     ) -> None:
         """Job pools: depth per pool, running jobs with their devices, recent results."""
-        pools = [p for p in _get("/api/jobs/pools") if pool is None or p["pool"] == pool]
+        with connect(home) as gateway:
+            every = gateway.get("/api/jobs/pools")
+        pools = [p for p in every if pool is None or p["pool"] == pool]
+        if pool is not None and not pools:
+            raise NotFound(0, f"no pool {pool!r} (pools: {', '.join(p['pool'] for p in every) or 'none'})")
         if as_json:
-            print(json.dumps(pools, indent=2))
+            print_json(pools)
             return
-        console = Console()
         depth = Table("pool", "device", "executor", "queued", "running", "dead letters", "waiting by agent")
         for p in pools:
             cfg = p["config"]
@@ -103,7 +71,7 @@ def register(app: typer.Typer) -> None:
                     j.get("node") or "-",
                     ",".join(j.get("allocated") or []) or "-",
                     str(j["attempts"]),
-                    _ago(j.get("started")),
+                    since(j.get("started")),
                 )
             for j in p["recent"]:
                 recent.add_row(
@@ -114,7 +82,7 @@ def register(app: typer.Typer) -> None:
                     j["sha"][:10],
                     _outcome(j),
                     (j.get("error") or "")[:60],
-                    _ago(j.get("finished")),
+                    since(j.get("finished")),
                 )
         console.print("[bold]running[/bold]" if running.row_count else "no job running")
         if running.row_count:
@@ -123,18 +91,20 @@ def register(app: typer.Typer) -> None:
             console.print("[bold]recent results[/bold]")
             console.print(recent)
 
-    @job_app.command("show")
+    @command(job_app, "show")
     def show(
         job_id: Annotated[str, typer.Argument(help="Job id.")],
         log: Annotated[bool, typer.Option("--log", help="Also print the end of its output.")] = False,
+        home: HomeOpt = None,
         as_json: JsonOpt = False,
     ) -> None:
         """One job: identity, state, verdict, flags, per-trial errors."""
-        job = _get(f"/api/jobs/{job_id}")
+        with connect(home) as gateway:
+            job = gateway.get(f"/api/jobs/{job_id}")
+            tail = gateway.get(f"/api/jobs/{job_id}/logs", tail=4000) if log else None
         if as_json:
-            print(json.dumps(job, indent=2))
+            print_json(job if tail is None else {**job, "log_tail": tail})
             return
-        console = Console()
         console.print(
             f"[bold]{job['id']}[/bold] {job['kind']} of {job['task']} ({job['kernel']}) "
             f"{job['repo']}@{job['sha'][:12]} by @{job['submitter']}"
@@ -162,5 +132,5 @@ def register(app: typer.Typer) -> None:
                     ",".join(t["flags"]),
                 )
             console.print(table)
-        if log:
-            console.print(_get(f"/api/jobs/{job_id}/logs", tail=4000), markup=False, highlight=False)
+        if tail is not None:
+            console.print(tail, markup=False, highlight=False)

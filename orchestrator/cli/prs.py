@@ -1,83 +1,50 @@
 """``kswarm prs`` and ``kswarm pr show|why N``: pull requests and the review gate's reasons.
 
-Registered on the main CLI with ``prs.register(app)``. The gateway is found through
-``KSWARM_URL`` + ``KSWARM_TOKEN``, else ``$KSWARM_HOME/gateway.json`` and ``$KSWARM_HOME/operator.token``
-(``KSWARM_HOME`` defaults to ~/.kswarm).
+Registered on the main CLI with ``prs.register(app)``; the gateway is found like every command's
+(``commands.connect``).
 """
 
 from __future__ import annotations
 
-import json
-import os
 import time
 from pathlib import Path
-from typing import Annotated, Any, NoReturn
+from typing import Annotated, Any, Literal
 
-import httpx
 import typer
-from rich.console import Console
 from rich.table import Table
 
-console = Console()
-err_console = Console(stderr=True)
+from gateway.client import BadInput, GatewayClient, NotFound
+from orchestrator.cli.commands import HomeOpt, JsonOpt, command, connect
+from orchestrator.cli.output import console, print_json
 
+PRState = Literal["open", "closed", "all"]
 RepoOpt = Annotated[str | None, typer.Option("--repo", "-r", help="org/name (needed when N is ambiguous).")]
-JsonOpt = Annotated[bool, typer.Option("--json", help="Print the raw JSON answer.")]
 
 
-def fail(message: str) -> NoReturn:
-    err_console.print(f"[red]error:[/red] {message}")
-    raise typer.Exit(1)
+def checked_repo(repo: str | None) -> str | None:
+    """``--repo`` as org/name; anything else is bad input, not a 404 from a route that does not exist."""
+    if repo is not None and (repo.count("/") != 1 or not all(repo.split("/"))):
+        raise BadInput(0, f"--repo is org/name, not {repo!r}")
+    return repo
 
 
-def gateway() -> tuple[str, str]:
-    """(url, token) of the gateway this CLI talks to."""
-    home = Path(os.environ.get("KSWARM_HOME") or Path.home() / ".kswarm").expanduser()
-    url = os.environ.get("KSWARM_URL")
-    if not url:
-        try:
-            url = json.loads((home / "gateway.json").read_text())["url"]
-        except (OSError, ValueError, KeyError):
-            fail(f"no gateway: set KSWARM_URL or run `kswarm up` (reads {home}/gateway.json)")
-    token = os.environ.get("KSWARM_TOKEN")
-    if not token:
-        try:
-            token = (home / "operator.token").read_text().strip()
-        except OSError:
-            fail(f"no token: set KSWARM_TOKEN or run `kswarm up` (reads {home}/operator.token)")
-    return url.rstrip("/"), token
-
-
-def get(path: str, **params: Any) -> Any:
-    url, token = gateway()
-    try:
-        reply = httpx.get(url + path, params=params, headers={"Authorization": f"Bearer {token}"}, timeout=60)
-    except httpx.TransportError as exc:
-        fail(f"cannot reach the gateway at {url}: {exc}")
-    if reply.status_code >= 400:
-        try:
-            detail = reply.json().get("detail", reply.text)
-        except ValueError:
-            detail = reply.text
-        fail(f"{reply.status_code} {detail}")
-    return reply.json()
-
-
-def find_pr(number: int, repo: str | None) -> str:
+def find_pr(gateway: GatewayClient, number: int, repo: str | None) -> str:
     """The org/name holding PR ``number``."""
     if repo:
         return repo
-    repos = sorted({p["repo"] for p in get("/api/forge/pulls", state="all") if p["number"] == number})
+    pulls = gateway.get("/api/forge/pulls", state="all")
+    repos = sorted({p["repo"] for p in pulls if p["number"] == number})
     if not repos:
-        fail(f"no PR #{number}")
+        raise NotFound(0, f"no PR #{number} in any repo")
     if len(repos) > 1:
-        fail(f"PR #{number} exists in {', '.join(repos)}: pick one with --repo")
+        raise BadInput(0, f"PR #{number} exists in {', '.join(repos)}: pick one with --repo")
     return repos[0]
 
 
-def view(number: int, repo: str | None, diff: bool = False) -> dict[str, Any]:
-    full = find_pr(number, repo)
-    return get(f"/api/forge/repos/{full}/pulls/{number}", diff=str(diff).lower())
+def view(home: Path | None, number: int, repo: str | None, diff: bool = False) -> dict[str, Any]:
+    with connect(home) as gateway:
+        full = find_pr(gateway, number, checked_repo(repo))
+        return gateway.get(f"/api/forge/repos/{full}/pulls/{number}", diff=str(diff).lower())
 
 
 def headline(pr: dict[str, Any]) -> str:
@@ -153,19 +120,18 @@ def register(app: typer.Typer) -> None:
     )
     app.add_typer(pr_app, name="pr")
 
-    @app.command("prs")
+    @command(app, "prs")
     def prs(
         repo: RepoOpt = None,
-        state: Annotated[str, typer.Option("--state", help="open, closed or all.")] = "open",
+        state: Annotated[PRState, typer.Option("--state", help="open, closed or all.")] = "open",
+        home: HomeOpt = None,
         as_json: JsonOpt = False,
     ) -> None:
         """List pull requests with the gate's verdict."""
-        params: dict[str, Any] = {"state": state}
-        if repo:
-            params["repo"] = repo
-        rows = get("/api/forge/pulls", **params)
+        with connect(home) as gateway:
+            rows = gateway.get("/api/forge/pulls", state=state, repo=checked_repo(repo))
         if as_json:
-            print(json.dumps(rows, indent=2))
+            print_json(rows)
             return
         if not rows:
             console.print(f"no {state} PRs")
@@ -181,17 +147,18 @@ def register(app: typer.Typer) -> None:
             )
         console.print(table)
 
-    @pr_app.command("show")
+    @command(pr_app, "show")
     def show(
         number: Annotated[int, typer.Argument(help="PR number.")],
         repo: RepoOpt = None,
         diff: Annotated[bool, typer.Option("--diff", help="Include the diff.")] = False,
+        home: HomeOpt = None,
         as_json: JsonOpt = False,
     ) -> None:
         """A PR: reviews, checks, comments and the gate's verdict."""
-        pr = view(number, repo, diff)
+        pr = view(home, number, repo, diff)
         if as_json:
-            print(json.dumps(pr, indent=2))
+            print_json(pr)
             return
         console.print(headline(pr))
         if pr.get("body"):
@@ -211,19 +178,16 @@ def register(app: typer.Typer) -> None:
         if diff and pr.get("diff"):
             console.print(pr["diff"], markup=False, highlight=False)
 
-    @pr_app.command("why")
+    @command(pr_app, "why")
     def why(
         number: Annotated[int, typer.Argument(help="PR number.")],
         repo: RepoOpt = None,
+        home: HomeOpt = None,
         as_json: JsonOpt = False,
     ) -> None:
         """Why the gate will or won't merge PR N, with its recent decisions."""
-        pr = view(number, repo)
+        pr = view(home, number, repo)
         if as_json:
-            print(
-                json.dumps(
-                    {k: pr.get(k) for k in ("repo", "number", "state", "head_sha", "gate", "audit")}, indent=2
-                )
-            )
+            print_json({k: pr.get(k) for k in ("repo", "number", "state", "head_sha", "gate", "audit")})
             return
         print_why(pr)

@@ -1,52 +1,25 @@
-"""``kswarm tasks``: the task board from a terminal. Registered on the main CLI with ``register(app)``.
-
-The gateway is found like every other command (``KSWARM_URL`` + ``KSWARM_TOKEN``, else
-``$KSWARM_HOME/gateway.json`` and ``operator.token``).
+"""``kswarm tasks``: the task board from a terminal. Registered on the main CLI with ``register(app)``;
+the gateway is found like every command's (``commands.connect``).
 """
 
 from __future__ import annotations
 
-import json
 import time
 from pathlib import Path
-from typing import Annotated, Any, NoReturn
+from typing import Annotated, Any, Literal
 
-import httpx
 import typer
-from rich.console import Console
 from rich.table import Table
 
-from gateway.client.home import ConnectError, connection
+from orchestrator.cli.commands import HomeOpt, JsonOpt, command, connect
+from orchestrator.cli.output import console, print_json
 
-console = Console()
-err_console = Console(stderr=True)
-HomeOpt = Annotated[Path | None, typer.Option("--home", help="Data dir (default $KSWARM_HOME).")]
-JsonOpt = Annotated[bool, typer.Option("--json", help="Print the raw JSON answer.")]
-
-
-def fail(message: str) -> NoReturn:
-    err_console.print(f"[red]error:[/red] {message}")
-    raise typer.Exit(1)
+TaskState = Literal["open", "claimed", "done"]
 
 
 def call(home: Path | None, method: str, path: str, **kwargs: Any) -> Any:
-    try:
-        conn = connection(home)
-    except ConnectError as exc:
-        fail(str(exc))
-    try:
-        reply = httpx.request(
-            method, conn.url + path, headers={"Authorization": f"Bearer {conn.token}"}, timeout=60, **kwargs
-        )
-    except httpx.TransportError as exc:
-        fail(f"cannot reach the gateway at {conn.url}: {exc}")
-    if reply.status_code >= 400:
-        try:
-            detail = reply.json().get("detail", reply.text)
-        except ValueError:
-            detail = reply.text
-        fail(f"{reply.status_code} {detail}")
-    return reply.json() if reply.content else None
+    with connect(home) as gateway:
+        return gateway.request(method, path, **kwargs)
 
 
 def _left(expires_at: float | None) -> str:
@@ -57,16 +30,18 @@ def register(app: typer.Typer) -> None:
     tasks_app = typer.Typer(help="The task board: tasks, who holds them, seeding from the catalogue.")
     app.add_typer(tasks_app, name="tasks")
 
-    @tasks_app.command("list")
+    @command(tasks_app, "list")
     def list_tasks(
-        state: Annotated[str | None, typer.Option("--state", "-s", help="open, claimed or done.")] = None,
+        state: Annotated[
+            TaskState | None, typer.Option("--state", "-s", help="open, claimed or done.")
+        ] = None,
         home: HomeOpt = None,
         as_json: JsonOpt = False,
     ) -> None:
         """Every task with its state, holder and lease."""
         tasks = call(home, "GET", "/api/tasks", params={"state": state} if state else None)
         if as_json:
-            typer.echo(json.dumps(tasks, indent=1))
+            print_json(tasks, indent=1)
             return
         table = Table("task", "state", "holder", "lease left", "claims", "done by", "title")
         for t in tasks:
@@ -76,7 +51,7 @@ def register(app: typer.Typer) -> None:
             )  # fmt: skip
         console.print(table)
 
-    @tasks_app.command("seed")
+    @command(tasks_app, "seed")
     def seed(
         repo: Annotated[
             str | None, typer.Option("--repo", "-r", help="org/name of the dataset repo.")
@@ -90,13 +65,13 @@ def register(app: typer.Typer) -> None:
         """Create the dataset repo from the catalogue template and post the catalogue's tasks."""
         answer = call(home, "POST", "/api/tasks/seed", json={"repo": repo, "post_tasks": not no_post})
         if as_json:
-            typer.echo(json.dumps(answer, indent=1))
+            print_json(answer, indent=1)
             return
         seeded = answer["seeded"] or "already seeded"
         console.print(f"{answer['repo']} ({answer['clone_url']}): {seeded}")
         console.print(f"posted {len(answer['posted'])} tasks, {len(answer['existing'])} already on the board")
 
-    @tasks_app.command("post")
+    @command(tasks_app, "post")
     def post(
         task_id: Annotated[str, typer.Argument(help="Task id (a-z, 0-9, _ . -).")],
         title: Annotated[str, typer.Argument(help="One line.")],
@@ -111,7 +86,7 @@ def register(app: typer.Typer) -> None:
         )
         console.print(f"posted {task['id']} to {task['repo']}")
 
-    @tasks_app.command("lead")
+    @command(tasks_app, "lead")
     def lead(
         name: Annotated[str, typer.Argument(help="Agent allowed to post tasks.")],
         remove: Annotated[bool, typer.Option("--remove", help="Take the right away.")] = False,
@@ -121,7 +96,7 @@ def register(app: typer.Typer) -> None:
         call(home, "DELETE" if remove else "PUT", f"/api/tasks/leads/{name}")
         console.print(f"{name} {'may no longer' if remove else 'may now'} post tasks")
 
-    @tasks_app.command("release")
+    @command(tasks_app, "release")
     def release(task_id: Annotated[str, typer.Argument(help="Task id.")], home: HomeOpt = None) -> None:
         """Release whoever holds a task (operators)."""
         task = call(home, "POST", f"/api/tasks/{task_id}/release")

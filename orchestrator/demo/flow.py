@@ -17,8 +17,7 @@ import time
 from dataclasses import dataclass
 from typing import Any
 
-import httpx
-
+from gateway.client import AsyncGatewayClient, GatewayTarget
 from orchestrator.demo.launcher import Running
 from orchestrator.demo.progress import ProgressView, Snapshot
 from orchestrator.demo.spec import CHECK, DATASET_REPO, POOL
@@ -37,29 +36,14 @@ class DemoOptions:
     keep: bool
 
 
-class Api:
-    """The gateway's REST API as the operator."""
-
-    def __init__(self, url: str, token: str) -> None:
-        headers = {"Authorization": f"Bearer {token}"}
-        self.http = httpx.AsyncClient(base_url=url, headers=headers, timeout=60)
-
-    async def call(self, method: str, path: str, **kwargs: Any) -> Any:
-        reply = await self.http.request(method, path, **kwargs)
-        if reply.status_code >= 400:
-            raise DemoError(f"{method} {path}: {reply.status_code} {reply.text[:300]}")
-        return reply.json() if reply.content else None
-
-    async def get(self, path: str, **params: Any) -> Any:
-        return await self.call("GET", path, params=params)
-
-    async def aclose(self) -> None:
-        await self.http.aclose()
+def operator_client(running: Running) -> AsyncGatewayClient:
+    """The gateway's REST API as the operator (a refusal raises the client's ``GatewayError``)."""
+    return AsyncGatewayClient(GatewayTarget(token=running.operator_token, url=running.url, timeout=60))
 
 
-async def set_stage(api: Api) -> None:
-    await api.call("POST", "/api/tasks/seed", json={"repo": DATASET_REPO, "post_tasks": False})
-    await api.call("POST", "/api/kb/seed")
+async def set_stage(api: AsyncGatewayClient) -> None:
+    await api.request("POST", "/api/tasks/seed", json={"repo": DATASET_REPO, "post_tasks": False})
+    await api.request("POST", "/api/kb/seed")
     org, _, repo = DATASET_REPO.partition("/")
     policy = {
         "required_approvals": 1,
@@ -67,10 +51,12 @@ async def set_stage(api: Api) -> None:
         "protected_branches": ["main"],
         "dataset": True,
     }
-    await api.call("PUT", f"/api/forge/repos/{org}/{repo}/policy", json=policy)
+    await api.request("PUT", f"/api/forge/repos/{org}/{repo}/policy", json=policy)
 
 
-async def wait_for_agents(api: Api, names: tuple[str, ...], view: ProgressView, timeout_s: float) -> None:
+async def wait_for_agents(
+    api: AsyncGatewayClient, names: tuple[str, ...], view: ProgressView, timeout_s: float
+) -> None:
     deadline = time.monotonic() + timeout_s
     seen: set[str] = set()
     while True:
@@ -102,7 +88,7 @@ def kickoff_text(running: Running, tasks: tuple[str, ...]) -> str:
 class Watcher:
     """Polls the gateway into snapshots; PR views and finished jobs are fetched once they settle."""
 
-    def __init__(self, api: Api) -> None:
+    def __init__(self, api: AsyncGatewayClient) -> None:
         self.api = api
         self.started = time.monotonic()
         self.views: dict[int, dict[str, Any]] = {}
@@ -142,7 +128,7 @@ def finished(snap: Snapshot, tasks: tuple[str, ...]) -> bool:
     )
 
 
-async def watch(api: Api, options: DemoOptions, view: ProgressView) -> tuple[Snapshot, bool]:
+async def watch(api: AsyncGatewayClient, options: DemoOptions, view: ProgressView) -> tuple[Snapshot, bool]:
     watcher = Watcher(api)
     deadline = time.monotonic() + options.timeout_s
     while True:
@@ -205,14 +191,14 @@ def build_dataset_now(running: Running) -> dict[str, Any]:
 
 async def drive(running: Running, options: DemoOptions, view: ProgressView) -> dict[str, Any]:
     """The whole demo flow; returns the summary (also written to ``<home>/demo/summary.json``)."""
-    api = Api(running.url, running.operator_token)
+    api = operator_client(running)
     started = time.monotonic()
     try:
         await set_stage(api)
         view.log(f"seeded {DATASET_REPO} (main protected: 1 approval + {CHECK}) and the knowledge base")
         await wait_for_agents(api, running.roster.everyone, view, timeout_s=180)
         text = kickoff_text(running, options.tasks)
-        await api.call("POST", f"/api/dms/{running.roster.lead}/messages", json={"text": text})
+        await api.request("POST", f"/api/dms/{running.roster.lead}/messages", json={"text": text})
         view.log(f"[bold]operator[/] → {running.roster.lead}: {text}")
         snap, ok = await watch(api, options, view)
     finally:

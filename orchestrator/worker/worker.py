@@ -26,9 +26,8 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-import httpx
-
-from gateway.client.jobs import ConflictError, JobsClient
+from gateway.client import AsyncGatewayClient, GatewayError, GatewayTarget
+from gateway.client.jobs import JobsClient
 from gateway.jobs.models import (
     Assignment,
     FinishRequest,
@@ -91,9 +90,9 @@ class Worker:
 
     async def run(self, stop: asyncio.Event | None = None) -> None:
         stop = stop or asyncio.Event()
-        headers = {"Authorization": f"Bearer {self.token}"}
-        async with httpx.AsyncClient(base_url=self.gateway, headers=headers, timeout=60) as http:
-            client = JobsClient(http)
+        target = GatewayTarget(token=self.token, url=self.gateway, timeout=60)
+        async with AsyncGatewayClient(target) as gateway:
+            client = JobsClient(gateway)
             pool = await client.pool_config(self.pool_name)
             executor = self.executor or make_executor(pool.executor)
             refused = getattr(executor, "unavailable", None)  # the local executor probes its sandbox once
@@ -131,7 +130,7 @@ class Worker:
                     )
                     try:
                         assignment = await client.take(pool.name, request)
-                    except (ConflictError, httpx.HTTPError) as exc:
+                    except GatewayError as exc:
                         log.warning("take: %s", exc)
                         await _first(asyncio.sleep(1.0), stop.wait())
                         continue
@@ -184,7 +183,7 @@ class Worker:
                             instance=self.instance, attempt=running.assignment.attempt, log=running.take_log()
                         ),
                     )
-                except (httpx.HTTPError, ConflictError) as exc:
+                except GatewayError as exc:
                     log.warning("heartbeat %s: %s", job_id, exc)
                     continue
                 if not reply.ok:  # reclaimed or final elsewhere: stop, report nothing
@@ -266,7 +265,7 @@ class Worker:
             try:
                 reply = await client.finish(job.id, request)
                 break
-            except (httpx.HTTPError, ConflictError) as exc:
+            except GatewayError as exc:
                 log.warning("finish %s: %s", job.id, exc)
                 await asyncio.sleep(0.5 * 2**retry)
         else:

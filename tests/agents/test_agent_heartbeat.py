@@ -78,4 +78,4 @@ def test_agent_survives_a_revoked_token_without_crashing(gateway: GatewayProcess
     assert proc.poll() is None  # it waits for the orchestrator (quarantine) instead of crash-looping
     os.kill(proc.pid, signal.SIGTERM)
     out, _ = proc.communicate(timeout=10)
-    assert b"gateway answered 401" in out
+    assert b"the gateway refused the token: " in out and b"(HTTP 401)" in out

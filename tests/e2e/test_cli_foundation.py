@@ -75,7 +75,14 @@ def test_up_agents_dm_tail_and_clean_stop(short_tmp: Path) -> None:
         assert "alice: hello bob, from alice" in followed and "operator: morning @all" in followed
 
         bad = kswarm(home, "chat", "send", "general", "hi @ghost")
-        assert bad.returncode == 1 and "@ghost" in bad.stderr and len(bad.stderr.strip().splitlines()) == 1
+        assert bad.returncode == 2 and "@ghost" in bad.stderr and len(bad.stderr.strip().splitlines()) == 1
+        assert bad.stderr.startswith("error: bad input: ")
+
+        # A wrong token is refused by every command, with one line and exit 1 (never a table).
+        for argv in (("agent", "list"), ("chat", "tail"), ("prs",), ("jobs",), ("tasks", "list")):
+            refused = kswarm(home, *argv, token="ksw_" + "A" * 43)
+            assert refused.returncode == 1 and refused.stdout == "", (argv, refused.stdout)
+            assert refused.stderr.startswith("error: the gateway refused the token: "), refused.stderr
     finally:
         code = up.stop()
     assert code == 0, up.output()
@@ -93,6 +100,10 @@ def test_up_agents_dm_tail_and_clean_stop(short_tmp: Path) -> None:
 
 
 def test_clients_without_a_gateway_fail_clearly(short_tmp: Path) -> None:
-    result = kswarm(short_tmp / "empty", "agent", "list")
-    assert result.returncode == 1
-    assert "no running gateway" in result.stderr and "kswarm up" in result.stderr
+    home = (short_tmp / "empty").resolve()
+    result = kswarm(home, "agent", "list")
+    assert result.returncode == 3
+    assert result.stderr.strip() == (
+        f"error: no gateway: none is running for {home} (start one with `kswarm up --home {home}`, "
+        "or set KSWARM_URL)"
+    )

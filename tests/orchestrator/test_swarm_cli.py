@@ -12,7 +12,10 @@ import yaml
 from orch_kit import SwarmUnderTest, wait_for
 from typer.testing import CliRunner
 
+from kstest.gateway import free_port
 from orchestrator.cli.swarm import register
+
+FORGED = "ksw_" + "A" * 43  # the shape of a real token; the gateway never issued it
 
 
 @pytest.fixture
@@ -27,11 +30,13 @@ def cli():
     register(app, agent_app)
     runner = CliRunner()
 
-    def invoke(swarm: SwarmUnderTest, *args: str, ok: bool = True):
+    def invoke(swarm: SwarmUnderTest, *args: str, ok: bool = True, **env_over: str):
         env = {
             "KSWARM_HOME": str(swarm.home),
             "KSWARM_URL": swarm.gateway.url,
             "KSWARM_TOKEN": swarm.gateway.operator_token,
+            "COLUMNS": "200",
+            **env_over,
         }
         result = runner.invoke(app, list(args), env=env)
         if ok:
@@ -53,6 +58,43 @@ def test_ps_shows_agents_heartbeating(swarm_factory, cli) -> None:
     table = cli(swarm, "ps").output
     assert "AGENT" in table and "HEARTBEAT" in table and "TOKENS" in table and "COST" in table
     assert "a-2" in table
+    elsewhere = cli(swarm, "ps", "--json", "--home", str(swarm.home), KSWARM_HOME=str(swarm.home / "nope"))
+    assert [r["agent"] for r in json.loads(elsewhere.stdout)] == ["a-1", "a-2"], (
+        "--home wins over KSWARM_HOME"
+    )
+
+
+def test_ps_with_a_wrong_token_is_refused_not_a_table(swarm_factory, cli) -> None:
+    """The bug of issue 18: a refused token read "gateway not reachable", printed the table, exit 0."""
+    swarm = swarm_factory("  - name: a-1\n")
+    swarm.wait_heartbeating(["a-1"])
+    for args in (("ps",), ("ps", "--json")):
+        refused = cli(swarm, *args, ok=False, KSWARM_TOKEN=FORGED)
+        assert refused.exit_code == 1 and refused.stdout == "", refused.output
+        lines = refused.stderr.strip().splitlines()
+        assert len(lines) == 1 and lines[0].startswith("error: the gateway refused the token: "), lines
+
+
+def test_ps_without_a_gateway_still_shows_the_swarm(swarm_factory, cli) -> None:
+    swarm = swarm_factory("  - name: a-1\n")
+    swarm.wait_heartbeating(["a-1"])
+    gone = f"http://127.0.0.1:{free_port()}"
+    shown = cli(swarm, "ps", KSWARM_URL=gone)
+    assert "a-1" in shown.stdout and "AGENT" in shown.stdout
+    assert shown.stderr.startswith(f"warning: no gateway: cannot reach {gone}: ")
+    assert len(shown.stderr.strip().splitlines()) == 1
+
+
+def test_quarantine_with_a_refused_token_still_stops_the_agent(swarm_factory, cli) -> None:
+    swarm = swarm_factory("  - name: a-1\n")
+    swarm.wait_heartbeating(["a-1"])
+    held = cli(swarm, "agent", "quarantine", "a-1", ok=False, KSWARM_TOKEN=FORGED)
+    assert held.exit_code == 1 and len(held.stderr.strip().splitlines()) == 1
+    assert held.stderr.startswith(
+        "error: a-1 is stopped and held, but its token could not be revoked: the gateway refused the token: "
+    )
+    wait_for(lambda: not swarm.supervisor.runtime.status("a-1").running, 10, "a-1 stopped")
+    cli(swarm, "agent", "release", "a-1")
 
 
 def test_logs_and_restart(swarm_factory, cli) -> None:

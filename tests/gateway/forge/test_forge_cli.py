@@ -73,11 +73,14 @@ def test_prs_show_and_why(swarm: Swarm) -> None:
 
 def test_cli_errors_are_one_line(swarm: Swarm, tmp_path: Path) -> None:
     code, out = cli(swarm, "pr", "why", "999", "--repo", swarm.full)
-    assert code == 1 and "404" in out and "no PR #999" in out
+    assert code == 4 and out.startswith("error: not found: ") and "no PR #999" in out and "(HTTP 404)" in out
+    assert len(out.strip().splitlines()) == 1
+    code, out = cli(swarm, "pr", "show", "1", "--repo", "badformat")
+    assert code == 2 and out.strip() == "error: bad input: --repo is org/name, not 'badformat'"
     app = typer.Typer()
     app.command("noop")(lambda: None)
     forge_cli.register(app)
     result = CliRunner().invoke(
         app, ["prs"], env={"KSWARM_HOME": str(tmp_path), "KSWARM_URL": "", "KSWARM_TOKEN": ""}
     )
-    assert result.exit_code == 1 and "no gateway" in result.output
+    assert result.exit_code == 3 and result.output.startswith("error: no gateway: none is running for ")

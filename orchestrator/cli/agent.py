@@ -1,0 +1,186 @@
+"""``kswarm agent ...``: principals at the gateway (``add``, ``list``) and a swarm's agents (``restart``,
+``quarantine``, ``release``, ``memory show|snapshot|rollback|reset``)."""
+
+from __future__ import annotations
+
+import time
+from typing import Annotated
+
+import typer
+from rich.table import Table
+
+from gateway.client import GatewayError
+from orchestrator import memory as mem
+from orchestrator.cli.commands import HomeOpt, JsonOpt, command, connect
+from orchestrator.cli.output import colour_of, console, fail, print_json
+from orchestrator.cli.swarm import Name, load_ctx
+from orchestrator.provision import SwarmLayout
+from orchestrator.supervisor import SupervisorLock, quarantine, release, request_restart
+
+RestartOpt = Annotated[bool, typer.Option(help="Restart the agent so that it rereads memory.")]
+
+
+def supervised(layout: SwarmLayout) -> bool:
+    return SupervisorLock(layout).held_elsewhere()
+
+
+def register(app: typer.Typer) -> typer.Typer:
+    """Add ``kswarm agent`` with every agent command; returns the group."""
+    agent_app = typer.Typer(
+        help="Agents: add, list, and (with a swarm) restart, memory, quarantine.", no_args_is_help=True
+    )
+    app.add_typer(agent_app, name="agent")
+    register_principal_verbs(agent_app)
+    register_swarm_verbs(agent_app)
+    return agent_app
+
+
+def register_principal_verbs(agent_app: typer.Typer) -> None:
+    @command(agent_app, "add")
+    def add(
+        name: Annotated[str, typer.Argument(help="Agent name (a-z, 0-9, '-').")],
+        kind: Annotated[str, typer.Option(help="agent, operator, worker or gate.")] = "agent",
+        home: HomeOpt = None,
+        as_json: Annotated[
+            bool, typer.Option("--json", help="Print the principal and token as JSON.")
+        ] = False,
+    ) -> None:
+        """Create a principal and print its token (shown once)."""
+        with connect(home) as gateway:
+            created = gateway.request("POST", "/api/principals", json={"name": name, "kind": kind})
+        if as_json:
+            print_json(created)
+            return
+        console.print(f"created {created['kind']} [bold]{created['name']}[/bold] <{created['email']}>")
+        console.print("token (shown once):")
+        print(created["token"])
+
+    @command(agent_app, "list")
+    def list_agents(home: HomeOpt = None, as_json: JsonOpt = False) -> None:
+        """Agents with their last heartbeat."""
+        with connect(home) as gateway:
+            agents = gateway.agents()
+        if as_json:
+            print_json(agents)
+            return
+        table = Table("agent", "email", "state", "heartbeat", "doing")
+        for a in agents:
+            beat = "never" if a["last_heartbeat"] is None else f"{time.time() - a['last_heartbeat']:.0f}s ago"
+            state = "quarantined" if a["disabled"] else (a["state"] or "-")
+            table.add_row(
+                f"[{colour_of(a['name'])}]{a['name']}[/]", a["email"], state, beat, a["doing"] or ""
+            )
+        console.print(table)
+
+
+def register_swarm_verbs(agent_app: typer.Typer) -> None:
+    """The commands that act on a running swarm's agents (found through the home's swarm.json)."""
+    memory_app = typer.Typer(
+        help="Inspect, snapshot, roll back or reset an agent's memory.", no_args_is_help=True
+    )
+    agent_app.add_typer(memory_app, name="memory")
+
+    @command(agent_app, "restart")
+    def restart(
+        name: Name,
+        wait: Annotated[float, typer.Option(help="Seconds to wait for it.")] = 30,
+        home: HomeOpt = None,
+    ) -> None:
+        """Restart an agent (the orchestrator stops and starts it; not counted as a crash)."""
+        ctx = load_ctx(home)
+        ctx.agent(name)
+        if not supervised(ctx.layout):
+            fail("no orchestrator is running for this swarm (kswarm up)")
+        before = ctx.runtime.status(name).started_at
+        request_restart(ctx.layout, name)
+        deadline = time.monotonic() + wait
+        while time.monotonic() < deadline:
+            st = ctx.runtime.status(name)
+            if st.running and st.started_at != before:
+                typer.echo(f"restarted {name} ({st.ref})")
+                return
+            time.sleep(0.2)
+        fail(f"{name} was asked to restart but is not running again after {wait:g}s (see kswarm ps)")
+
+    @command(agent_app, "quarantine")
+    def quarantine_cmd(name: Name, home: HomeOpt = None) -> None:
+        """Stop an agent and revoke its token; its files and volumes stay for inspection."""
+        ctx = load_ctx(home)
+        ctx.agent(name)
+        held = f"{name} is stopped and held, but its token could not be revoked"
+        try:
+            gateway = connect(ctx.home)
+        except GatewayError as exc:  # no gateway: the agent is stopped all the same, that is the point
+            quarantine(ctx.layout, ctx.runtime, None, name)
+            fail(f"{held}: {exc.line()}", exc.exit_code)
+        try:
+            with gateway:
+                revoked = quarantine(ctx.layout, ctx.runtime, gateway, name)
+        except GatewayError as exc:
+            fail(f"{held}: {exc.line()}", exc.exit_code)
+        typer.echo(f"quarantined {name}: stopped, {revoked} token(s) revoked, files kept")
+
+    @command(agent_app, "release")
+    def release_cmd(name: Name, home: HomeOpt = None) -> None:
+        """End a quarantine: the orchestrator gives the agent a fresh token and starts it."""
+        ctx = load_ctx(home)
+        ctx.agent(name)
+        with connect(ctx.home) as gateway:
+            release(ctx.layout, gateway, name)
+        typer.echo(f"released {name}")
+
+    @command(memory_app, "show")
+    def memory_show(name: Name, home: HomeOpt = None) -> None:
+        """Print MEMORY.md, the memory files and the snapshots."""
+        ctx = load_ctx(home)
+        try:
+            view = mem.show(ctx.layout, name)
+        except mem.MemoryOpError as exc:
+            fail(str(exc))
+        typer.echo(view.memory_md.rstrip("\n"))
+        typer.echo("\n-- files --")
+        for rel, size in view.files:
+            typer.echo(f"{rel}  " + ("(symlink, not followed)" if size < 0 else f"{size} B"))
+        typer.echo("-- snapshots --\n" + ("\n".join(view.snapshots) or "(none)"))
+
+    @command(memory_app, "snapshot")
+    def memory_snapshot(
+        name: Name,
+        label: Annotated[str, typer.Option(help="Suffix for the id.")] = "",
+        home: HomeOpt = None,
+    ) -> None:
+        """Save a snapshot of the agent's memory."""
+        ctx = load_ctx(home)
+        try:
+            typer.echo(mem.snapshot(ctx.layout, name, label))
+        except mem.MemoryOpError as exc:
+            fail(str(exc))
+
+    @command(memory_app, "rollback")
+    def memory_rollback(
+        name: Name,
+        to: Annotated[str | None, typer.Option(help="Snapshot id; default the latest.")] = None,
+        restart: RestartOpt = True,
+        home: HomeOpt = None,
+    ) -> None:
+        """Restore a snapshot (the current memory is snapshotted first)."""
+        ctx = load_ctx(home)
+        try:
+            restored = mem.rollback(ctx.layout, name, to)
+        except mem.MemoryOpError as exc:
+            fail(str(exc))
+        if restart and supervised(ctx.layout):
+            request_restart(ctx.layout, name)
+        typer.echo(f"{name}: memory rolled back to {restored}")
+
+    @command(memory_app, "reset")
+    def memory_reset(name: Name, restart: RestartOpt = True, home: HomeOpt = None) -> None:
+        """Empty the memory down to the identity banner (snapshotted first)."""
+        ctx = load_ctx(home)
+        try:
+            snap = mem.reset(ctx.layout, ctx.agent(name), ctx.info.swarm)
+        except mem.MemoryOpError as exc:
+            fail(str(exc))
+        if restart and supervised(ctx.layout):
+            request_restart(ctx.layout, name)
+        typer.echo(f"{name}: memory reset (previous memory saved as snapshot {snap})")

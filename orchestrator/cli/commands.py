@@ -1,0 +1,66 @@
+"""What every noun module builds its commands from.
+
+- ``command(app, name)`` declares a command. It is the one CLI handler of the client's errors: a
+  ``GatewayError`` raised anywhere in the command ends it with the error's one line and its class's
+  exit code (``docs/cli.md``). Commands never catch them to print a table anyway.
+- ``connect(home)`` is the one way a command reaches the gateway (``gateway.client.find_gateway``:
+  ``--home``/``KSWARM_HOME``, ``KSWARM_URL``/``KSWARM_TOKEN``).
+- ``HomeOpt`` and ``JsonOpt`` are the options every command that reaches the gateway (or lists
+  something) takes, spelled once.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+from collections.abc import Callable
+from pathlib import Path
+from typing import Annotated, Any, ParamSpec, TypeVar
+
+import typer
+
+from gateway.client import GatewayClient, GatewayError, find_gateway
+from orchestrator.cli.output import fail
+
+P = ParamSpec("P")
+R = TypeVar("R")
+
+CLI_TIMEOUT_S = 60.0
+HANDLED = "__kswarm_gateway_errors_handled__"
+
+HomeOpt = Annotated[
+    Path | None,
+    typer.Option("--home", help="Data dir of the kswarm to use (default $KSWARM_HOME or ~/.kswarm)."),
+]
+JsonOpt = Annotated[bool, typer.Option("--json", help="Print JSON instead of a table.")]
+
+
+def handle_gateway_errors(fn: Callable[P, R]) -> Callable[P, R]:
+    """``fn`` with the client's errors turned into ``error: <line>`` and the class's exit code."""
+
+    @functools.wraps(fn)
+    def wrapper(*args: P.args, **kwargs: P.kwargs) -> R:
+        try:
+            return fn(*args, **kwargs)
+        except GatewayError as exc:
+            fail(exc.line(), exc.exit_code)
+
+    setattr(wrapper, HANDLED, True)
+    return wrapper
+
+
+def command(
+    app: typer.Typer, name: str | None = None, **options: Any
+) -> Callable[[Callable[P, R]], Callable[P, R]]:
+    """``@app.command(name)`` with the one error handler around the command."""
+
+    def declare(fn: Callable[P, R]) -> Callable[P, R]:
+        app.command(name, **options)(handle_gateway_errors(fn))
+        return fn
+
+    return declare
+
+
+def connect(home: Path | None, timeout: float = CLI_TIMEOUT_S) -> GatewayClient:
+    """A client for the gateway this command should use; ``NoGateway`` says what to do if there is none."""
+    return GatewayClient(dataclasses.replace(find_gateway(home), timeout=timeout))

@@ -1,0 +1,54 @@
+"""How every ``kswarm`` command prints: the consoles, one-line errors, JSON, agents' colours, ages."""
+
+from __future__ import annotations
+
+import json
+import time
+import zlib
+from typing import Any, NoReturn
+
+import typer
+from rich.console import Console
+from rich.markup import escape
+
+# rich resolves sys.stdout/sys.stderr at print time, so these follow typer's test runner too.
+console = Console()
+err_console = Console(stderr=True)
+
+AGENT_COLOURS = ["cyan", "magenta", "green", "yellow", "blue", "red", "bright_cyan", "bright_magenta"]
+
+
+def fail(message: str, code: int = 1) -> NoReturn:
+    """End the command: ``error: <message>`` on one line of stderr (never wrapped), exit ``code``."""
+    line = " ".join(message.split())
+    err_console.print(f"[red]error:[/red] {escape(line)}", soft_wrap=True, highlight=False)
+    raise typer.Exit(code)
+
+
+def warn(message: str) -> None:
+    err_console.print(f"[yellow]warning:[/yellow] {escape(message)}", soft_wrap=True, highlight=False)
+
+
+def print_json(data: Any, indent: int | None = 2) -> None:
+    """JSON on stdout, nothing else (``--json``): scripts parse it."""
+    typer.echo(json.dumps(data, indent=indent))
+
+
+def colour_of(name: str) -> str:
+    """An agent's colour, the same in every command and every run."""
+    return AGENT_COLOURS[zlib.crc32(name.encode()) % len(AGENT_COLOURS)]
+
+
+def age(seconds: float | None) -> str:
+    """A duration as ``12s``, ``3.5m``, ``2.0h``, ``1.2d`` (``-`` when unknown)."""
+    if seconds is None:
+        return "-"
+    for unit, size in (("d", 86400), ("h", 3600), ("m", 60)):
+        if seconds >= size:
+            return f"{seconds / size:.1f}{unit}"
+    return f"{seconds:.0f}s"
+
+
+def since(ts: float | None) -> str:
+    """How long ago a Unix time was (``-`` when unset)."""
+    return "-" if not ts else age(max(0.0, time.time() - ts))
