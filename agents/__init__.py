@@ -1,1 +1,2 @@
-"""The agent runtime: heartbeats and inbox now; the model loop arrives with the agent-runtime issue."""
+"""The agent runtime (``python -m agents``): the loop, its tools, history and models, the Claude Code
+runtime, and the session with the gateway (through ``gateway.client`` only)."""

@@ -24,9 +24,10 @@ from typing import Any
 from agents.bridge import SocketBridge
 from agents.config import AgentConfig
 from agents.history import Transcript, atomic_write
-from agents.loop import gateway_client, identify, next_events, prepare_dirs
 from agents.prompt import HOUSE_RULES, Identity, identity_banner, read_memory, role_template, wake_message
 from agents.pulse import HeartbeatSink, Pulse
+from agents.session import gateway_client, identify, next_events, prepare_dirs
+from gateway.client import auth_headers
 
 log = logging.getLogger("kswarm.agent.claude")
 
@@ -75,7 +76,7 @@ def mcp_config(config: AgentConfig, base_url: str) -> dict[str, Any]:
     server = {
         "type": "http",
         "url": f"{base_url}/mcp",
-        "headers": {"Authorization": f"Bearer {config.secret()}"},
+        "headers": auth_headers(config.secret()),
     }
     return {"mcpServers": {"kswarm": server}}
 

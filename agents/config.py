@@ -19,9 +19,10 @@ from typing import Any, Literal
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, SecretStr, model_validator
 
+from gateway.client import GatewayTarget
+
 CONFIG_FILE_ENV = "KSWARM_AGENT_CONFIG"
 FIELD_ENV_PREFIX = "KSWARM_AGENT_"
-UDS_BASE_URL = "http://kswarm"  # the Host the gateway admits for unix-socket clients
 
 # The orchestrator's variable names -> fields.
 ORCHESTRATOR_ENV = {
@@ -97,9 +98,15 @@ class AgentConfig(BaseModel):
             return self.model_kind
         return "scripted" if self.model == "scripted" else "anthropic"
 
+    def gateway_target(self, timeout: float = 30.0) -> GatewayTarget:
+        """The gateway (socket preferred) with the agent's own token, read now (it may be rotated)."""
+        return GatewayTarget(
+            token=self.secret(), url=self.gateway_url, socket=self.gateway_socket, timeout=timeout
+        )
+
     def base_url(self) -> str:
         """The gateway's base URL as HTTP clients use it (``http://kswarm`` over the socket)."""
-        return UDS_BASE_URL if self.gateway_socket else str(self.gateway_url).rstrip("/")
+        return GatewayTarget(token=None, url=self.gateway_url, socket=self.gateway_socket).base_url()
 
     def secret(self) -> str:
         """The agent's own token, from ``token`` or ``token_file`` (re-read: it may be rotated)."""

@@ -6,7 +6,8 @@ repeats model call -> run every ``tool_use`` block -> tool results, until the mo
 (or stops for another reason), the per-wake budget (turns, tokens) is spent, or the gateway's proxy
 says the LLM budget is exhausted. Everything goes into the transcript (``agents.history``).
 
-Entry points: ``run_agent(config)`` (async) and ``serve(config)`` (blocking, signal-aware).
+Entry points: ``run_agent(config)`` (async) and ``serve(config)`` (blocking, signal-aware). The session
+with the gateway (client, identity, inbox) is ``agents.session``, shared with ``agents.claude_code``.
 """
 
 from __future__ import annotations
@@ -16,22 +17,20 @@ import contextlib
 import logging
 import signal
 import time
-from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
-from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any
 
 from agents.config import AgentConfig
 from agents.history import Context, Transcript
 from agents.models import Block, BudgetExhausted, Model, ModelError
 from agents.prompt import Identity, describe, system_prompt, wake_message
 from agents.pulse import HeartbeatSink, Pulse
+from agents.session import gateway_client, identify, next_events, prepare_dirs, retrying
 from agents.tools import LocalTools, Toolbox
 from agents.tools.mcp import McpTools
-from gateway.client.http import AsyncGatewayClient, GatewayError, GatewayTarget
+from gateway.client import AsyncGatewayClient
 
 log = logging.getLogger("kswarm.agent")
-T = TypeVar("T")
 NOT_RUN = "not run: your reply was cut at max_tokens, so this call's input may be incomplete"
 
 
@@ -183,40 +182,6 @@ class AgentLoop:
         return block
 
 
-async def retrying(what: str, call: Callable[[], Awaitable[T]], ceiling: float) -> T:
-    """``call()`` until it succeeds, backing off (gateway not up yet, token revoked, ...)."""
-    delay = 0.2
-    while True:
-        try:
-            return await call()
-        except Exception as exc:  # anything transient: unreachable, not up yet, revoked
-            log.warning("%s failed (retrying in %.1fs): %s", what, delay, exc)
-        await asyncio.sleep(delay)
-        delay = min(delay * 2, ceiling)
-
-
-def gateway_client(config: AgentConfig) -> AsyncGatewayClient:
-    target = GatewayTarget(
-        token=config.secret(), url=config.gateway_url, socket=config.gateway_socket, timeout=30.0
-    )
-    return AsyncGatewayClient(target)
-
-
-async def identify(gateway: AsyncGatewayClient, config: AgentConfig) -> Identity:
-    """Who the gateway says we are; a mismatch with the configured name is logged, the server wins."""
-    me = await retrying("identify (GET /api/me)", gateway.me, config.heartbeat_s)
-    if me["name"] != config.name:
-        log.warning(
-            "configured as %s but the token is %s's: acting as %s", config.name, me["name"], me["name"]
-        )
-    return Identity(name=me["name"], email=me["email"])
-
-
-def prepare_dirs(config: AgentConfig) -> None:
-    for path in (config.work_dir, config.memory_dir, config.history_dir):
-        Path(path).mkdir(parents=True, exist_ok=True)
-
-
 async def run_agent(
     config: AgentConfig, heartbeat: HeartbeatSink | None = None, model: Model | None = None
 ) -> None:
@@ -242,23 +207,6 @@ async def run_agent(
         log.info("agent %s up: model %s, %d tools", me.name, model.name, len(loop.tools.names()))
         pulse.set("idle", "waiting for messages")
         await sleep_and_wake(loop, gateway, config)
-
-
-async def next_events(gateway: AsyncGatewayClient, config: AgentConfig) -> list[dict[str, Any]]:
-    """Block on the inbox (server-side waits, no polling) until something arrives; wait out outages
-    and a revoked token (quarantine: the orchestrator acts, the agent keeps quiet)."""
-    delay = 0.5
-    while True:
-        try:
-            items = await gateway.inbox(wait=config.inbox_wait_s)
-            delay = 0.5
-        except GatewayError as exc:
-            log.warning("inbox: %s", exc)
-            await asyncio.sleep(delay)
-            delay = min(delay * 2, max(config.heartbeat_s, 1.0))
-            continue
-        if items:
-            return items
 
 
 async def sleep_and_wake(loop: AgentLoop, gateway: AsyncGatewayClient, config: AgentConfig) -> None:

@@ -71,21 +71,16 @@ class McpTools:
         await self.close()
 
     async def open(self) -> None:
-        config = self.config
-        transport = (
-            httpx2.AsyncHTTPTransport(uds=str(config.gateway_socket)) if config.gateway_socket else None
-        )
+        # Where and as whom from the one client package; the MCP SDK brings its own HTTP client.
+        target = self.config.gateway_target()
+        transport = httpx2.AsyncHTTPTransport(uds=str(target.socket)) if target.socket else None
         stack = AsyncExitStack()
         try:
             http = await stack.enter_async_context(
-                httpx2.AsyncClient(
-                    headers={"Authorization": f"Bearer {config.secret()}"},
-                    transport=transport,
-                    timeout=self.timeout,
-                )
+                httpx2.AsyncClient(headers=target.headers(), transport=transport, timeout=self.timeout)
             )
             read, write = await stack.enter_async_context(
-                streamable_http_client(f"{config.base_url()}/mcp", http_client=http)
+                streamable_http_client(target.mcp_url(), http_client=http)
             )
             session = await stack.enter_async_context(ClientSession(read, write))
             await session.initialize()

@@ -1,0 +1,70 @@
+"""An agent's session with the gateway, whatever runs its wakes (``agents.loop`` or ``agents.claude_code``):
+the client, who the token says we are, and blocking on the inbox until something arrives.
+
+Both runtimes import this module; neither imports the other's internals (``loop`` only dispatches to
+``claude_code`` by name). The gateway is reached through ``gateway.client`` only.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Awaitable, Callable
+from pathlib import Path
+from typing import Any, TypeVar
+
+from agents.config import AgentConfig
+from agents.prompt import Identity
+from gateway.client import AsyncGatewayClient, GatewayError
+
+log = logging.getLogger("kswarm.agent")
+T = TypeVar("T")
+
+
+async def retrying(what: str, call: Callable[[], Awaitable[T]], ceiling: float) -> T:
+    """``call()`` until it succeeds, backing off (gateway not up yet, token revoked, ...)."""
+    delay = 0.2
+    while True:
+        try:
+            return await call()
+        except Exception as exc:  # anything transient: unreachable, not up yet, revoked
+            log.warning("%s failed (retrying in %.1fs): %s", what, delay, exc)
+        await asyncio.sleep(delay)
+        delay = min(delay * 2, ceiling)
+
+
+def gateway_client(config: AgentConfig) -> AsyncGatewayClient:
+    """The agent's client: its own token, over the socket (containers) or TCP."""
+    return AsyncGatewayClient(config.gateway_target())
+
+
+async def identify(gateway: AsyncGatewayClient, config: AgentConfig) -> Identity:
+    """Who the gateway says we are; a mismatch with the configured name is logged, the server wins."""
+    me = await retrying("identify (GET /api/me)", gateway.me, config.heartbeat_s)
+    if me["name"] != config.name:
+        log.warning(
+            "configured as %s but the token is %s's: acting as %s", config.name, me["name"], me["name"]
+        )
+    return Identity(name=me["name"], email=me["email"])
+
+
+def prepare_dirs(config: AgentConfig) -> None:
+    for path in (config.work_dir, config.memory_dir, config.history_dir):
+        Path(path).mkdir(parents=True, exist_ok=True)
+
+
+async def next_events(gateway: AsyncGatewayClient, config: AgentConfig) -> list[dict[str, Any]]:
+    """Block on the inbox (server-side waits, no polling) until something arrives; wait out outages
+    and a revoked token (quarantine: the orchestrator acts, the agent keeps quiet)."""
+    delay = 0.5
+    while True:
+        try:
+            items = await gateway.inbox(wait=config.inbox_wait_s)
+            delay = 0.5
+        except GatewayError as exc:
+            log.warning("inbox: %s", exc)
+            await asyncio.sleep(delay)
+            delay = min(delay * 2, max(config.heartbeat_s, 1.0))
+            continue
+        if items:
+            return items
