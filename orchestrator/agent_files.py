@@ -52,6 +52,13 @@ def agent_dir(base: Path, *parts: str, mode: int = 0o700, uid: int | None = None
 
 def read_text(dir_fd: int, name: str, limit: int = 1 << 20) -> str | None:
     """The regular file ``name`` in ``dir_fd``; None if missing, a link or not a regular file."""
+    got = read_prefix(dir_fd, name, limit)
+    return None if got is None else got[0]
+
+
+def read_prefix(dir_fd: int, name: str, limit: int) -> tuple[str, bool] | None:
+    """The first ``limit`` bytes of the regular file ``name`` in ``dir_fd`` and whether there is more;
+    None if missing, a link or not a regular file (a fifo the agent planted never blocks us)."""
     try:
         fd = os.open(name, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC, dir_fd=dir_fd)
     except (FileNotFoundError, OSError):
@@ -59,7 +66,13 @@ def read_text(dir_fd: int, name: str, limit: int = 1 << 20) -> str | None:
     try:
         if not stat.S_ISREG(os.fstat(fd).st_mode):
             return None
-        return os.read(fd, limit).decode(errors="replace")
+        chunks: list[bytes] = []
+        size = 0
+        while size <= limit and (chunk := os.read(fd, limit + 1 - size)):
+            chunks.append(chunk)
+            size += len(chunk)
+        data = b"".join(chunks)
+        return data[:limit].decode(errors="replace"), len(data) > limit
     finally:
         os.close(fd)
 

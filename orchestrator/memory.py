@@ -15,10 +15,15 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
+from gateway.swarm.models import MemorySummary
 from orchestrator import agent_files
 from orchestrator.agent_files import agent_dir, real_dir
 from orchestrator.provision import SwarmLayout, chown_tree, identity_banner
 from orchestrator.spec import AgentSpec
+
+# What the supervisor publishes of each memory on every pass: the agent writes it, so it is bounded.
+SUMMARY_MD_BYTES = 64 * 1024
+SUMMARY_FILES = 500
 
 
 class MemoryOpError(RuntimeError):
@@ -45,6 +50,57 @@ def list_files(root: Path) -> list[tuple[str, int]]:
                 continue
             out.append((str(p.relative_to(root)), -1 if stat.S_ISLNK(st.st_mode) else st.st_size))
     return sorted(out)
+
+
+def first_files(root: Path, limit: int) -> tuple[list[tuple[str, int]], bool]:
+    """Like ``list_files``, but stops after ``limit`` entries (and says so): a memory dir with a
+    million files costs a pass no more than one with ``limit``. Links are listed, never followed."""
+    found: list[tuple[str, int]] = []
+    pending = [root]
+    seen = 0  # directories count too: a tree of empty dirs is as long to walk
+    while pending:
+        here = pending.pop()
+        try:
+            entries = os.scandir(here)
+        except OSError:
+            continue
+        with entries:
+            for entry in entries:
+                seen += 1
+                if seen > limit:
+                    return sorted(found), True
+                if entry.is_dir(follow_symlinks=False):
+                    pending.append(Path(entry.path))
+                    continue
+                rel = str(Path(entry.path).relative_to(root))
+                try:
+                    size = -1 if entry.is_symlink() else entry.stat(follow_symlinks=False).st_size
+                except OSError:
+                    continue
+                found.append((rel, size))
+    return sorted(found), False
+
+
+def summary(layout: SwarmLayout, name: str) -> MemorySummary:
+    """What the supervisor publishes of an agent's memory (the UI's memory page), read like ``show``."""
+    try:
+        snaps = snapshots(layout, name)
+    except OSError:
+        snaps = []
+    mem = layout.agent_dir(name, "memory")
+    if not os.path.lexists(mem):
+        return MemorySummary(snapshots=snaps, error=f"agent {name} has no memory dir (never provisioned?)")
+    if not real_dir(mem):
+        return MemorySummary(snapshots=snaps, error=f"agent {name}'s memory is not a directory (a symlink?)")
+    fd = os.open(mem, agent_files.DIR_FLAGS)
+    try:
+        text, more = agent_files.read_prefix(fd, "MEMORY.md", SUMMARY_MD_BYTES) or ("", False)
+    finally:
+        os.close(fd)
+    files, truncated = first_files(mem, SUMMARY_FILES)
+    return MemorySummary(
+        memory_md=text, memory_md_truncated=more, files=files, files_truncated=truncated, snapshots=snaps
+    )
 
 
 def snapshots(layout: SwarmLayout, name: str) -> list[str]:

@@ -10,8 +10,10 @@ One pass (``Reconciler.reconcile_once``):
 - a running agent whose last heartbeat (or start) is older than ``stall_after_s`` is ``stalled`` and
   announced in #ops, once; a later heartbeat clears it.
 
-Only the orchestrator writes the records in ``swarm/agents/<name>.json``; the CLI reads them and asks
-for changes through marker files (``swarm/requests/<name>.restart``, ``swarm/quarantine/<name>``).
+Only the orchestrator writes the records in ``swarm/agents/<name>.json``. Changes are asked for through
+marker files (``swarm/requests/<name>.restart``, ``swarm/quarantine/<name>``): the supervisor writes them
+when it takes a request from the control stream (orchestrator/control.py), and ``kswarm agent ...`` on
+a machine that shares the home writes them itself. The gateway never touches these files.
 """
 
 from __future__ import annotations
@@ -25,15 +27,12 @@ from typing import Literal
 from pydantic import BaseModel, Field
 
 from gateway.client.http import GatewayClient, GatewayError
+from gateway.swarm.models import AgentState
 from orchestrator.provision import SwarmLayout, allocate_uid, provision
-from orchestrator.runtime.base import AgentRuntime, LaunchSpec
+from orchestrator.runtime.base import AgentRuntime, LaunchSpec, RuntimeStatus
 from orchestrator.spec import AgentSpec, SwarmSpec
 
 log = logging.getLogger("kswarm.reconcile")
-
-AgentState = Literal[
-    "new", "starting", "running", "stalled", "backoff", "crash-loop", "quarantined", "failed"
-]
 
 
 class AgentRecord(BaseModel):
@@ -76,6 +75,24 @@ def is_quarantined(layout: SwarmLayout, name: str) -> bool:
     return (control_dir(layout, "quarantine") / name).exists()
 
 
+def hold(layout: SwarmLayout, name: str) -> None:
+    """The quarantine marker: the next pass stops the agent and keeps it stopped."""
+    marker = control_dir(layout, "quarantine")
+    marker.mkdir(parents=True, exist_ok=True)
+    (marker / name).write_text(str(time.time()))
+
+
+def unhold(layout: SwarmLayout, name: str) -> None:
+    (control_dir(layout, "quarantine") / name).unlink(missing_ok=True)
+
+
+def mark_restart(layout: SwarmLayout, name: str) -> None:
+    """The restart marker: the next pass stops and starts the agent (not counted as a crash)."""
+    requests = control_dir(layout, "requests")
+    requests.mkdir(parents=True, exist_ok=True)
+    (requests / f"{name}.restart").touch()
+
+
 def backoff_delay(crashes: int, base: float, maximum: float) -> float:
     """base, 2·base, 4·base, ... capped at maximum (crashes counts the one that just happened)."""
     return min(maximum, base * 2 ** max(0, crashes - 1))
@@ -102,6 +119,8 @@ class Reconciler:
         self.uid_base = uid_base
         self.use_uids = use_uids
         self.lc = spec.lifecycle
+        # What the backend said of each agent at the last pass (after its starts): pid/container, running.
+        self.observed: dict[str, RuntimeStatus] = {}
 
     # -- helpers ----------------------------------------------------------------------------
     def notice(self, text: str) -> None:
@@ -130,7 +149,9 @@ class Reconciler:
             log.exception("starting %s failed", agent.name)
             rec.last_error = f"{type(exc).__name__}: {exc}"[:500]
             self._crashed(rec, now, None)
+            self.observed[agent.name] = RuntimeStatus(agent.name, False)
             return
+        self.observed[agent.name] = status
         rec.state = "starting"
         rec.started_at = status.started_at or now
         rec.next_start_at = None
@@ -163,6 +184,7 @@ class Reconciler:
                 log.info("removing %s (no longer in the spec)", name)
                 self.runtime.remove(name)
                 self.layout.state_file(name).unlink(missing_ok=True)
+                self.observed.pop(name, None)
         beats = self._heartbeats()
         records: dict[str, AgentRecord] = {}
         starts: list[tuple[AgentSpec, AgentRecord]] = []
@@ -171,9 +193,11 @@ class Reconciler:
             status = actual.get(name) or self.runtime.status(name)
             rec.last_heartbeat = beats.get(name, rec.last_heartbeat)
             restart_marker = control_dir(self.layout, "requests") / f"{name}.restart"
+            self.observed[name] = status
             if is_quarantined(self.layout, name):
                 if status.running:
                     self.runtime.stop(name)
+                    self.observed[name] = RuntimeStatus(name, False)
                 rec.state, rec.started_at, rec.next_start_at = "quarantined", None, None
             elif restart_marker.exists():
                 self.runtime.stop(name)

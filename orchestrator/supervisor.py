@@ -1,8 +1,11 @@
 """The orchestrator's entry points: ``Supervisor`` (runs the reconcile loop) and the operator actions
-that ``kswarm down``, ``agent restart``, ``agent quarantine`` and ``agent release`` perform.
+that ``kswarm down``, ``agent restart``, ``agent quarantine`` and ``agent release`` perform on a
+machine that shares the home.
 
 At most one supervisor runs per ``$KSWARM_HOME``: it holds an ``flock`` on ``swarm/.supervisor.lock``
-for its whole life, and a second one fails fast instead of duplicating agents.
+for its whole life, and a second one fails fast instead of duplicating agents. With the gateway's
+Redis it also holds the swarm seam (orchestrator/control.py): a heartbeat, the published view and the
+control stream through which the UI and ``/api/swarm`` reach it.
 """
 
 from __future__ import annotations
@@ -19,13 +22,26 @@ from pathlib import Path
 from typing import Any
 
 from gateway.client.http import GatewayClient, GatewayError, GatewayTarget
+from orchestrator.control import ControlHandler, SwarmSeam
+from orchestrator.control_link import seam_redis_url
 from orchestrator.provision import SwarmLayout
-from orchestrator.reconcile import AgentRecord, Reconciler, control_dir, load_record
+from orchestrator.reconcile import (
+    AgentRecord,
+    Reconciler,
+    control_dir,
+    hold,
+    load_record,
+    mark_restart,
+    unhold,
+)
 from orchestrator.runtime.base import AgentRuntime
 from orchestrator.spec import SwarmSpec
 from orchestrator.uid_ranges import uid_base_for
 
 log = logging.getLogger("kswarm.supervisor")
+
+HEARTBEAT_TTL_S = 15.0
+REQUEST_WAIT_S = 0.5  # longest block on the control stream: how soon a stop is noticed
 
 
 class SupervisorError(RuntimeError):
@@ -127,6 +143,8 @@ class Supervisor:
         gateway_url: str | None,
         operator_token: str,
         socket_path: Path,
+        redis_url: str | None = None,
+        heartbeat_ttl_s: float = HEARTBEAT_TTL_S,
     ) -> None:
         self.spec = spec
         self.backend = backend
@@ -148,6 +166,9 @@ class Supervisor:
             uses_uids(backend, self.runtime),
         )
         self.lock = SupervisorLock(self.layout)
+        self.redis_url = seam_redis_url(home, redis_url)
+        self.heartbeat_ttl_s = heartbeat_ttl_s
+        self.seam: SwarmSeam | None = None
 
     @property
     def warning(self) -> str | None:
@@ -198,15 +219,40 @@ class Supervisor:
             raise SupervisorError(f"another orchestrator already supervises {self.layout.root}")
         try:
             self._setup()
+            if self.redis_url is None:
+                log.warning("no Redis of the gateway known: the UI does not see this swarm (redis_url)")
+            else:
+                handler = ControlHandler(self.spec, self.layout, self.runtime, self.client)
+                self.seam = SwarmSeam.open(self.redis_url, handler, self.reconciler, self.heartbeat_ttl_s)
+                while self.seam.take(0):  # what was asked while no orchestrator ran comes first
+                    pass
             while not stop.is_set():
                 try:
-                    self.reconciler.reconcile_once()
+                    records = self.reconciler.reconcile_once()
                 except Exception:  # one bad pass (Docker hiccup, full disk) must not end supervision
                     log.exception("reconcile pass failed")
-                stop.wait(self.spec.lifecycle.reconcile_s)
+                    records = {}
+                if self.seam is not None:
+                    self.seam.passed(records)
+                self._wait(stop)
         finally:
+            if self.seam is not None:
+                self.seam.stop()
             self.lock.release()
             self.client.close()
+
+    def _wait(self, stop: threading.Event) -> None:
+        """Until the next pass; a control request cuts the wait short (its restart happens at once)."""
+        deadline = time.monotonic() + self.spec.lifecycle.reconcile_s
+        while not stop.is_set():
+            left = deadline - time.monotonic()
+            if left <= 0:
+                return
+            handled = self.seam.take(min(left, REQUEST_WAIT_S)) if self.seam is not None else None
+            if handled:
+                return
+            if handled is None:
+                stop.wait(min(left, REQUEST_WAIT_S))
 
     def reconcile_once(self) -> dict[str, AgentRecord]:
         """One pass, for callers that drive the loop themselves (tests, ``kswarm up --once``)."""
@@ -221,16 +267,12 @@ class Supervisor:
 
 
 def request_restart(layout: SwarmLayout, name: str) -> None:
-    d = control_dir(layout, "requests")
-    d.mkdir(parents=True, exist_ok=True)
-    (d / f"{name}.restart").touch()
+    mark_restart(layout, name)
 
 
 def quarantine(layout: SwarmLayout, runtime: AgentRuntime, client: GatewayClient | None, name: str) -> int:
     """Stop the agent, revoke its tokens, keep its files; returns how many tokens were revoked."""
-    d = control_dir(layout, "quarantine")
-    d.mkdir(parents=True, exist_ok=True)
-    (d / name).write_text(str(time.time()))  # first: the supervisor must not restart it meanwhile
+    hold(layout, name)  # first: the supervisor must not restart it meanwhile
     runtime.stop(name)
     revoked = 0
     if client is not None:
@@ -243,7 +285,7 @@ def release(layout: SwarmLayout, client: GatewayClient | None, name: str) -> Non
     """Undo quarantine: the supervisor issues a fresh token and starts the agent on its next pass."""
     if client is not None:
         client.set_disabled(name, False)
-    (control_dir(layout, "quarantine") / name).unlink(missing_ok=True)
+    unhold(layout, name)
 
 
 def stop_supervisor(layout: SwarmLayout, pid: int | None, timeout: float = 30.0) -> bool:
@@ -331,6 +373,17 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument(
         "--socket", type=Path, help="Gateway unix socket; default $KSWARM_HOME/run/gateway.sock."
     )
+    parser.add_argument(
+        "--redis-url",
+        help="The gateway's Redis (the swarm seam); default $REDIS_URL, $KSWARM_GATEWAY_REDIS_URL or "
+        "the home's embedded Redis.",
+    )
+    parser.add_argument(
+        "--heartbeat-ttl",
+        type=float,
+        default=HEARTBEAT_TTL_S,
+        help="Seconds after its last heartbeat that the UI takes this orchestrator for gone.",
+    )
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(levelname)s %(message)s")
     home = kswarm_home()
@@ -339,7 +392,16 @@ def main(argv: list[str] | None = None) -> None:
         raise SystemExit("no operator token: set KSWARM_TOKEN or write $KSWARM_HOME/operator.token")
     spec = load_spec(args.file)
     socket = args.socket or target.socket or home / "run" / "gateway.sock"
-    supervisor = Supervisor(spec, args.backend or spec.backend, home, target.url, target.token, socket)
+    supervisor = Supervisor(
+        spec,
+        args.backend or spec.backend,
+        home,
+        target.url,
+        target.token,
+        socket,
+        redis_url=args.redis_url,
+        heartbeat_ttl_s=args.heartbeat_ttl,
+    )
     if supervisor.warning:
         log.warning("%s", supervisor.warning)
     stop = threading.Event()

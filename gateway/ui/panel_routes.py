@@ -1,13 +1,12 @@
 """The Agents, PRs and Dataset panels, and the operator's actions on agents (Jobs: ``jobs_routes``)."""
 
-import asyncio
 from typing import Annotated, Any
 
 from fastapi import APIRouter, Depends, HTTPException, Request
 from fastapi.responses import HTMLResponse, JSONResponse
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, Field, ValidationError
 
-from gateway.principals import PrincipalKind
+from gateway.swarm.models import ControlAction, ControlBody
 from gateway.ui.auth import UiUser
 from gateway.ui.internal import InternalApi, get_routes, has_route, segment
 from gateway.ui.render import Table, tabulate
@@ -22,10 +21,6 @@ SOURCES = {
 }
 USAGE_ROUTE = "/api/usage"
 FORGE_PULLS = "/api/forge/pulls"
-
-
-class Rollback(BaseModel):
-    snapshot: str = Field(description="Snapshot id to restore.")
 
 
 class ActionResult(BaseModel):
@@ -56,13 +51,13 @@ async def agent_rows(api: InternalApi, view: SwarmView) -> tuple[list[dict[str, 
                 "name": name,
                 "known": bool(info),
                 "disabled": disabled,
-                "orch_state": (rec or {}).get("state") if view.available else None,
+                "orch_state": rec.state if rec else None,
                 "agent_state": info.get("state"),
                 "doing": info.get("doing") or "",
-                "last_heartbeat": info.get("last_heartbeat") or (rec or {}).get("last_heartbeat"),
-                "restarts": (rec or {}).get("restarts"),
-                "started_at": (rec or {}).get("started_at"),
-                "last_error": (rec or {}).get("last_error") or "",
+                "last_heartbeat": info.get("last_heartbeat") or (rec.last_heartbeat if rec else None),
+                "restarts": rec.restarts if rec else None,
+                "started_at": rec.started_at if rec and rec.running else None,
+                "last_error": rec.last_error if rec else "",
                 "usage": usage.get(name),
                 "actions": view.action_reasons(name, disabled),
             }
@@ -77,7 +72,7 @@ def build_panel_router(ui: UiService) -> APIRouter:
 
     @router.get("/agents", response_class=HTMLResponse, summary="Agents: state, heartbeats, usage, actions")
     async def agents(request: Request, user: User) -> HTMLResponse:
-        view = await asyncio.to_thread(ui.control.view)
+        view = await ui.control.view()
         rows, swarm_usage = await agent_rows(ui.api(user), view)
         return ui.page(
             "agents.html",
@@ -93,7 +88,7 @@ def build_panel_router(ui: UiService) -> APIRouter:
     @router.get("/agents/{name}/memory", response_class=HTMLResponse, summary="An agent's memory")
     async def memory(request: Request, name: str, user: User) -> HTMLResponse:
         try:
-            view = await asyncio.to_thread(ui.control.memory, name)
+            view = await ui.control.memory(name)
             error = ""
         except SwarmUnavailable as exc:
             view, error = None, str(exc)
@@ -102,17 +97,27 @@ def build_panel_router(ui: UiService) -> APIRouter:
     @router.post(
         "/agents/{name}/{action}",
         response_model=ActionResult,
-        responses={409: {"model": ActionResult, "description": "Cannot be done now; message says why"}},
-        summary="restart, quarantine, release, snapshot or rollback",
+        responses={
+            400: {"model": ActionResult, "description": "A body that is not a control request's"},
+            409: {"model": ActionResult, "description": "Cannot be done now; message says why"},
+        },
+        summary="restart, quarantine, release, snapshot, rollback or reset (through the control stream)",
     )
-    async def act(request: Request, name: str, action: str, user: Acting) -> JSONResponse:
+    async def act(request: Request, name: str, action: ControlAction, user: Acting) -> JSONResponse:
         try:
-            message = await perform(ui, request, name, action)
+            body = ControlBody.model_validate_json(await request.body() or b"{}")
+        except ValidationError as exc:
+            problem = "; ".join(f"{'.'.join(map(str, e['loc'])) or 'body'}: {e['msg']}" for e in exc.errors())
+            return JSONResponse(ActionResult(ok=False, message=problem).model_dump(), status_code=400)
+        if action == ControlAction.snapshot and not body.label:
+            body.label = "ui"
+        try:
+            ticket = await ui.control.actions.perform(name, action, user.principal.name, body)
         except SwarmUnavailable as exc:
-            ui.metrics.actions.labels(action=action, outcome="refused").inc()
+            ui.metrics.actions.labels(action=action.value, outcome="refused").inc()
             return JSONResponse(ActionResult(ok=False, message=str(exc)).model_dump(), status_code=409)
-        ui.metrics.actions.labels(action=action, outcome="done").inc()
-        return JSONResponse(ActionResult(ok=True, message=message).model_dump())
+        ui.metrics.actions.labels(action=action.value, outcome="done").inc()
+        return JSONResponse(ActionResult(ok=True, message=ticket.message).model_dump())
 
     @router.get("/prs", response_class=HTMLResponse, summary="Pull requests with the gate's verdict")
     async def prs(request: Request, user: User, state: str = "all") -> HTMLResponse:
@@ -178,34 +183,3 @@ def make_source_page(ui: UiService, panel: str) -> Any:
         )
 
     return page
-
-
-async def perform(ui: UiService, request: Request, name: str, action: str) -> str:
-    """Do ``action`` on agent ``name`` through the orchestrator's control files; a line for the operator."""
-    control, principals = ui.control, ui.ctx.principals
-    principal = await principals.get(name)
-    if principal is not None and principal.kind != PrincipalKind.agent:
-        raise SwarmUnavailable(f"{name} is a {principal.kind.value}, not an agent")
-    if action == "restart":
-        await asyncio.to_thread(control.request_restart, name)
-        return f"restart of {name} requested; the orchestrator restarts it on its next pass"
-    if action == "quarantine":
-        await asyncio.to_thread(control.hold, name)  # first: the orchestrator must not restart it
-        revoked = await principals.revoke_tokens(name)
-        if principal is not None:
-            await principals.set_disabled(name, True)
-        return f"quarantined {name}: {revoked} token(s) revoked; the orchestrator stops it, files kept"
-    if action == "release":
-        if principal is not None:
-            await principals.set_disabled(name, False)
-        await asyncio.to_thread(control.unhold, name)
-        return f"released {name}: the orchestrator gives it a fresh token and starts it"
-    if action == "snapshot":
-        snap = await asyncio.to_thread(control.snapshot, name)
-        return f"saved snapshot {snap} of {name}'s memory"
-    if action == "rollback":
-        body = Rollback.model_validate_json(await request.body() or b"{}")
-        restored, restarted = await asyncio.to_thread(control.rollback, name, body.snapshot)
-        tail = "; restarting it to reread its memory" if restarted else ""
-        return f"{name}'s memory rolled back to {restored} (the previous one saved first){tail}"
-    raise HTTPException(404, f"unknown action {action!r}")

@@ -10,7 +10,6 @@ Register with ``create_app(settings, plugins=[..., ui_plugin])``. Routes:
 - ``/ui/static/...``: the CSS and JavaScript (no secrets, no auth).
 """
 
-import asyncio
 from typing import Annotated, Any
 from urllib.parse import quote
 
@@ -20,6 +19,7 @@ from fastapi.staticfiles import StaticFiles
 
 from gateway.context import GatewayContext
 from gateway.principals import PrincipalKind
+from gateway.swarm.routes import build_swarm_router
 from gateway.ui.auth import COOKIE, UiAuthError, UiSettings, UiUser, form_fields, same_origin, wants_html
 from gateway.ui.chat_routes import build_chat_router
 from gateway.ui.internal import MAX_BODY
@@ -138,10 +138,9 @@ def ui_plugin(app: FastAPI, ctx: GatewayContext, mcp: Any, settings: UiSettings 
     ctx.extras["ui"] = ui
 
     async def refresh_restarts() -> None:
-        """``kswarm_agent_restarts`` from the orchestrator's records (the same view the Agents panel uses)."""
-        view = await asyncio.to_thread(ui.control.view)
-        for name, record in view.records.items() if view.available else ():
-            ctx.metrics.agent_restarts.labels(agent=name).set(int(record.get("restarts") or 0))
+        """``kswarm_agent_restarts`` from the supervisor's published records (what the Agents panel shows)."""
+        for record in (await ui.control.board.report()).agents:
+            ctx.metrics.agent_restarts.labels(agent=record.name).set(record.restarts)
 
     ctx.metrics.refreshers.append(refresh_restarts)
 
@@ -164,4 +163,5 @@ def ui_plugin(app: FastAPI, ctx: GatewayContext, mcp: Any, settings: UiSettings 
     app.include_router(build_panel_router(ui))
     app.include_router(build_jobs_router(ui))
     app.include_router(build_api_bridge(ui))
+    app.include_router(build_swarm_router(ui.control.actions))  # /api/swarm: the seam's REST routes
     app.mount("/ui/static", StaticFiles(directory=HERE / "static"), name="ui-static")

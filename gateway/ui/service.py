@@ -57,7 +57,7 @@ class UiService:
             renderer=Renderer(),
             sessions=sessions,
             auth=UiAuth(sessions),
-            control=SwarmControl(ctx.settings.home),
+            control=SwarmControl(ctx.redis, ctx.principals),
             metrics=UiMetrics(ctx),
         )
 

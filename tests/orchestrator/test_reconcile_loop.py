@@ -9,6 +9,9 @@ from pathlib import Path
 import pytest
 
 import orchestrator.reconcile as reconcile
+from gateway.swarm.models import ControlRequest, ReplyStatus
+from orchestrator.control import ControlHandler
+from orchestrator.control_link import Delivery
 from orchestrator.provision import SwarmLayout
 from orchestrator.reconcile import Reconciler, backoff_delay, load_record
 from orchestrator.runtime.base import ExecResult, LaunchSpec, RuntimeStatus
@@ -54,6 +57,11 @@ class FakeClient:
     def __init__(self) -> None:
         self.posts: list[str] = []
         self.beats: dict[str, float] = {}
+        self.revoked: list[str] = []
+
+    def revoke_tokens(self, name: str) -> int:
+        self.revoked.append(name)
+        return 0
 
     def post(self, channel: str, text: str) -> dict:
         assert channel == "ops"
@@ -165,3 +173,46 @@ def test_process_backend_warns_when_it_cannot_isolate(tmp_path: Path) -> None:
     auto = ProcessRuntime(SwarmLayout(tmp_path), "s", "auto")
     assert (auto.warning is None) == (can_isolate_by_uid() or namespaces_unavailable() is None)
     assert auto.mode == ("uid" if can_isolate_by_uid() else "userns")  # CI has one or the other
+
+
+def ask(handler: ControlHandler, action: str, agent: str = "a-1") -> tuple[ReplyStatus, str]:
+    return handler.handle(ControlRequest(action=action, agent=agent, requester="operator", requested_at=1))
+
+
+def test_control_requests_act_through_the_markers_and_twice_is_once(loop) -> None:
+    rec, runtime, client = loop
+    handler = ControlHandler(rec.spec, rec.layout, runtime, client)  # type: ignore[arg-type]
+    rec.reconcile_once(now=1000)
+    assert rec.observed["a-1"].running
+    state = lambda: load_record(rec.layout, "a-1", "fake")  # noqa: E731
+
+    # Quarantine, twice (a request read again after a crash before its acknowledgement): one hold.
+    for _ in range(2):
+        status, message = ask(handler, "quarantine")
+        assert status == ReplyStatus.done and "stays stopped" in message
+    assert runtime.running["a-1"] is False
+    rec.reconcile_once(now=1001)
+    rec.reconcile_once(now=1010)
+    assert state().state == "quarantined" and runtime.starts.count("a-1") == 1
+    assert not rec.observed["a-1"].running
+    assert ask(handler, "restart") == (ReplyStatus.refused, "a-1 is quarantined: release it first")
+
+    # Release: tokens minted while held are revoked (it starts with a fresh one), then it starts.
+    client.revoked.clear()
+    assert ask(handler, "release")[0] == ReplyStatus.done and client.revoked == ["a-1"]
+    rec.reconcile_once(now=1011)
+    assert runtime.starts.count("a-1") == 2 and state().restarts == 0
+    again = ask(handler, "release")  # already released: nothing revoked from the running agent
+    assert again[0] == ReplyStatus.done and "not held" in again[1] and client.revoked == ["a-1"]
+
+    # Restart: one marker, one restart (asked for: not a crash).
+    assert ask(handler, "restart")[0] == ReplyStatus.done
+    rec.reconcile_once(now=1012)
+    assert runtime.starts.count("a-1") == 3 and state().restarts == 1 and state().crashes == []
+
+    assert ask(handler, "restart", agent="ghost")[0] == ReplyStatus.refused
+    # A memory action on an agent without a memory dir (provisioning is faked here) is answered.
+    request = ControlRequest(action="snapshot", agent="a-2", requester="operator", requested_at=1)
+    reply = handler.answer(Delivery("1-0", request))
+    assert reply.status == ReplyStatus.refused and "no memory dir" in reply.message
+    assert reply.request_id == "1-0" and reply.agent == "a-2"

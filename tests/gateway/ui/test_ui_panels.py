@@ -8,7 +8,7 @@ from typing import Any
 
 import httpx
 import pytest
-from ui_kit import UiGateway
+from ui_kit import UiGateway, running_swarm, wait_for
 
 from kstest.sse import read_events
 
@@ -61,9 +61,14 @@ def test_agents_panel_without_an_orchestrator_disables_actions_with_a_reason(ui_
         page = browser.get("/ui/agents").text
         assert "dev-1" in page and "tiling the matmul" in page and "working" in page
         assert 'data-action="restart" data-agent="dev-1" disabled' in page
-        assert "no swarm in" in page  # the tooltip says why
-        refused = browser.post("/ui/agents/dev-1/restart", headers={"X-CSRF-Token": browser.csrf})
-        assert refused.status_code == 409 and "no swarm in" in refused.json()["message"]
+        assert "no swarm has reported to this gateway" in page  # the tooltip says why
+        for action in ("restart", "quarantine", "snapshot"):
+            refused = browser.post(f"/ui/agents/dev-1/{action}", headers={"X-CSRF-Token": browser.csrf})
+            assert refused.status_code == 409, action
+            assert "no swarm has reported to this gateway" in refused.json()["message"]
+        assert "no swarm has reported" in browser.get("/ui/agents/dev-1/memory").text
+    with ui_gateway.client(token) as agent:  # nothing was revoked on the way
+        assert agent.get("/api/me").status_code == 200
 
 
 def test_pages_escape_agent_text_and_forbid_inline_scripts(ui_gateway: UiGateway) -> None:
@@ -193,20 +198,26 @@ def test_all_activity_interleaves_every_channel_and_dm(ui_gateway: UiGateway) ->
     assert 'data-event="' in page and "pick a channel or DM to write in" in page
 
 
-def test_the_supervisor_lock_is_probed_without_being_taken(tmp_path: Path) -> None:
-    import fcntl
+@pytest.mark.slow
+def test_agents_panel_shows_the_published_swarm_its_memory_and_metrics(ui_gateway: UiGateway) -> None:
+    with running_swarm(ui_gateway, "  - pattern: dev-{i}\n    count: 2\n") as supervisor:
 
-    from gateway.ui.swarm import supervised
-    from orchestrator.provision import SwarmLayout
-    from orchestrator.supervisor import SupervisorLock
+        def published() -> str | None:
+            with ui_gateway.login() as browser:
+                page = browser.get("/ui/agents", headers=HTML).text
+            return page if page.count('class="st st-running"') == 2 else None
 
-    lock = SupervisorLock(SwarmLayout(tmp_path))
-    assert supervised(lock) is False  # no lock file yet
-    lock.path.parent.mkdir(parents=True)
-    lock.path.touch()
-    assert supervised(lock) is False
-    with open(lock.path) as held:
-        fcntl.flock(held, fcntl.LOCK_EX)
-        assert supervised(lock) is True
-        assert supervised(lock) is True, "probing did not take or drop the lock"
-    assert supervised(lock) is False
+        page = wait_for(published, 60, "both agents published as running")
+        assert f"swarm {ui_gateway.swarm} · process · orchestrator running" in page
+        assert 'data-action="restart" data-agent="dev-1">' in page  # enabled
+        with ui_gateway.login() as browser:
+            memory = browser.get("/ui/agents/dev-1/memory").text
+            assert "# Memory of dev-1" in memory and "MEMORY.md" in memory
+            csrf = {"X-CSRF-Token": browser.csrf}
+            bad = browser.post("/ui/agents/dev-1/rollback", content=b'{"snapshot": 7}', headers=csrf)
+            assert bad.status_code == 400 and "snapshot" in bad.json()["message"]
+            assert browser.post("/ui/agents/dev-1/format-disk", headers=csrf).status_code == 422
+        with ui_gateway.client(ui_gateway.operator_token) as op:
+            metrics = op.get("/metrics").text
+        assert 'kswarm_agent_restarts{agent="dev-1"} 0.0' in metrics
+        assert supervisor.runtime.status("dev-2").running

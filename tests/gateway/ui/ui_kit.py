@@ -83,7 +83,8 @@ def wait_for(predicate: Callable[[], T], timeout: float = 20.0, what: str = "con
 
 @contextmanager
 def running_swarm(gw: GatewayThread, agents_yaml: str) -> Iterator[Any]:
-    """The real orchestrator (process backend) supervising ``agents_yaml`` on ``gw``'s home."""
+    """The real orchestrator (process backend) supervising ``agents_yaml`` on ``gw``'s home, publishing to
+    (and taking requests from) ``gw``'s Redis: the only way the UI sees it."""
     import yaml
 
     from orchestrator.spec import parse_spec
@@ -93,7 +94,9 @@ def running_swarm(gw: GatewayThread, agents_yaml: str) -> Iterator[Any]:
     # No uid_base: as root, agents' uids come from this home's own block (orchestrator/uid_ranges.py).
     options = yaml.safe_dump({"lifecycle": lifecycle})
     spec = parse_spec(f"swarm: {gw.swarm}\nagents:\n{agents_yaml}\n{options}")
-    supervisor = Supervisor(spec, "process", gw.home, gw.url, gw.operator_token, gw.socket_path)
+    supervisor = Supervisor(
+        spec, "process", gw.home, gw.url, gw.operator_token, gw.socket_path, redis_url=gw.redis_url
+    )
     stop = threading.Event()
     thread = threading.Thread(target=supervisor.run, args=(stop,), daemon=True)
     thread.start()

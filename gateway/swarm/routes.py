@@ -1,0 +1,96 @@
+"""REST routes of the swarm seam under ``/api/swarm`` (operator only): what the UI's Agents panel uses,
+for scripts and for ``kswarm agent ...`` on a machine that does not share the orchestrator's home.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+from fastapi import APIRouter, Depends, HTTPException, Path, Query
+from fastapi.responses import JSONResponse
+
+from gateway.auth import require_kind
+from gateway.models import Refusal
+from gateway.principals import Principal, PrincipalKind
+from gateway.swarm.actions import DEFAULT_WAIT_S, SwarmActions, SwarmRefusal
+from gateway.swarm.board import REQUEST_ID
+from gateway.swarm.models import (
+    AgentName,
+    ControlAction,
+    ControlBody,
+    ControlTicket,
+    MemorySummary,
+    ReplyStatus,
+    SwarmReport,
+)
+
+# (gateway.deps.OperatorOnly once that module lands; the same dependency.)
+Operator = Annotated[Principal, Depends(require_kind(PrincipalKind.operator))]
+Name = Annotated[AgentName, Path(description="Agent name.")]
+MAX_WAIT_S = 60.0
+
+
+def build_swarm_router(actions: SwarmActions) -> APIRouter:
+    router = APIRouter(prefix="/api/swarm", tags=["swarm"])
+    board = actions.board
+
+    @router.get("", response_model=SwarmReport, summary="The swarm as its supervisor last published it")
+    async def swarm(_: Operator) -> SwarmReport:
+        return await board.report()
+
+    @router.get(
+        "/agents/{name}/memory",
+        response_model=MemorySummary,
+        responses={404: {"model": Refusal, "description": "No such agent, or no memory published yet"}},
+        summary="An agent's memory: MEMORY.md, files, snapshots (as last published)",
+    )
+    async def memory(name: Name, _: Operator) -> MemorySummary:
+        report = await board.report()
+        if report.status is None or name not in report.status.agents:
+            raise HTTPException(404, f"no agent {name!r} in the swarm" if report.known else report.reason)
+        summary = await board.memory(name)
+        if summary is None:
+            raise HTTPException(404, f"no memory of {name} published yet")
+        return summary
+
+    @router.post(
+        "/agents/{name}/{action}",
+        response_model=ControlTicket,
+        responses={
+            202: {"model": ControlTicket, "description": "Posted; the supervisor has not answered yet"},
+            409: {"model": Refusal, "description": "Cannot be done now (refused here or by the supervisor)"},
+        },
+        summary="Ask the supervisor to restart, quarantine, release, snapshot, roll back or reset an agent",
+    )
+    async def act(
+        name: Name,
+        action: ControlAction,
+        who: Operator,
+        body: ControlBody | None = None,
+        wait: Annotated[
+            float, Query(ge=0, le=MAX_WAIT_S, description="Seconds to wait for the supervisor's answer.")
+        ] = DEFAULT_WAIT_S,
+    ) -> JSONResponse:
+        try:
+            ticket = await actions.perform(name, action, who.name, body, wait)
+        except SwarmRefusal as exc:
+            raise HTTPException(409, str(exc)) from None
+        status = 202 if ticket.status == ReplyStatus.queued else 200
+        return JSONResponse(ticket.model_dump(mode="json"), status_code=status)
+
+    @router.get(
+        "/requests/{request_id}",
+        response_model=ControlTicket,
+        responses={404: {"model": Refusal, "description": "No such request (or its answer expired)"}},
+        summary="A control request: queued, or the supervisor's answer",
+    )
+    async def request(
+        request_id: Annotated[str, Path(pattern=REQUEST_ID, description="Control stream entry id.")],
+        _: Operator,
+    ) -> ControlTicket:
+        ticket = await actions.ticket(request_id)
+        if ticket is None:
+            raise HTTPException(404, f"no control request {request_id}")
+        return ticket
+
+    return router

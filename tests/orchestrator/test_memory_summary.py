@@ -1,0 +1,68 @@
+"""What the supervisor publishes of an agent's memory: read the way ``memory show`` reads it (no link
+followed, no fifo blocking) and bounded, because the agent writes that dir and the supervisor reads it
+on every pass."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+from orchestrator import memory
+from orchestrator.provision import SwarmLayout
+
+
+def memory_dir(tmp_path: Path, name: str = "a-1") -> tuple[SwarmLayout, Path]:
+    layout = SwarmLayout(tmp_path)
+    mem = layout.agent_dir(name, "memory")
+    mem.mkdir(parents=True)
+    return layout, mem
+
+
+def test_summary_shows_memory_files_and_snapshots(tmp_path: Path) -> None:
+    layout, mem = memory_dir(tmp_path)
+    text = "# Memory of a-1\nfact: fp16 needs atol 1e-2\n"
+    (mem / "MEMORY.md").write_text(text)
+    (mem / "notes").mkdir()
+    (mem / "notes" / "tiling.md").write_text("64x64")
+    snap = memory.snapshot(layout, "a-1", "ui")
+    got = memory.summary(layout, "a-1")
+    assert got.error == "" and "fact: fp16" in got.memory_md and not got.memory_md_truncated
+    assert got.files == [("MEMORY.md", len(text)), ("notes/tiling.md", 5)]
+    assert got.snapshots == [snap] and not got.files_truncated
+
+
+def test_summary_follows_no_link_and_never_blocks_on_a_fifo(tmp_path: Path) -> None:
+    layout, mem = memory_dir(tmp_path)
+    secret = tmp_path / "secret"
+    secret.write_text("root:$6$hash")
+    (mem / "MEMORY.md").symlink_to(secret)
+    (mem / "escape").symlink_to(tmp_path, target_is_directory=True)
+    os.mkfifo(mem / "pipe")
+    got = memory.summary(layout, "a-1")
+    assert got.memory_md == "" and "root:" not in got.model_dump_json()
+    assert ("MEMORY.md", -1) in got.files and ("escape", -1) in got.files  # shown as links
+    assert all(not path.startswith("escape/") for path, _ in got.files), "a linked dir is not walked"
+    # The memory dir itself replaced by a link: not read at all.
+    os.rename(mem, tmp_path / "moved")
+    mem.symlink_to(tmp_path / "moved", target_is_directory=True)
+    linked = memory.summary(layout, "a-1")
+    assert linked.error and "symlink" in linked.error and linked.files == []
+
+
+def test_summary_is_bounded(tmp_path: Path) -> None:
+    layout, mem = memory_dir(tmp_path)
+    (mem / "MEMORY.md").write_text("x" * (memory.SUMMARY_MD_BYTES + 10))
+    deep = mem
+    for i in range(memory.SUMMARY_FILES + 50):  # a tree of empty dirs costs as much as files
+        deep = deep / f"d{i % 3}"
+        deep.mkdir(exist_ok=True)
+    for i in range(memory.SUMMARY_FILES + 50):
+        (mem / f"f{i}").write_text("")
+    got = memory.summary(layout, "a-1")
+    assert len(got.memory_md) == memory.SUMMARY_MD_BYTES and got.memory_md_truncated
+    assert got.files_truncated and len(got.files) <= memory.SUMMARY_FILES
+
+
+def test_summary_of_an_agent_never_provisioned_says_so(tmp_path: Path) -> None:
+    got = memory.summary(SwarmLayout(tmp_path), "a-9")
+    assert "no memory dir" in got.error and got.files == [] and got.snapshots == []
