@@ -11,6 +11,7 @@ from rich.table import Table
 
 from gateway.client import GatewayError
 from orchestrator import memory as mem
+from orchestrator.cli import agent_remote
 from orchestrator.cli.commands import HomeOpt, JsonOpt, command, connect
 from orchestrator.cli.output import colour_of, console, fail, print_json
 from orchestrator.cli.swarm import Name, load_ctx
@@ -74,7 +75,8 @@ def register_principal_verbs(agent_app: typer.Typer) -> None:
 
 
 def register_swarm_verbs(agent_app: typer.Typer) -> None:
-    """The commands that act on a running swarm's agents (found through the home's swarm.json)."""
+    """The commands that act on a running swarm's agents: on its files where the home's swarm.json is
+    here, else through the gateway's /api/swarm (``agent_remote``)."""
     memory_app = typer.Typer(
         help="Inspect, snapshot, roll back or reset an agent's memory.", no_args_is_help=True
     )
@@ -87,6 +89,8 @@ def register_swarm_verbs(agent_app: typer.Typer) -> None:
         home: HomeOpt = None,
     ) -> None:
         """Restart an agent (the orchestrator stops and starts it; not counted as a crash)."""
+        if not agent_remote.shares_home(home):
+            return agent_remote.restart(home, name, wait)
         ctx = load_ctx(home)
         ctx.agent(name)
         if not supervised(ctx.layout):
@@ -105,6 +109,8 @@ def register_swarm_verbs(agent_app: typer.Typer) -> None:
     @command(agent_app, "quarantine")
     def quarantine_cmd(name: Name, home: HomeOpt = None) -> None:
         """Stop an agent and revoke its token; its files and volumes stay for inspection."""
+        if not agent_remote.shares_home(home):
+            return agent_remote.quarantine(home, name)
         ctx = load_ctx(home)
         ctx.agent(name)
         held = f"{name} is stopped and held, but its token could not be revoked"
@@ -123,6 +129,8 @@ def register_swarm_verbs(agent_app: typer.Typer) -> None:
     @command(agent_app, "release")
     def release_cmd(name: Name, home: HomeOpt = None) -> None:
         """End a quarantine: the orchestrator gives the agent a fresh token and starts it."""
+        if not agent_remote.shares_home(home):
+            return agent_remote.release(home, name)
         ctx = load_ctx(home)
         ctx.agent(name)
         with connect(ctx.home) as gateway:
@@ -132,6 +140,8 @@ def register_swarm_verbs(agent_app: typer.Typer) -> None:
     @command(memory_app, "show")
     def memory_show(name: Name, home: HomeOpt = None) -> None:
         """Print MEMORY.md, the memory files and the snapshots."""
+        if not agent_remote.shares_home(home):
+            return agent_remote.memory_show(home, name)
         ctx = load_ctx(home)
         try:
             view = mem.show(ctx.layout, name)
@@ -150,6 +160,8 @@ def register_swarm_verbs(agent_app: typer.Typer) -> None:
         home: HomeOpt = None,
     ) -> None:
         """Save a snapshot of the agent's memory."""
+        if not agent_remote.shares_home(home):
+            return agent_remote.memory_snapshot(home, name, label)
         ctx = load_ctx(home)
         try:
             typer.echo(mem.snapshot(ctx.layout, name, label))
@@ -164,6 +176,8 @@ def register_swarm_verbs(agent_app: typer.Typer) -> None:
         home: HomeOpt = None,
     ) -> None:
         """Restore a snapshot (the current memory is snapshotted first)."""
+        if not agent_remote.shares_home(home):
+            return agent_remote.memory_rollback(home, name, to, restart)
         ctx = load_ctx(home)
         try:
             restored = mem.rollback(ctx.layout, name, to)
@@ -176,6 +190,8 @@ def register_swarm_verbs(agent_app: typer.Typer) -> None:
     @command(memory_app, "reset")
     def memory_reset(name: Name, restart: RestartOpt = True, home: HomeOpt = None) -> None:
         """Empty the memory down to the identity banner (snapshotted first)."""
+        if not agent_remote.shares_home(home):
+            return agent_remote.memory_reset(home, name, restart)
         ctx = load_ctx(home)
         try:
             snap = mem.reset(ctx.layout, ctx.agent(name), ctx.info.swarm)

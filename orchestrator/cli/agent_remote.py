@@ -1,0 +1,94 @@
+"""``kswarm agent restart|quarantine|release|memory ...`` where this machine does not share the
+orchestrator's home (no ``swarm/swarm.json`` under ``--home``): the same actions through the gateway's
+``/api/swarm`` routes, answered by the supervisor over the control stream (docs/orchestrator.md).
+
+Where the home is shared, ``orchestrator.cli.agent`` acts on its files itself (that works with no
+gateway and no running supervisor too); the words printed are the same either way. A refusal (``409``:
+quarantined, no orchestrator, no such snapshot) is a ``GatewayError``, which ``commands.command`` prints
+as one line with its exit code.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import typer
+from pydantic import ValidationError
+
+from gateway.client import kswarm_home
+from gateway.swarm.client import SwarmApi
+from gateway.swarm.models import ControlAction, ControlBody, ReplyStatus
+from orchestrator.cli.commands import connect
+from orchestrator.cli.output import fail
+from orchestrator.provision import SwarmLayout
+from orchestrator.supervisor import SwarmInfo
+
+ANSWER_WAIT_S = 15.0
+
+
+def shares_home(home: Path | None) -> bool:
+    """Whether the orchestrator's home is here (its ``swarm.json``): then the local commands apply."""
+    return SwarmInfo.load(SwarmLayout(kswarm_home(home))) is not None
+
+
+def _act(home: Path | None, name: str, action: ControlAction, body: ControlBody | None = None) -> str:
+    with connect(home) as gateway:
+        ticket = SwarmApi(gateway).act(name, action, body, ANSWER_WAIT_S)
+    if ticket.status == ReplyStatus.queued:
+        return f"{ticket.message} (its answer: GET /api/swarm/requests/{ticket.request_id})"
+    return ticket.message
+
+
+def _body(**fields: object) -> ControlBody:
+    try:
+        return ControlBody.model_validate(fields)
+    except ValidationError as exc:
+        first = exc.errors()[0]
+        fail(f"bad {'.'.join(map(str, first['loc']))}: {first['msg']}", 2)
+
+
+def restart(home: Path | None, name: str, wait: float) -> None:
+    with connect(home) as gateway:
+        now = SwarmApi(gateway).restart(name, wait)
+    if now is None:
+        fail(f"{name} was asked to restart but is not running again after {wait:g}s (see kswarm ps)")
+    typer.echo(f"restarted {name} ({now.ref})")
+
+
+def quarantine(home: Path | None, name: str) -> None:
+    typer.echo(_act(home, name, ControlAction.quarantine))
+
+
+def release(home: Path | None, name: str) -> None:
+    typer.echo(_act(home, name, ControlAction.release))
+
+
+def memory_show(home: Path | None, name: str) -> None:
+    with connect(home) as gateway:
+        view = SwarmApi(gateway).memory(name)
+    if view.error:
+        fail(view.error)
+    typer.echo(
+        view.memory_md.rstrip("\n") + ("\n(cut: longer than shown)" if view.memory_md_truncated else "")
+    )
+    typer.echo("\n-- files --")
+    for rel, size in view.files:
+        typer.echo(f"{rel}  " + ("(symlink, not followed)" if size < 0 else f"{size} B"))
+    if view.files_truncated:
+        typer.echo("(more files than listed)")
+    typer.echo("-- snapshots --\n" + ("\n".join(view.snapshots) or "(none)"))
+
+
+def memory_snapshot(home: Path | None, name: str, label: str) -> None:
+    message = _act(home, name, ControlAction.snapshot, _body(label=label))
+    # "saved snapshot <id> of <name>'s memory": print the id alone, as the local command does.
+    words = message.split()
+    typer.echo(words[2] if message.startswith("saved snapshot ") and len(words) > 2 else message)
+
+
+def memory_rollback(home: Path | None, name: str, to: str | None, restart_it: bool) -> None:
+    typer.echo(_act(home, name, ControlAction.rollback, _body(snapshot=to, restart=restart_it)))
+
+
+def memory_reset(home: Path | None, name: str, restart_it: bool) -> None:
+    typer.echo(_act(home, name, ControlAction.reset, _body(restart=restart_it)))
