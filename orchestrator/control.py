@@ -94,6 +94,7 @@ class ControlHandler:
             except Exception as exc:  # one broken request must not end supervision; its asker hears why
                 log.exception("control request %s failed", delivery.entry_id)
                 status, message = ReplyStatus.failed, f"{type(exc).__name__}: {exc}"[:500]
+        message = message.encode("utf-8", "replace").decode()  # it may quote what an agent named
         log.info("control %s %s: %s", delivery.entry_id, status.value, message)
         return ControlReply(
             request_id=delivery.entry_id,
@@ -230,8 +231,15 @@ class SwarmSeam:
         self.publish()
 
     def publish(self) -> None:
+        """Publish the view; a failure is logged, never raised: publishing must not end supervision."""
         if not self.link.holding:
             return
+        try:
+            self._publish()
+        except Exception:
+            log.exception("publishing the swarm's view failed")
+
+    def _publish(self) -> None:
         names = [a.name for a in self.spec.expand()]
         agents = {}
         for name in names:
@@ -252,6 +260,13 @@ class SwarmSeam:
     def take(self, block_s: float) -> bool | None:
         """Handle what the stream holds for us (waiting up to ``block_s`` for something); True when
         something was handled, None when the stream cannot be read now (the caller waits itself)."""
+        try:
+            return self._take(block_s)
+        except Exception:  # a bug here must not end supervision; what was not acknowledged comes again
+            log.exception("taking control requests failed")
+            return None
+
+    def _take(self, block_s: float) -> bool | None:
         deliveries = self.link.deliveries(block_s)
         if deliveries is None:
             return None

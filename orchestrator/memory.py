@@ -72,7 +72,8 @@ def first_files(root: Path, limit: int) -> tuple[list[tuple[str, int]], bool]:
                 if entry.is_dir(follow_symlinks=False):
                     pending.append(Path(entry.path))
                     continue
-                rel = str(Path(entry.path).relative_to(root))
+                # The agent names these: bytes that are no UTF-8 would make the summary unpublishable.
+                rel = os.fsencode(Path(entry.path).relative_to(root)).decode("utf-8", "replace")
                 try:
                     size = -1 if entry.is_symlink() else entry.stat(follow_symlinks=False).st_size
                 except OSError:

@@ -147,7 +147,8 @@ class Reconciler:
             )
         except Exception as exc:  # a failed start is a crash of sorts: back off, show why
             log.exception("starting %s failed", agent.name)
-            rec.last_error = f"{type(exc).__name__}: {exc}"[:500]
+            # Text that may carry names from the agent's dirs: kept encodable (records are JSON).
+            rec.last_error = f"{type(exc).__name__}: {exc}"[:500].encode("utf-8", "replace").decode()
             self._crashed(rec, now, None)
             self.observed[agent.name] = RuntimeStatus(agent.name, False)
             return

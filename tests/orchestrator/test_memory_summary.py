@@ -66,3 +66,15 @@ def test_summary_is_bounded(tmp_path: Path) -> None:
 def test_summary_of_an_agent_never_provisioned_says_so(tmp_path: Path) -> None:
     got = memory.summary(SwarmLayout(tmp_path), "a-9")
     assert "no memory dir" in got.error and got.files == [] and got.snapshots == []
+
+
+def test_a_file_name_that_is_not_utf8_cannot_break_the_published_summary(tmp_path: Path) -> None:
+    # An agent names a file in its memory with bytes that are no UTF-8: the supervisor must still
+    # publish (a name it cannot serialise would end every pass's publishing, hiding the whole swarm).
+    layout, mem = memory_dir(tmp_path)
+    fd = os.open(bytes(mem) + b"/bad\xff\xfe-name", os.O_CREAT | os.O_WRONLY, 0o600)
+    os.close(fd)
+    got = memory.summary(layout, "a-1")
+    published = got.model_dump_json()
+    assert "bad" in published and "-name" in published
+    assert [name for name, _ in got.files] == ["bad\ufffd\ufffd-name"]

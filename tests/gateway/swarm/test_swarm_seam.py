@@ -221,3 +221,33 @@ def test_the_rest_client_restarts_quarantines_and_reads_memory(gateway: GatewayT
         assert refused.value.status == 409 and "release it first" in refused.value.detail
         assert api.act("dev-1", ControlAction.release).status == ReplyStatus.done
         wait_for(lambda: running(gateway, "dev-1"), 60, "dev-1 running again after release")
+
+
+def test_an_agent_cannot_blind_the_seam_with_a_file_name(gateway: GatewayThread) -> None:
+    """An agent plants a memory file whose name is no UTF-8 (and a huge MEMORY.md): the supervisor
+    keeps publishing and taking requests."""
+    with supervised_swarm(gateway, "  - name: dev-1\n") as supervisor:
+        wait_for(lambda: running(gateway, "dev-1"), 60, "dev-1 running")
+        memory_dir = supervisor.layout.agent_dir("dev-1", "memory")
+        planted = supervisor.runtime.exec(
+            "dev-1",
+            [
+                "sh",
+                "-c",
+                f"touch {memory_dir}/\"$(printf 'bad\\377name')\" && head -c 3000000 /dev/zero "
+                f"| tr '\\0' x >> {memory_dir}/MEMORY.md",
+            ],
+        )
+        assert planted.returncode == 0, planted.output
+
+        def shows_the_planted_name() -> bool:
+            with gateway.client(gateway.operator_token) as op:
+                summary = op.get("/api/swarm/agents/dev-1/memory").json()
+            return summary["memory_md_truncated"] and any("bad" in name for name, _ in summary["files"])
+
+        wait_for(shows_the_planted_name, 30, "the planted memory published")
+        with gateway.client(gateway.operator_token) as op:
+            done = op.post("/api/swarm/agents/dev-1/restart")
+        assert done.status_code == 200, done.text
+        wait_for(lambda: (a := report(gateway).agents[0]).restarts == 1 and a.running, 30, "restarted")
+        assert report(gateway).supervising
