@@ -52,33 +52,52 @@ def list_files(root: Path) -> list[tuple[str, int]]:
     return sorted(out)
 
 
-def first_files(root: Path, limit: int) -> tuple[list[tuple[str, int]], bool]:
-    """Like ``list_files``, but stops after ``limit`` entries (and says so): a memory dir with a
-    million files costs a pass no more than one with ``limit``. Links are listed, never followed."""
+def _open_below(root_fd: int, parts: tuple[str, ...]) -> int:
+    """An fd of ``root/parts...``, every component opened with ``O_NOFOLLOW``: a dir the agent swapped for
+    a link after we listed it is an error here, not a walk into the link's target."""
+    fd = os.dup(root_fd)
+    try:
+        for part in parts:
+            child = os.open(part, agent_files.DIR_FLAGS, dir_fd=fd)
+            os.close(fd)
+            fd = child
+    except OSError:
+        os.close(fd)
+        raise
+    return fd
+
+
+def first_files(root_fd: int, limit: int) -> tuple[list[tuple[str, int]], bool]:
+    """Like ``list_files``, but relative to a dir fd, never following a link (not even one swapped in
+    while we walk), and stopping after ``limit`` entries (and saying so): a memory dir with a million
+    files costs a pass no more than one with ``limit``."""
     found: list[tuple[str, int]] = []
-    pending = [root]
+    pending: list[tuple[str, ...]] = [()]
     seen = 0  # directories count too: a tree of empty dirs is as long to walk
     while pending:
-        here = pending.pop()
+        parts = pending.pop()
         try:
-            entries = os.scandir(here)
+            fd = _open_below(root_fd, parts)
         except OSError:
             continue
-        with entries:
-            for entry in entries:
-                seen += 1
-                if seen > limit:
-                    return sorted(found), True
-                if entry.is_dir(follow_symlinks=False):
-                    pending.append(Path(entry.path))
-                    continue
-                # The agent names these: bytes that are no UTF-8 would make the summary unpublishable.
-                rel = os.fsencode(Path(entry.path).relative_to(root)).decode("utf-8", "replace")
-                try:
-                    size = -1 if entry.is_symlink() else entry.stat(follow_symlinks=False).st_size
-                except OSError:
-                    continue
-                found.append((rel, size))
+        try:
+            with os.scandir(fd) as entries:
+                for entry in entries:
+                    seen += 1
+                    if seen > limit:
+                        return sorted(found), True
+                    if entry.is_dir(follow_symlinks=False):
+                        pending.append((*parts, entry.name))
+                        continue
+                    try:
+                        size = -1 if entry.is_symlink() else entry.stat(follow_symlinks=False).st_size
+                    except OSError:
+                        continue
+                    # The agent names these: bytes that are no UTF-8 would make the summary unpublishable.
+                    rel = os.fsencode("/".join((*parts, entry.name))).decode("utf-8", "replace")
+                    found.append((rel, size))
+        finally:
+            os.close(fd)
     return sorted(found), False
 
 
@@ -96,9 +115,9 @@ def summary(layout: SwarmLayout, name: str) -> MemorySummary:
     fd = os.open(mem, agent_files.DIR_FLAGS)
     try:
         text, more = agent_files.read_prefix(fd, "MEMORY.md", SUMMARY_MD_BYTES) or ("", False)
+        files, truncated = first_files(fd, SUMMARY_FILES)
     finally:
         os.close(fd)
-    files, truncated = first_files(mem, SUMMARY_FILES)
     return MemorySummary(
         memory_md=text, memory_md_truncated=more, files=files, files_truncated=truncated, snapshots=snaps
     )

@@ -7,6 +7,8 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
+import pytest
+
 from orchestrator import memory
 from orchestrator.provision import SwarmLayout
 
@@ -78,3 +80,21 @@ def test_a_file_name_that_is_not_utf8_cannot_break_the_published_summary(tmp_pat
     published = got.model_dump_json()
     assert "bad" in published and "-name" in published
     assert [name for name, _ in got.files] == ["bad\ufffd\ufffd-name"]
+
+
+def test_a_dir_swapped_for_a_link_after_listing_is_not_walked(tmp_path: Path) -> None:
+    # The walk lists ``notes`` as a dir, then (the agent racing it) opens it again to list it; what it
+    # opens then is opened with O_NOFOLLOW at every step, so a link swapped in by now is refused.
+    _, mem = memory_dir(tmp_path)
+    outside = tmp_path / "other-agent"
+    outside.mkdir()
+    (outside / "their-secret-plan.md").write_text("x")
+    (mem / "notes").symlink_to(outside, target_is_directory=True)
+    fd = os.open(mem, os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        with pytest.raises(OSError):
+            memory._open_below(fd, ("notes",))
+        files, _ = memory.first_files(fd, 100)
+    finally:
+        os.close(fd)
+    assert files == [("notes", -1)]
