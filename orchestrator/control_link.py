@@ -11,6 +11,7 @@ import logging
 import os
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import redis
 from pydantic import ValidationError
@@ -177,7 +178,7 @@ class ControlLink:
         self._group_ready = True
 
     def _read(self, entry_id: str, block_ms: int | None) -> list[Delivery]:
-        reply = self.redis.xreadgroup(
+        reply: Any = self.redis.xreadgroup(
             keys.CONTROL_GROUP,
             keys.CONTROL_CONSUMER,
             {keys.CONTROL: entry_id},
@@ -185,7 +186,8 @@ class ControlLink:
             block=block_ms,
         )
         out = []
-        for _, entries in reply or []:
+        streams: list[tuple[str, list[tuple[str, dict[str, str] | None]]]] = reply or []
+        for _, entries in streams:
             for found_id, fields in entries:
                 out.append(self._delivery(found_id, fields))
         return out

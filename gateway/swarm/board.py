@@ -36,9 +36,15 @@ REQUEST_ID = r"^[0-9]{1,20}-[0-9]{1,20}$"  # a stream entry id
 M = TypeVar("M", bound=BaseModel)
 
 
-def _parse(model: type[M], raw: str | None, what: str) -> M | None:
+def _text(value: str | bytes | None) -> str | None:
+    """redis-py types replies as bytes or str; this client decodes them (``decode_responses``)."""
+    return value.decode() if isinstance(value, bytes) else value
+
+
+def _parse(model: type[M], raw: str | bytes | None, what: str) -> M | None:
     """``raw`` as ``model``; None (logged) when missing or of another shape (a supervisor of another
     version: the panel then says what it lacks instead of failing)."""
+    raw = _text(raw)
     if raw is None:
         return None
     try:
@@ -84,12 +90,13 @@ class SwarmBoard:
 
     async def submit(self, request: ControlRequest) -> str:
         """Append ``request`` to the control stream; returns its entry id (the request's id)."""
-        return await self.redis.xadd(
+        entry_id = await self.redis.xadd(
             keys.CONTROL,
             {keys.CONTROL_FIELD: request.model_dump_json()},
             maxlen=keys.CONTROL_MAXLEN,
             approximate=True,
         )
+        return _text(entry_id) or ""
 
     async def reply(self, request_id: str) -> ControlReply | None:
         return _parse(ControlReply, await self.redis.get(keys.reply(request_id)), f"reply {request_id}")
@@ -108,7 +115,7 @@ class SwarmBoard:
         entries = await self.redis.xrange(keys.CONTROL, request_id, request_id, count=1)
         if not entries:
             return None
-        raw = entries[0][1].get(keys.CONTROL_FIELD)
+        raw = _text((entries[0][1] or {}).get(keys.CONTROL_FIELD))
         try:
             return ControlRequest.model_validate_json(raw or "")
         except ValidationError:
