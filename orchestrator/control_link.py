@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import logging
 import os
+import urllib.parse
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -16,6 +17,7 @@ from typing import Any
 import redis
 from pydantic import ValidationError
 
+from gateway.client.home import embedded_redis_socket
 from gateway.swarm import keys
 from gateway.swarm.models import (
     AgentStatus,
@@ -44,18 +46,17 @@ READ_COUNT = 50
 
 
 def seam_redis_url(home: Path, explicit: str | None = None) -> str | None:
-    """The gateway's Redis, where the swarm seam lives: ``explicit``, else ``$REDIS_URL`` (what ``kswarm
-    up`` uses), else ``$KSWARM_GATEWAY_REDIS_URL`` (compose's), else this home's embedded Redis when its
-    socket exists; None: no seam (the UI does not see this swarm; the local CLI still works)."""
+    """The gateway's Redis, where the swarm seam lives: ``explicit`` (what ``kswarm up`` and the demo
+    pass), else ``$REDIS_URL``, else ``$KSWARM_GATEWAY_REDIS_URL`` (compose's), else this home's
+    embedded Redis when its socket exists; None: no seam (the UI does not see this swarm; the local CLI
+    still works)."""
     if explicit:
         return explicit
     for variable in ("REDIS_URL", "KSWARM_GATEWAY_REDIS_URL"):
         if os.environ.get(variable):
             return os.environ[variable]
-    from orchestrator.local.embedded_redis import EmbeddedRedis
-
-    embedded = EmbeddedRedis(home)
-    return embedded.url if embedded.socket_path.exists() else None
+    socket = embedded_redis_socket(home)
+    return f"unix://{urllib.parse.quote(str(socket))}" if socket.exists() else None
 
 
 @dataclass(frozen=True)

@@ -7,6 +7,7 @@ error locations are mapped back onto them.
 
 from __future__ import annotations
 
+import json
 import re
 from pathlib import Path
 from typing import Any, Literal
@@ -145,7 +146,7 @@ class RepoSpec(_Model):
 
 
 class PoolSpec(_Model):
-    """A job pool (filled in by the jobs issue; parsed now)."""
+    """A job pool of the swarm (the gateway's job runner serves it; docs/jobs.md)."""
 
     name: str = Field(pattern=r"^[a-z0-9][a-z0-9_-]{0,63}$", description="Pool (queue) name.")
     kind: Literal["local", "docker", "slurm"] = Field("local", description="Worker backend.")
@@ -156,7 +157,7 @@ class PoolSpec(_Model):
 
 
 class ReviewPolicy(_Model):
-    """What the gate requires before merging (enforced by the review-gate issue)."""
+    """What the gate requires before merging into the spec's repos (docs/forge.md)."""
 
     approvals: int = Field(1, ge=0, description="Approvals on the head commit, never by the author.")
     required_checks: list[str] = Field(
@@ -214,10 +215,10 @@ class SwarmSpec(_Model):
     agents: list[AgentEntry] = Field(min_length=1, description="Agents, by name or by pattern × count.")
     channels: list[ChannelSpec] = Field(default_factory=list, description="Extra channels.")
     repos: list[RepoSpec] = Field(default_factory=list, description="Forge repositories.")
-    pools: list[PoolSpec] = Field(
-        default_factory=lambda: [PoolSpec(name="cpu")], description="Job pools (jobs issue)."
+    pools: list[PoolSpec] = Field(default_factory=lambda: [PoolSpec(name="cpu")], description="Job pools.")
+    review: ReviewPolicy = Field(
+        default_factory=ReviewPolicy, description="Merge policy of the spec's repos."
     )
-    review: ReviewPolicy = Field(default_factory=ReviewPolicy, description="Merge policy (gate issue).")
     budgets: BudgetSettings = Field(
         default_factory=BudgetSettings, description="Model spend limits, enforced by the gateway's LLM proxy."
     )
@@ -359,3 +360,15 @@ def load_spec(path: Path) -> SwarmSpec:
 def template_text() -> str:
     """The commented swarm.yaml that ``kswarm init`` writes."""
     return (Path(__file__).parent / "templates" / "swarm.yaml").read_text()
+
+
+def agent_models(home: Path | None) -> dict[str, str]:
+    """Agent -> model from the running swarm's spec (``$KSWARM_HOME/swarm/swarm.json``), if any."""
+    if home is None:
+        return {}
+    try:
+        info = json.loads((home / "swarm" / "swarm.json").read_text())
+        spec = SwarmSpec.model_validate(info.get("spec") or {})
+        return {a.name: a.model for a in spec.expand()}
+    except (OSError, ValueError, TypeError):
+        return {}

@@ -29,6 +29,11 @@ def kswarm_home(explicit: Path | None = None, environ: Mapping[str, str] | None 
     return home.expanduser().resolve()
 
 
+def embedded_redis_socket(home: Path) -> Path:
+    """Where a home's embedded Redis listens (``kswarm up`` without ``REDIS_URL``)."""
+    return Path(os.path.abspath(home)) / "redis" / "redis.sock"
+
+
 def ensure_home(home: Path) -> Path:
     home.mkdir(parents=True, exist_ok=True)
     os.chmod(home, 0o700)

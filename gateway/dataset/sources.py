@@ -3,7 +3,6 @@ Gitea-shaped REST, so Gitea works too) and the repo's history (a git mirror over
 
 from __future__ import annotations
 
-import json
 import os
 import subprocess
 from pathlib import Path
@@ -197,17 +196,3 @@ class GitMirror:
         args = ["rev-list", head] + ([f"^{base}"] if base and self.has(base) else [])
         done = self.git(*args, check=False)
         return done.stdout.decode().split() if done.returncode == 0 else []
-
-
-def agent_models(home: Path | None) -> dict[str, str]:
-    """Agent -> model from the running swarm's spec (``$KSWARM_HOME/swarm/swarm.json``), if any."""
-    if home is None:
-        return {}
-    try:
-        info = json.loads((home / "swarm" / "swarm.json").read_text())
-        from orchestrator.spec import SwarmSpec
-
-        spec = SwarmSpec.model_validate(info.get("spec") or {})
-        return {a.name: a.model for a in spec.expand()}
-    except (OSError, ValueError, TypeError):
-        return {}

@@ -18,8 +18,8 @@ from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from gateway.jobs.models import JobKind, JobRequest
 
-# The task catalogue's trusted task definitions (a path: the gateway does not import the catalogue).
-CATALOGUE_TASKS = Path(__file__).resolve().parents[2] / "orchestrator" / "catalogue" / "tasks"
+# The task catalogue's trusted task definitions (docs/tasks.md).
+CATALOGUE_TASKS = Path(__file__).resolve().parents[1] / "tasks" / "catalogue" / "tasks"
 DeviceType = Literal["cpu", "cuda", "npu"]
 VISIBLE_DEVICES_VAR: dict[str, str | None] = {
     "cpu": None,
@@ -98,7 +98,8 @@ class PoolConfig(_Model):
         "{candidate} {pool} {out} {timeout} {kind}.",
     )
     tasks_dir: Path | None = Field(
-        None, description="Trusted task definitions; default: the task catalogue (orchestrator/catalogue/tasks)."
+        None,
+        description="Trusted task definitions; default: the task catalogue (gateway/tasks/catalogue/tasks).",
     )
     gres: str | None = Field(None, description="Slurm GRES name; default gpu (cuda) or npu (npu).")
     partition: str | None = Field(None, description="Slurm partition; default: the cluster's default.")

@@ -46,7 +46,7 @@ class KBSettings(BaseSettings):
 
 
 def default_seed_files() -> Mapping[str, bytes]:
-    from orchestrator.catalogue import kb_files
+    from gateway.tasks.catalogue import kb_files
 
     return kb_files()
 

@@ -23,7 +23,7 @@ if TYPE_CHECKING:
 
 def catalogue_specs(repo: str, only: list[str] | None = None) -> list[TaskSpec]:
     """Board entries for the catalogue's tasks (read without importing torch)."""
-    from orchestrator.catalogue import catalogue
+    from gateway.tasks.catalogue import catalogue
 
     specs = []
     for info in catalogue():
@@ -43,7 +43,7 @@ def catalogue_specs(repo: str, only: list[str] | None = None) -> list[TaskSpec]:
 
 
 def dataset_tree() -> Mapping[str, bytes]:
-    from orchestrator.catalogue import dataset_files
+    from gateway.tasks.catalogue import dataset_files
 
     return dataset_files()
 

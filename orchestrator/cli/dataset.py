@@ -15,9 +15,10 @@ import typer
 
 from gateway.client import find_gateway, kswarm_home
 from gateway.dataset.build import build_dataset_at
-from gateway.dataset.sources import FileJobSource, agent_models
+from gateway.dataset.sources import FileJobSource
 from orchestrator.cli.commands import HomeOpt, command
 from orchestrator.cli.output import console, fail, print_json
+from orchestrator.spec import agent_models
 
 BUILD_TIMEOUT_S = 120.0
 

@@ -1,4 +1,4 @@
-"""``kswarm demo``: registered on the main CLI with ``register(app)`` (also ``python -m orchestrator.demo``).
+"""``kswarm demo``: registered on the main CLI with ``register(app)``.
 
 A fresh home (default ``~/.kswarm-demo``; a previous demo's is wiped, anything else is refused), the
 demo swarm (or ``--spec``), then ``DemoLauncher`` runs the flow with live progress and stops everything

@@ -6,7 +6,7 @@ from __future__ import annotations
 from typing import Any
 
 from agents.models.scripted import Call, Scratch, Step, need_identity
-from orchestrator import catalogue
+from gateway.tasks import catalogue
 from orchestrator.demo.steps import (
     CHANGES_RE,
     JOB_DM_RE,

@@ -180,7 +180,7 @@ def task_rows(snap: Snapshot, tasks: tuple[str, ...]) -> list[dict[str, Any]]:
 def build_dataset_now(running: Running) -> dict[str, Any]:
     """``kswarm dataset build --repo kswarm/dataset``'s code, run in a thread (the gateway is in ours)."""
     from gateway.dataset.build import build_dataset
-    from gateway.dataset.sources import agent_models
+    from orchestrator.spec import agent_models
 
     out = running.home / "dataset"
     report = build_dataset(

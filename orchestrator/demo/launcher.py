@@ -33,7 +33,7 @@ from gateway.jobs.pools import NodeConfig, PoolConfig
 from gateway.llm.config import scrub_env
 from gateway.principals import PrincipalKind, PrincipalStore
 from gateway.server import serve
-from orchestrator import catalogue
+from gateway.tasks import catalogue
 from orchestrator.demo.spec import DATASET_REPO, KB_REPO, POOL, Roster
 from orchestrator.local.embedded_redis import EmbeddedRedis, EmbeddedRedisError
 from orchestrator.local.launcher import LaunchError, ensure_operator_token, llm_settings
@@ -259,6 +259,7 @@ class DemoLauncher:
                 gateway_url=settings.url(),
                 operator_token=token,
                 socket_path=settings.socket_path(),
+                redis_url=settings.redis_url,  # the seam (docs/orchestrator.md, "The control stream")
             )
         except Exception as exc:  # e.g. no Docker daemon for --backend docker
             hint = " (is a Docker daemon up? set DOCKER_HOST)" if self.backend == "docker" else ""

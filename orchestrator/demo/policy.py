@@ -3,7 +3,7 @@ intelligence.
 
 It plugs into ``agents.models.scripted.ScriptedModel`` through its rule table (``ScriptedModel(
 demo_rules(policy, role))``); the loop is unchanged. Developers do not write kernels: they copy the
-catalogue's honest reference solutions (``orchestrator/catalogue/solutions``), and for the tasks in
+catalogue's honest reference solutions (``gateway/tasks/catalogue/solutions``), and for the tasks in
 ``faulty`` their first attempt is the catalogue's known-wrong kernel (``solutions/wrong``), so that the
 demo shows a job flagging it, a reviewer requesting changes and only the fix being merged.
 
@@ -25,7 +25,7 @@ from __future__ import annotations
 from typing import Any
 
 from agents.models.scripted import Call, Rule, Scratch, Step, default_rules, need_identity
-from orchestrator import catalogue
+from gateway.tasks import catalogue
 from orchestrator.demo.developer import dev_fix, dev_job_result, dev_merged, dev_start
 from orchestrator.demo.steps import (
     CHANGES_RE,

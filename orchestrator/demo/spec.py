@@ -13,7 +13,7 @@ from pathlib import Path
 
 import yaml
 
-from orchestrator import catalogue
+from gateway.tasks import catalogue
 from orchestrator.spec import SwarmSpec, load_spec
 
 ORG = "kswarm"

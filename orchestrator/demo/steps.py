@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from agents.models.scripted import Call, Scratch, Step
-from orchestrator import catalogue
+from gateway.tasks import catalogue
 
 # Texts the platform and the demo agents write; the policy reads them back with these patterns.
 JOB_DM_RE = re.compile(r"^job (j[0-9a-f]+) \((\S+), (\S+) @ ([0-9a-f]+), pool (\S+)\): (\w+)")

@@ -48,6 +48,8 @@ from collections.abc import Iterator
 from pathlib import Path
 from types import TracebackType
 
+from gateway.client.home import embedded_redis_socket
+
 __all__ = [
     "SOCKET_PATH_MAX",
     "EmbeddedRedis",
@@ -237,8 +239,8 @@ class EmbeddedRedis:
         self.home = Path(os.path.abspath(home))
         # Absolute: the server is started with cwd=home/redis.
         self.binary = Path(os.path.abspath(binary)) if binary is not None else None
-        self.dir = self.home / "redis"
-        self.socket_path = self.dir / "redis.sock"
+        self.socket_path = embedded_redis_socket(self.home)
+        self.dir = self.socket_path.parent
         self.pid_path = self.dir / "redis.pid"
         self.conf_path = self.dir / "redis.conf"
         self.log_path = self.dir / "redis.log"

@@ -145,6 +145,7 @@ class Launcher:
             gateway_url=settings.url(),
             operator_token=self.operator_token,
             socket_path=settings.socket_path(),
+            redis_url=settings.redis_url,  # the seam (docs/orchestrator.md, "The control stream")
         )
         if supervisor.warning:
             self.warnings.append(supervisor.warning)

@@ -319,37 +319,3 @@ DUNDER_INTROSPECTION = frozenset(
         "cr_frame",
     }
 )
-
-# --- runtime (child) ----------------------------------------------------------------------------
-# aten ops the candidate's host code may trigger; anything else seen outside a launch is recorded.
-RUNTIME_ALLOC_OPS = frozenset(
-    {"empty", "empty_like", "empty_strided", "new_empty", "new_empty_strided"}
-    | {"zeros", "zeros_like", "new_zeros"}
-)
-RUNTIME_ZERO_OPS = frozenset({"zeros", "zeros_like", "new_zeros"})
-RUNTIME_VIEW_OPS = frozenset(
-    {
-        "view",
-        "_unsafe_view",
-        "reshape",
-        "_reshape_alias",
-        "t",
-        "transpose",
-        "permute",
-        "expand",
-        "unsqueeze",
-        "squeeze",
-        "slice",
-        "select",
-        "as_strided",
-        "alias",
-        "detach",
-        "clone",  # what .contiguous()/.reshape() issue on non-contiguous inputs
-        "lift_fresh",
-        "sym_size",
-        "sym_stride",
-        "sym_numel",
-        "sym_storage_offset",
-        "is_same_size",
-    }
-)

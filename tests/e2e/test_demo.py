@@ -18,9 +18,9 @@ from typing import Any
 import httpx
 import pytest
 
+from gateway.tasks import catalogue
 from kstest.cli import KSWARM, cli_env, kswarm
 from kstest.gateway import free_port
-from orchestrator import catalogue
 
 TASKS = ("add", "relu", "silu", "gelu", "softmax", "sum_rows")  # softmax: the faulty first attempt
 REPO = "kswarm/dataset"

@@ -31,8 +31,8 @@ STANDIN = [
     "{candidate}",
 ]
 STANDIN += ["--out", "{out}", "--pool", "{pool}", "--timeout", "{timeout}"]
-EXAMPLES = HERE.parents[1] / "orchestrator" / "verify" / "examples"
-HONEST_ADD = (EXAMPLES / "kernels" / "add" / "add_masked.py").read_text()
+SOLUTIONS = HERE.parents[1] / "gateway" / "tasks" / "catalogue" / "solutions"
+HONEST_ADD = (SOLUTIONS / "add.py").read_text()
 CHEAT_ADD = '''"""Cheat: a Triton kernel exists, but the answer is computed by torch."""
 
 import torch

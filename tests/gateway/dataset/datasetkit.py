@@ -15,8 +15,8 @@ from gateway.forge.plugin import forge_plugin
 from gateway.forge.settings import ForgeSettings
 from gateway.jobs.plugin import jobs_plugin
 from gateway.jobs.pools import JobsSettings, NodeConfig, PoolConfig
+from gateway.tasks.catalogue import TASKS_DIR
 from gateway.tasks.plugin import tasks_plugin
-from orchestrator.catalogue import TASKS_DIR
 from orchestrator.verify.models import EnvironmentInfo, TrialResult, VerificationResult
 
 ENV = EnvironmentInfo(

@@ -16,7 +16,7 @@ from typer.testing import CliRunner
 
 from gateway.dataset.build import build_dataset
 from gateway.dataset.schema import COLUMNS
-from orchestrator.catalogue import solution_path, wrong_solution_path
+from gateway.tasks.catalogue import solution_path, wrong_solution_path
 from orchestrator.cli.dataset import register
 
 

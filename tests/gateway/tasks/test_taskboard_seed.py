@@ -11,7 +11,7 @@ from boardkit import BoardGateway
 from forgekit import Git
 from typer.testing import CliRunner
 
-from orchestrator.catalogue import task_names
+from gateway.tasks.catalogue import task_names
 from orchestrator.cli.tasks import register
 
 

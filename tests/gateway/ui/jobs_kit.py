@@ -17,10 +17,10 @@ from gateway.jobs.pools import JobsSettings, NodeConfig, PoolConfig, PoolRules
 from orchestrator.verify.models import VerificationResult
 
 REPO = "kswarm/kernels"
-EXAMPLES = Path(__file__).resolve().parents[3] / "orchestrator" / "verify" / "examples" / "kernels"
+SOLUTIONS = Path(__file__).resolve().parents[3] / "gateway" / "tasks" / "catalogue" / "solutions"
 KERNELS = {
-    "kernels/add/add_masked.py": (EXAMPLES / "add" / "add_masked.py").read_text(),
-    "kernels/softmax/softmax_rowwise.py": (EXAMPLES / "softmax" / "softmax_rowwise.py").read_text(),
+    "kernels/add/add_masked.py": (SOLUTIONS / "add.py").read_text(),
+    "kernels/softmax/softmax_rowwise.py": (SOLUTIONS / "softmax.py").read_text(),
 }
 EVIL_LOG = '<script>alert("pwned")</script> & <b>not bold</b>\n'
 

@@ -8,7 +8,7 @@ from typing import Any
 
 from agents.models.scripted import ScriptedModel
 from agents.prompt import wake_message
-from orchestrator import catalogue
+from gateway.tasks import catalogue
 from orchestrator.demo.policy import DemoPolicy, demo_rules
 
 SHA = "a" * 40

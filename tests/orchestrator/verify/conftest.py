@@ -6,12 +6,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
-from verifykit import CATALOGUE, CHEATS, EXAMPLES, HONEST, TaskFactory
-
-
-@pytest.fixture
-def examples() -> Path:
-    return EXAMPLES
+from verifykit import CATALOGUE, CHEATS, HONEST, TaskFactory
 
 
 @pytest.fixture
@@ -26,12 +21,12 @@ def honest() -> Path:
 
 @pytest.fixture
 def add_task() -> Path:
-    return EXAMPLES / "tasks" / "add"
+    return CATALOGUE / "add"
 
 
 @pytest.fixture
 def make_task(tmp_path: Path) -> TaskFactory:
-    """A copy of an example or catalogue task with some settings overridden (fewer dtypes keep the
+    """A copy of a catalogue task with some settings overridden (fewer dtypes keep the
     slow interpreter tests short; ``layouts={}`` isolates a test from the layout checks)."""
 
     def make(
@@ -41,10 +36,7 @@ def make_task(tmp_path: Path) -> TaskFactory:
         layouts: dict[int, list[str]] | None = None,
         extra: str = "",
     ) -> Path:
-        source_dir = EXAMPLES / "tasks" / name
-        if not source_dir.is_dir():
-            source_dir = CATALOGUE / name
-        source = (source_dir / "task.py").read_text()
+        source = (CATALOGUE / name / "task.py").read_text()
         if dtypes is not None:
             source += f"\nDTYPES = {dtypes!r}\n"
         if layouts is not None:

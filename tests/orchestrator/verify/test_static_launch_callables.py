@@ -12,7 +12,7 @@ from orchestrator.verify.static_gate import check_file, check_source
 
 HERE = Path(__file__).resolve().parent
 STATIC_CHEATS = HERE / "cheats" / "static"
-MATMUL = HERE.parents[2] / "orchestrator" / "verify" / "examples" / "kernels" / "matmul" / "matmul_tiled.py"
+MATMUL = HERE.parents[2] / "gateway" / "tasks" / "catalogue" / "solutions" / "matmul.py"
 
 
 def rules(source: str, entry: str = "add", dtypes: tuple[str, ...] = ()) -> set[str]:

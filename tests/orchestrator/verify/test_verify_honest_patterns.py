@@ -1,7 +1,7 @@
 """Principle 7: honest kernels still pass every new check: the standard patterns below (masked tiles,
 multi-row programs, split-K with atomics, online softmax, two-pass reductions, row scans with carries,
 grid lambdas and heuristics), on the catalogue tasks with their declared layouts. The catalogue's own
-solutions are run in tests/orchestrator/catalogue, the examples in test_verify_runtime_honest.py."""
+solutions are run in tests/gateway/tasks/catalogue and test_verify_runtime_honest.py."""
 
 from __future__ import annotations
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from verifykit import TaskFactory, summary
+from verifykit import TaskFactory, solution, summary
 
 from orchestrator.verify import Flag, verify
 
@@ -54,8 +54,8 @@ def test_autotune_hooks_are_observed(make_task: TaskFactory, cheats: Path) -> No
     assert any("autotune" in r for r in result.unverifiable_reasons)
 
 
-def test_torch_compute_at_import_is_seen(make_task: TaskFactory, examples: Path, tmp_path: Path) -> None:
-    source = (examples / "kernels" / "add" / "add_masked.py").read_text()
+def test_torch_compute_at_import_is_seen(make_task: TaskFactory, tmp_path: Path) -> None:
+    source = (solution("add")).read_text()
     candidate = tmp_path / "precompute.py"
     candidate.write_text(source + "\n_TABLE = torch.arange(8) * 2\n")
     result = verify(make_task("add", dtypes=["float32"]), candidate, enforce_static=False)

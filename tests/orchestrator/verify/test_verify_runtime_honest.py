@@ -7,16 +7,16 @@ from pathlib import Path
 
 import pytest
 import torch
-from verifykit import summary
+from verifykit import CATALOGUE, solution, summary
 
 from orchestrator.verify import VerificationResult, verify
 
 
 @pytest.mark.slow
 @pytest.mark.parametrize("name", ["add", "softmax", "matmul"])
-def test_honest_kernel_passes(examples: Path, name: str) -> None:
-    (candidate,) = (examples / "kernels" / name).glob("*.py")
-    result = verify(examples / "tasks" / name, candidate, "cpu")
+def test_honest_kernel_passes(name: str) -> None:
+    (candidate,) = [solution(name)]
+    result = verify(CATALOGUE / name, candidate, "cpu")
     assert result.verdict == "pass", summary(result)
     assert result.flags == [] and result.static_violations == []
     assert len(result.trials) == 30 and all(t.ok for t in result.trials)
@@ -38,10 +38,8 @@ def test_honest_kernel_passes(examples: Path, name: str) -> None:
 
 
 @pytest.mark.slow
-def test_bf16_only_task_is_unverifiable_on_cpu(
-    examples: Path, make_add_task: Callable[[list[str]], Path]
-) -> None:
-    result = verify(make_add_task(["bfloat16"]), examples / "kernels" / "add" / "add_masked.py", "cpu")
+def test_bf16_only_task_is_unverifiable_on_cpu(make_add_task: Callable[[list[str]], Path]) -> None:
+    result = verify(make_add_task(["bfloat16"]), solution("add"), "cpu")
     assert result.verdict == "unverifiable"
     assert result.child is None and result.trials == []
     assert any("bfloat16" in r for r in result.unverifiable_reasons)
@@ -49,29 +47,25 @@ def test_bf16_only_task_is_unverifiable_on_cpu(
 
 @pytest.mark.slow
 def test_mixed_task_runs_fp32_and_reports_bf16_unverifiable(
-    examples: Path, make_add_task: Callable[[list[str]], Path]
+    make_add_task: Callable[[list[str]], Path],
 ) -> None:
-    result = verify(
-        make_add_task(["float32", "bfloat16"]), examples / "kernels" / "add" / "add_masked.py", "cpu"
-    )
+    result = verify(make_add_task(["float32", "bfloat16"]), solution("add"), "cpu")
     assert result.verdict == "unverifiable", summary(result)  # never "pass" while part of it went unchecked
     assert result.trials and all(t.ok and t.dtype == "float32" for t in result.trials)
     assert any("bfloat16" in r for r in result.unverifiable_reasons)
 
 
-def test_unknown_pool(examples: Path) -> None:
+def test_unknown_pool() -> None:
     with pytest.raises(ValueError, match="unknown pool"):
-        verify(examples / "tasks" / "add", examples / "kernels" / "add" / "add_masked.py", "tpu")
+        verify(CATALOGUE / "add", solution("add"), "tpu")
 
 
-def test_seeds_and_seed_base_are_exclusive(examples: Path) -> None:
+def test_seeds_and_seed_base_are_exclusive() -> None:
     with pytest.raises(ValueError, match="not both"):
-        verify(
-            examples / "tasks" / "add", examples / "kernels" / "add" / "add_masked.py", seeds=[1], seed_base=2
-        )
+        verify(CATALOGUE / "add", solution("add"), seeds=[1], seed_base=2)
 
 
 @pytest.mark.skipif(torch.cuda.is_available(), reason="a CUDA device is present")
-def test_device_pool_without_device_is_refused(examples: Path) -> None:
+def test_device_pool_without_device_is_refused() -> None:
     with pytest.raises(RuntimeError, match="needs a cuda device"):
-        verify(examples / "tasks" / "add", examples / "kernels" / "add" / "add_masked.py", "cuda")
+        verify(CATALOGUE / "add", solution("add"), "cuda")

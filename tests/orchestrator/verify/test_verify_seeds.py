@@ -10,7 +10,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from verifykit import ROOT, TaskFactory, summary
+from verifykit import ROOT, TaskFactory, solution, summary
 
 from orchestrator.verify import Flag, verify
 
@@ -63,10 +63,10 @@ def test_allocations_in_a_launch_window_are_poisoned(make_task: TaskFactory, che
     assert result.verdict == "fail" and Flag.UNWRITTEN_OUTPUT in result.flags, summary(result)
 
 
-def test_cli_rejects_bad_seeds(add_task: Path, examples: Path) -> None:
+def test_cli_rejects_bad_seeds(add_task: Path) -> None:
     cmd = [
         sys.executable, "-m", "orchestrator.verify", "--task", str(add_task),
-        "--candidate", str(examples / "kernels" / "add" / "add_masked.py"), "--seeds", "1,x",
+        "--candidate", str(solution("add")), "--seeds", "1,x",
     ]  # fmt: skip
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
     proc = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=120, check=False)

@@ -45,8 +45,13 @@ def test_a_forged_report_stream_cannot_hide_what_was_seen(make_task: TaskFactory
     result = verify(
         make_task("add", dtypes=["float32"], layouts={}), cheats / "forge_and_exit.py", enforce_static=False
     )
-    assert result.verdict in ("fail", "error") and Flag.TORCH_COMPUTE in result.flags, summary(result)
+    assert result.verdict in ("fail", "error"), summary(result)
     assert Flag.TIMEOUT not in result.flags
+    # What the monitor saw before the forgery stays seen. (When the job's schedule made the first
+    # call a blind one, nothing watched it: then the forgery is still refused, as a broken stream.)
+    first = result.trials[0].calls[0].kind if result.trials and result.trials[0].calls else "?"
+    assert Flag.TORCH_COMPUTE in result.flags or first == "blind", summary(result)
+    assert any("report stream" in r or "without reporting" in r for r in result.reasons), summary(result)
 
 
 @pytest.mark.slow

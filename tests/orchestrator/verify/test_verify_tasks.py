@@ -7,6 +7,7 @@ from pathlib import Path
 
 import pytest
 import torch
+from verifykit import CATALOGUE
 
 from orchestrator.verify.seeds import derive_seeds, draw_seed_base, parse_seeds, refill_seed
 from orchestrator.verify.tasks import OutputContract, TaskError, Tolerance, load_task
@@ -34,8 +35,8 @@ def write(tmp_path: Path, source: str) -> Path:
 
 
 @pytest.mark.parametrize("name", ["add", "softmax", "matmul"])
-def test_examples_load_and_plan_trials(examples: Path, name: str) -> None:
-    task = load_task(examples / "tasks" / name)
+def test_examples_load_and_plan_trials(name: str) -> None:
+    task = load_task(CATALOGUE / name)
     assert task.entry == name and task.seed_count >= 5 and task.dims and task.input_layouts
     seeds = derive_seeds(123, task.seed_count)
     trials = task.trials(cpu=True, seeds=seeds)

@@ -8,12 +8,18 @@ from pathlib import Path
 from orchestrator.verify import VerificationResult
 
 ROOT = Path(__file__).resolve().parents[3]
-EXAMPLES = ROOT / "orchestrator" / "verify" / "examples"
-CATALOGUE = ROOT / "orchestrator" / "catalogue" / "tasks"
+CATALOGUE_ROOT = ROOT / "gateway" / "tasks" / "catalogue"  # the one task catalogue (docs/tasks.md)
+CATALOGUE = CATALOGUE_ROOT / "tasks"
+SOLUTIONS = CATALOGUE_ROOT / "solutions"
 CHEATS = Path(__file__).resolve().parent / "cheats"
 HONEST = Path(__file__).resolve().parent / "honest"
 
 TaskFactory = Callable[..., Path]
+
+
+def solution(task: str) -> Path:
+    """The catalogue's honest reference solution of ``task``."""
+    return SOLUTIONS / f"{task}.py"
 
 
 def summary(result: VerificationResult) -> str:

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from orchestrator.catalogue import (
+from gateway.tasks.catalogue import (
     catalogue,
     dataset_files,
     kb_files,
