@@ -9,6 +9,7 @@ from pydantic import ValidationError
 
 from gateway.app import create_app
 from gateway.config import GatewaySettings
+from gateway.errors import PluginError
 from gateway.llm.config import LLMProxySettings
 from gateway.plugins import default_plugins
 from gateway.server import serve
@@ -26,7 +27,13 @@ def main() -> None:
         llm = LLMProxySettings()
     except ValidationError as exc:
         sys.exit(settings_error("KSWARM_GATEWAY_*/KSWARM_LLM_*", exc))
-    uvloop.run(serve(create_app(settings, plugins=default_plugins(llm)), settings))
+    try:
+        app = create_app(settings, plugins=default_plugins(llm))
+    except ValidationError as exc:  # a component's own settings (KSWARM_FORGE_*, KSWARM_JOBS_*, ...)
+        sys.exit(settings_error("component", exc))
+    except PluginError as exc:
+        sys.exit(f"gateway: {exc}")
+    uvloop.run(serve(app, settings))
 
 
 if __name__ == "__main__":

@@ -5,13 +5,13 @@ from __future__ import annotations
 import time
 from typing import Annotated, Any
 
-from fastapi import APIRouter, Depends, HTTPException, Path, Query, Request, Response
+from fastapi import APIRouter, Path, Query, Request, Response
 from pydantic import BaseModel, Field
 
 from gateway import keys
-from gateway.auth import current_principal, require_operator
-from gateway.chat import ChatError
 from gateway.context import GatewayContext
+from gateway.deps import AnyPrincipal, Ctx, OperatorOnly
+from gateway.errors import NotFound
 from gateway.models import (
     MESSAGE_ID_SCHEMA,
     Channel,
@@ -23,10 +23,8 @@ from gateway.models import (
     PrincipalCreate,
     TopicUpdate,
 )
-from gateway.principals import Principal, PrincipalError, PrincipalKind
+from gateway.principals import PrincipalKind
 
-Caller = Annotated[Principal, Depends(current_principal)]
-Operator = Annotated[Principal, Depends(require_operator)]
 # Message-id parameters declare their form; the chat service checks it (a 400 naming the parameter).
 AN_ID: dict[str, Any] = {"json_schema_extra": MESSAGE_ID_SCHEMA}
 
@@ -66,48 +64,31 @@ class Revoked(BaseModel):
     revoked: int
 
 
-def ctx_of(request: Request) -> GatewayContext:
-    return request.app.state.ctx
-
-
-Ctx = Annotated[GatewayContext, Depends(ctx_of)]
-
-
-def chat_http_error(exc: ChatError) -> HTTPException:
-    return HTTPException(status_code=exc.status, detail=str(exc), headers=exc.headers or None)
-
-
 def build_api_router() -> APIRouter:
     router = APIRouter(prefix="/api")
 
     @router.get("/me", response_model=Me, summary="The caller's principal")
-    async def me(principal: Caller) -> Me:
+    async def me(principal: AnyPrincipal) -> Me:
         return Me(name=principal.name, kind=principal.kind.value, email=principal.email)
 
     @router.get("/agents", response_model=list[AgentInfo], summary="Agents with their last heartbeat")
-    async def agents(ctx: Ctx, _: Caller) -> list[AgentInfo]:
+    async def agents(ctx: Ctx, _: AnyPrincipal) -> list[AgentInfo]:
         return await list_principal_infos(ctx, PrincipalKind.agent)
 
     @router.get("/principals", response_model=list[AgentInfo], summary="All principals (operators only)")
-    async def principals(ctx: Ctx, _: Operator) -> list[AgentInfo]:
+    async def principals(ctx: Ctx, _: OperatorOnly) -> list[AgentInfo]:
         return await list_principal_infos(ctx, None)
 
     @router.post(
         "/principals", response_model=PrincipalCreated, status_code=201, summary="Create a principal"
     )
-    async def create_principal(body: PrincipalCreate, ctx: Ctx, _: Operator) -> PrincipalCreated:
-        try:
-            p, token = await ctx.principals.create(body.name, PrincipalKind(body.kind), body.email)
-        except PrincipalError as exc:
-            raise HTTPException(exc.status, str(exc)) from exc
+    async def create_principal(body: PrincipalCreate, ctx: Ctx, _: OperatorOnly) -> PrincipalCreated:
+        p, token = await ctx.principals.create(body.name, PrincipalKind(body.kind), body.email)
         return PrincipalCreated(name=p.name, kind=p.kind.value, email=p.email, token=token)
 
     @router.post("/principals/{name}/tokens", response_model=PrincipalCreated, status_code=201)
-    async def issue_token(name: str, ctx: Ctx, _: Operator) -> PrincipalCreated:
-        try:
-            token = await ctx.principals.issue_token(name)
-        except PrincipalError as exc:
-            raise HTTPException(exc.status, str(exc)) from exc
+    async def issue_token(name: str, ctx: Ctx, _: OperatorOnly) -> PrincipalCreated:
+        token = await ctx.principals.issue_token(name)
         p = await ctx.principals.get(name)
         assert p is not None
         return PrincipalCreated(name=p.name, kind=p.kind.value, email=p.email, token=token)
@@ -115,23 +96,23 @@ def build_api_router() -> APIRouter:
     @router.delete(
         "/principals/{name}/tokens", response_model=Revoked, summary="Revoke all tokens of a principal"
     )
-    async def revoke_tokens(name: str, ctx: Ctx, _: Operator) -> Revoked:
+    async def revoke_tokens(name: str, ctx: Ctx, _: OperatorOnly) -> Revoked:
         if await ctx.principals.get(name) is None:
-            raise HTTPException(404, f"unknown principal {name!r}")
+            raise NotFound(f"unknown principal {name!r}")
         return Revoked(revoked=await ctx.principals.revoke_tokens(name))
 
     @router.post(
         "/principals/{name}/disable", response_model=AgentInfo, summary="Quarantine: refuse its tokens"
     )
-    async def disable(name: str, ctx: Ctx, _: Operator) -> AgentInfo:
+    async def disable(name: str, ctx: Ctx, _: OperatorOnly) -> AgentInfo:
         return await set_disabled(ctx, name, True)
 
     @router.post("/principals/{name}/enable", response_model=AgentInfo, summary="Release from quarantine")
-    async def enable(name: str, ctx: Ctx, _: Operator) -> AgentInfo:
+    async def enable(name: str, ctx: Ctx, _: OperatorOnly) -> AgentInfo:
         return await set_disabled(ctx, name, False)
 
     @router.post("/heartbeat", status_code=204, summary="Report liveness (agents)")
-    async def heartbeat(body: Heartbeat, ctx: Ctx, principal: Caller) -> Response:
+    async def heartbeat(body: Heartbeat, ctx: Ctx, principal: AnyPrincipal) -> Response:
         await ctx.redis.hset(
             keys.heartbeat(principal.name),
             mapping={"ts": repr(time.time()), "state": body.state, "doing": body.doing},
@@ -139,82 +120,58 @@ def build_api_router() -> APIRouter:
         return Response(status_code=204)
 
     @router.get("/channels", response_model=list[Channel], summary="Channels and DMs visible to the caller")
-    async def channels(ctx: Ctx, principal: Caller) -> list[Channel]:
+    async def channels(ctx: Ctx, principal: AnyPrincipal) -> list[Channel]:
         return await ctx.chat.list_channels(principal)
 
     @router.post("/channels", response_model=Channel, status_code=201, summary="Create a channel")
-    async def create_channel(body: ChannelCreate, ctx: Ctx, principal: Caller) -> Channel:
-        try:
-            return await ctx.chat.create_channel(principal, body.name, body.topic)
-        except ChatError as exc:
-            raise chat_http_error(exc) from exc
+    async def create_channel(body: ChannelCreate, ctx: Ctx, principal: AnyPrincipal) -> Channel:
+        return await ctx.chat.create_channel(principal, body.name, body.topic)
 
     @router.post("/channels/{channel}/join", response_model=Channel)
-    async def join(channel: str, ctx: Ctx, principal: Caller) -> Channel:
-        try:
-            return await ctx.chat.join(principal, channel)
-        except ChatError as exc:
-            raise chat_http_error(exc) from exc
+    async def join(channel: str, ctx: Ctx, principal: AnyPrincipal) -> Channel:
+        return await ctx.chat.join(principal, channel)
 
     @router.post("/channels/{channel}/leave", response_model=Channel)
-    async def leave(channel: str, ctx: Ctx, principal: Caller) -> Channel:
-        try:
-            return await ctx.chat.leave(principal, channel)
-        except ChatError as exc:
-            raise chat_http_error(exc) from exc
+    async def leave(channel: str, ctx: Ctx, principal: AnyPrincipal) -> Channel:
+        return await ctx.chat.leave(principal, channel)
 
     @router.put("/channels/{channel}/topic", response_model=Channel)
-    async def topic(channel: str, body: TopicUpdate, ctx: Ctx, principal: Caller) -> Channel:
-        try:
-            return await ctx.chat.set_topic(principal, channel, body.topic)
-        except ChatError as exc:
-            raise chat_http_error(exc) from exc
+    async def topic(channel: str, body: TopicUpdate, ctx: Ctx, principal: AnyPrincipal) -> Channel:
+        return await ctx.chat.set_topic(principal, channel, body.topic)
 
     @router.get("/channels/{channel}/messages", response_model=Messages, summary="A page of channel history")
     async def history(
         channel: str,
         ctx: Ctx,
-        principal: Caller,
+        principal: AnyPrincipal,
         before: Annotated[str | None, Query(description="Only messages older than this id", **AN_ID)] = None,
         after: Annotated[str | None, Query(description="Only messages newer than this id", **AN_ID)] = None,
         limit: Annotated[int, Query(ge=1, le=1000)] = 50,
     ) -> Messages:
-        try:
-            return Messages(messages=await ctx.chat.history(principal, channel, before, after, limit))
-        except ChatError as exc:
-            raise chat_http_error(exc) from exc
+        return Messages(messages=await ctx.chat.history(principal, channel, before, after, limit))
 
     @router.post("/channels/{channel}/messages", response_model=Message, status_code=201)
-    async def post(channel: str, body: PostRequest, ctx: Ctx, principal: Caller) -> Message:
-        try:
-            return await ctx.chat.post(principal, channel, body.text, body.reply_to)
-        except ChatError as exc:
-            raise chat_http_error(exc) from exc
+    async def post(channel: str, body: PostRequest, ctx: Ctx, principal: AnyPrincipal) -> Message:
+        return await ctx.chat.post(principal, channel, body.text, body.reply_to)
 
     @router.get("/channels/{channel}/threads/{root_id}", response_model=Messages, summary="A thread")
     async def thread(
         channel: str,
         root_id: Annotated[str, Path(description="The root's id", **AN_ID)],
         ctx: Ctx,
-        principal: Caller,
+        principal: AnyPrincipal,
     ) -> Messages:
-        try:
-            return Messages(messages=await ctx.chat.thread(principal, channel, root_id))
-        except ChatError as exc:
-            raise chat_http_error(exc) from exc
+        return Messages(messages=await ctx.chat.thread(principal, channel, root_id))
 
     @router.post("/dms/{peer}/messages", response_model=Message, status_code=201, summary="Send a DM")
-    async def dm(peer: str, body: PostRequest, ctx: Ctx, principal: Caller) -> Message:
-        try:
-            return await ctx.chat.post_dm(principal, peer, body.text, body.reply_to)
-        except ChatError as exc:
-            raise chat_http_error(exc) from exc
+    async def dm(peer: str, body: PostRequest, ctx: Ctx, principal: AnyPrincipal) -> Message:
+        return await ctx.chat.post_dm(principal, peer, body.text, body.reply_to)
 
     @router.get("/inbox", response_model=InboxPage, summary="New inbox items; waits server-side")
     async def inbox(
         request: Request,
         ctx: Ctx,
-        principal: Caller,
+        principal: AnyPrincipal,
         wait: Annotated[float, Query(ge=0, description="Seconds to block until something arrives")] = 0,
         limit: Annotated[int, Query(ge=1, le=500)] = 50,
         peek: Annotated[bool, Query(description="Do not advance the cursor")] = False,
@@ -226,23 +183,17 @@ def build_api_router() -> APIRouter:
     @router.get("/search", response_model=Messages, summary="Search messages the caller can read")
     async def search(
         ctx: Ctx,
-        principal: Caller,
+        principal: AnyPrincipal,
         q: Annotated[str, Query(min_length=1)],
         limit: Annotated[int, Query(ge=1, le=500)] = 50,  # a negative one would slice results off the end
     ) -> Messages:
-        try:
-            return Messages(messages=await ctx.chat.search(principal, q, limit))
-        except ChatError as exc:
-            raise chat_http_error(exc) from exc
+        return Messages(messages=await ctx.chat.search(principal, q, limit))
 
     return router
 
 
 async def set_disabled(ctx: GatewayContext, name: str, disabled: bool) -> AgentInfo:
-    try:
-        p = await ctx.principals.set_disabled(name, disabled)
-    except PrincipalError as exc:
-        raise HTTPException(exc.status, str(exc)) from exc
+    p = await ctx.principals.set_disabled(name, disabled)
     return AgentInfo(name=p.name, kind=p.kind.value, email=p.email, disabled=p.disabled)
 
 

@@ -6,9 +6,10 @@ import base64
 import binascii
 from collections.abc import Awaitable, Callable
 
-from fastapi import HTTPException, Request
+from fastapi import Request
 from starlette.datastructures import Headers
 
+from gateway.errors import Forbidden, Unauthorized
 from gateway.principals import Principal, PrincipalKind
 
 
@@ -35,40 +36,32 @@ def token_from_headers(headers: Headers) -> str | None:
     return headers.get("x-api-key") or None
 
 
-def unauthorized(detail: str) -> HTTPException:
-    return HTTPException(
-        status_code=401, detail=detail, headers={"WWW-Authenticate": 'Bearer realm="kswarm"'}
-    )
-
-
 async def current_principal(request: Request) -> Principal:
-    """FastAPI dependency: the authenticated principal, or 401."""
+    """The authenticated principal, or 401 (``gateway.deps.AnyPrincipal`` in a route)."""
     cached = getattr(request.state, "principal", None)
     if cached is not None:
         return cached
     token = token_from_headers(request.headers)
     if token is None:
-        raise unauthorized("missing bearer token")
+        raise Unauthorized("missing bearer token")
     principal = await request.app.state.ctx.principals.verify(token)
     if principal is None:
-        raise unauthorized("invalid or revoked token")
+        raise Unauthorized("invalid or revoked token")
     request.state.principal = principal
     return principal
 
 
 def require_kind(*kinds: PrincipalKind) -> Callable[[Request], Awaitable[Principal]]:
-    """FastAPI dependency factory: the principal, or 403 unless it is one of ``kinds``."""
+    """A dependency: the principal, or 403 unless it is one of ``kinds`` (the aliases: ``gateway.deps``)."""
 
     async def dependency(request: Request) -> Principal:
         principal = await current_principal(request)
         if principal.kind not in kinds:
             allowed = ", ".join(k.value for k in kinds)
-            raise HTTPException(
-                status_code=403, detail=f"{principal.kind.value} may not do this (needs {allowed})"
-            )
+            raise Forbidden(f"{principal.kind.value} may not do this (needs {allowed})")
         return principal
 
     return dependency
 
 
-require_operator = require_kind(PrincipalKind.operator)
+require_operator = require_kind(PrincipalKind.operator)  # routes: gateway.deps.OperatorOnly

@@ -19,11 +19,11 @@ from redis.asyncio import Redis
 from gateway import keys
 from gateway.chat_scripts import POST_SCRIPT, RATE_SCRIPT
 from gateway.config import GatewaySettings
+from gateway.errors import ChatError
 from gateway.metrics import GatewayMetrics
 from gateway.models import (
     FIRST_ID,
     LAST_ID,
-    BadMessageId,
     Channel,
     InboxItem,
     Message,
@@ -37,15 +37,6 @@ MENTION_RE = re.compile(r"(?<![\w@./-])@([a-z][a-z0-9-]{0,38})(?![\w-])")
 INBOX_WAIT_SLICE = 2.0  # seconds per blocking read; bounds how long a dropped caller is served
 SEARCH_SCAN = 2000  # messages scanned per channel by search; bounded on purpose
 DEDUPE_TTL_S = 7 * 86_400  # how long a deduplicated post remembers it was made
-
-
-class ChatError(Exception):
-    """A refused chat operation; ``status`` and ``headers`` map onto the HTTP answer."""
-
-    def __init__(self, message: str, status: int = 400, headers: dict[str, str] | None = None) -> None:
-        super().__init__(message)
-        self.status = status
-        self.headers = headers or {}
 
 
 def dm_channel(a: str, b: str) -> str:
@@ -69,11 +60,8 @@ def parse_mentions(text: str) -> list[str]:
 
 
 def client_id(value: str | None, param: str) -> str | None:
-    """A message id from a client, canonical, or a 400 ChatError naming ``param`` (REST and MCP alike)."""
-    try:
-        return optional_message_id(value, param)
-    except BadMessageId as exc:
-        raise ChatError(str(exc)) from exc
+    """A message id from a client, canonical, or a 400 BadMessageId naming ``param`` (REST and MCP alike)."""
+    return optional_message_id(value, param)
 
 
 def message_from_fields(entry_id: str, fields: dict[str, str]) -> Message:
@@ -382,10 +370,7 @@ class ChatService:
         return messages
 
     async def thread(self, principal: Principal, channel: str, root_id: str) -> list[Message]:
-        try:
-            root_id = parse_message_id(root_id, "root_id")
-        except BadMessageId as exc:
-            raise ChatError(str(exc)) from exc
+        root_id = parse_message_id(root_id, "root_id")
         await self._readable_channel(principal, channel)
         stream = keys.channel_stream(channel)
         ids = [root_id, *await self.redis.lrange(keys.thread_index(channel, root_id), 0, -1)]

@@ -2,15 +2,22 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
 
+from fastapi import Request
+from fastapi.responses import Response
 from redis.asyncio import Redis
 
 from gateway.chat import ChatService
 from gateway.config import GatewaySettings
+from gateway.errors import GatewayError
 from gateway.metrics import GatewayMetrics
 from gateway.principals import PrincipalStore
+from gateway.services import ServiceRegistry
+
+# A component's own rendering of errors under its path prefix (the UI's HTML pages); None: the default.
+ErrorPage = Callable[[Request, GatewayError], Response | None]
 
 
 @dataclass
@@ -22,7 +29,8 @@ class GatewayContext:
     principals: PrincipalStore
     chat: ChatService
     metrics: GatewayMetrics
-    extras: dict[str, Any] = field(default_factory=dict)  # services added by later components
+    services: ServiceRegistry = field(default_factory=ServiceRegistry)  # what plugins share, typed
+    error_pages: dict[str, ErrorPage] = field(default_factory=dict)  # path prefix -> renderer
 
     @classmethod
     def build(cls, settings: GatewaySettings, redis: Redis | None = None) -> GatewayContext:

@@ -3,6 +3,10 @@
 Every tool resolves the caller from the verified bearer token (``get_access_token``); no tool
 takes a sender, author or identity argument. Tool descriptions are kept short on purpose: their
 total size is paid in every agent's context window (see docs/mcp.md).
+
+Tools raise the gateway's errors like routes do and catch nothing to translate: ``GatewayMCP`` turns a
+``GatewayError`` (and a request model's ``ValidationError``, a 422) escaping any tool, a plugin's too,
+into the tool error ``<message> (HTTP <status>)``, the message REST answers for the same refusal.
 """
 
 from __future__ import annotations
@@ -12,13 +16,15 @@ from typing import Any
 from mcp.server.auth.middleware.auth_context import get_access_token
 from mcp.server.auth.provider import AccessToken
 from mcp.server.auth.settings import AuthSettings
-from mcp.server.mcpserver import MCPServer
-from mcp.server.mcpserver.exceptions import ToolError
+from mcp.server.mcpserver import Context, MCPServer
+from mcp.server.mcpserver.exceptions import ToolError, UnexpectedToolError
 from mcp.server.transport_security import TransportSecuritySettings
+from mcp.types import CallToolResult, InputRequiredResult
+from pydantic import ValidationError
 from starlette.applications import Starlette
 
-from gateway.chat import ChatError
 from gateway.context import GatewayContext
+from gateway.errors import GatewayError
 from gateway.principals import Principal
 
 
@@ -40,6 +46,29 @@ class PrincipalTokenVerifier:
         )
 
 
+def tool_message(exc: GatewayError | ValidationError) -> str:
+    """What an agent reads for a refused tool call: the REST message and its HTTP status."""
+    if isinstance(exc, ValidationError):
+        return f"{exc} (HTTP 422)"
+    return f"{exc.message} (HTTP {exc.status})"
+
+
+class GatewayMCP(MCPServer):
+    """The gateway's MCP server: the one place a refusal raised in a tool becomes a tool error."""
+
+    async def call_tool(
+        self, name: str, arguments: dict[str, Any], context: Context[Any, Any] | None = None
+    ) -> CallToolResult | InputRequiredResult:
+        try:
+            return await super().call_tool(name, arguments, context)
+        except UnexpectedToolError as exc:
+            # The SDK hides an unexpected exception's text; a refusal is meant to be read.
+            cause = exc.__cause__
+            if isinstance(cause, GatewayError | ValidationError):
+                raise ToolError(f"Error executing tool {name}: {tool_message(cause)}") from cause
+            raise
+
+
 def caller() -> Principal:
     access = get_access_token()
     if access is None or not access.claims:
@@ -47,8 +76,8 @@ def caller() -> Principal:
     return Principal.model_validate_json(access.claims["principal"])
 
 
-def build_mcp(ctx: GatewayContext) -> MCPServer:
-    server = MCPServer(
+def build_mcp(ctx: GatewayContext) -> GatewayMCP:
+    server = GatewayMCP(
         name="kswarm",
         instructions="kswarm gateway: chat, PRs, jobs, tasks and knowledge for the agent swarm.",
         token_verifier=PrincipalTokenVerifier(ctx),
@@ -61,9 +90,6 @@ def build_mcp(ctx: GatewayContext) -> MCPServer:
         log_level="WARNING",
     )
     chat = ctx.chat
-
-    def fail(exc: ChatError) -> ToolError:
-        return ToolError(f"{exc} (HTTP {exc.status})")
 
     @server.tool(name="whoami", description="Your identity: name, kind, git e-mail.")
     async def whoami() -> dict[str, Any]:
@@ -84,14 +110,11 @@ def build_mcp(ctx: GatewayContext) -> MCPServer:
     ) -> dict[str, Any]:
         if (channel is None) == (to is None):
             raise ToolError("give exactly one of channel or to")
-        try:
-            if to is not None:
-                msg = await chat.post_dm(caller(), to, text, reply_to)
-            else:
-                assert channel is not None
-                msg = await chat.post(caller(), channel, text, reply_to)
-        except ChatError as exc:
-            raise fail(exc) from exc
+        if to is not None:
+            msg = await chat.post_dm(caller(), to, text, reply_to)
+        else:
+            assert channel is not None
+            msg = await chat.post(caller(), channel, text, reply_to)
         return msg.model_dump(include={"id", "channel", "mentions", "thread"})
 
     @server.tool(
@@ -99,10 +122,7 @@ def build_mcp(ctx: GatewayContext) -> MCPServer:
         description="Read channel messages after an id (default: after your read cursor, which advances).",
     )
     async def chat_read(channel: str, after: str | None = None, limit: int = 50) -> list[dict[str, Any]]:
-        try:
-            messages = await chat.read_new(caller(), channel, after, limit)
-        except ChatError as exc:
-            raise fail(exc) from exc
+        messages = await chat.read_new(caller(), channel, after, limit)
         return [m.model_dump(exclude={"kind"} if m.kind == "message" else None) for m in messages]
 
     @server.tool(
@@ -130,7 +150,7 @@ def mcp_transport_security(ctx: GatewayContext) -> TransportSecuritySettings:
     )
 
 
-def build_mcp_app(ctx: GatewayContext, server: MCPServer) -> Starlette:
+def build_mcp_app(ctx: GatewayContext, server: GatewayMCP) -> Starlette:
     return server.streamable_http_app(
         streamable_http_path="/mcp",
         stateless_http=True,  # any gateway replica, or a restarted one, can answer any call

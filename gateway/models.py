@@ -7,6 +7,8 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, Field
 
+from gateway.errors import BadMessageId
+
 # -- message ids ----------------------------------------------------------------------------------
 # A message id is a Redis stream id: two unsigned 64-bit integers, ``<ms>-<seq>``. Every id a client
 # hands the gateway (REST, SSE, MCP, UI) goes through ``parse_message_id`` before it reaches Redis,
@@ -18,14 +20,6 @@ MESSAGE_ID_PATTERN = r"^[0-9]{1,20}-[0-9]{1,20}$"
 _MESSAGE_ID = re.compile(r"[0-9]{1,20}-[0-9]{1,20}")  # [0-9], not \d: no digits of other scripts
 # For the OpenAPI document: the form is declared, the check (a 400 naming the parameter) is ours.
 MESSAGE_ID_SCHEMA: dict[str, Any] = {"pattern": MESSAGE_ID_PATTERN, "maxLength": 41}
-
-
-class BadMessageId(ValueError):
-    """A client-supplied id that is not a message id; the text names the parameter it came in."""
-
-    def __init__(self, param: str) -> None:
-        super().__init__(f"{param}: not a message id (expected <ms>-<seq>)")
-        self.param = param
 
 
 def parse_message_id(value: object, param: str) -> str:

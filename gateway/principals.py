@@ -16,6 +16,7 @@ from pydantic import BaseModel, Field
 from redis.asyncio import Redis
 
 from gateway import keys
+from gateway.errors import PrincipalError
 
 NAME_RE = re.compile(r"^[a-z][a-z0-9-]{0,38}$")
 TOKEN_PREFIX = "ksw_"
@@ -36,14 +37,6 @@ class Principal(BaseModel):
     email: str = Field(description="Git e-mail; commits must carry exactly this address.")
     created: float = Field(0.0, description="Unix time of creation.")
     disabled: bool = Field(False, description="True while quarantined: tokens refused.")
-
-
-class PrincipalError(ValueError):
-    """A bad principal request; ``status`` is the HTTP status it maps to."""
-
-    def __init__(self, message: str, status: int = 400) -> None:
-        super().__init__(message)
-        self.status = status
 
 
 def hash_token(token: str) -> str:

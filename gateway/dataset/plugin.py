@@ -10,11 +10,13 @@ import json
 from pathlib import Path
 from typing import Annotated, Any
 
-from fastapi import Depends, FastAPI, HTTPException, Query
+from fastapi import FastAPI, Query
 
-from gateway.auth import current_principal
 from gateway.context import GatewayContext
-from gateway.principals import Principal
+from gateway.deps import AnyPrincipal
+from gateway.errors import GatewayError, NotFound
+from gateway.mcp_server import GatewayMCP
+from gateway.plugin import NoSettings, Plugin
 
 RECORD_FIELDS = ("record_id", "task", "author", "reviewers", "pool", "verdict", "commit", "pr")
 
@@ -23,9 +25,9 @@ def read_dataset(root: Path, accepted: int) -> dict[str, Any]:
     try:
         summary = json.loads((root / "summary.json").read_text())
     except FileNotFoundError:
-        raise HTTPException(404, f"no dataset built yet under {root}: run `kswarm dataset build`") from None
+        raise NotFound(f"no dataset built yet under {root}: run `kswarm dataset build`") from None
     except ValueError as exc:
-        raise HTTPException(500, f"{root / 'summary.json'} is not JSON: {exc}") from exc
+        raise GatewayError(f"{root / 'summary.json'} is not JSON: {exc}", 500) from exc
     records: list[dict[str, Any]] = []
     jsonl = root / "data" / "records.jsonl"
     if jsonl.exists():
@@ -41,12 +43,18 @@ def read_dataset(root: Path, accepted: int) -> dict[str, Any]:
     }
 
 
-def dataset_plugin(app: FastAPI, ctx: GatewayContext, mcp: Any) -> None:
-    root = ctx.settings.home / "dataset"
+class DatasetPlugin(Plugin[NoSettings]):
+    """``dataset``: reads the build under ``$KSWARM_HOME/dataset``; provides and needs no service."""
 
-    @app.get("/api/dataset", summary="The last dataset build: summary, pass rates, accepted records")
-    async def dataset(
-        _: Annotated[Principal, Depends(current_principal)],
-        accepted: Annotated[int, Query(ge=1, le=1000, description="How many accepted records")] = 50,
-    ) -> dict[str, Any]:
-        return await asyncio.to_thread(read_dataset, root, accepted)
+    name = "dataset"
+    settings_model = NoSettings
+
+    def install(self, app: FastAPI, ctx: GatewayContext, mcp: GatewayMCP) -> None:
+        root = ctx.settings.home / "dataset"
+
+        @app.get("/api/dataset", summary="The last dataset build: summary, pass rates, accepted records")
+        async def dataset(
+            _: AnyPrincipal,
+            accepted: Annotated[int, Query(ge=1, le=1000, description="How many accepted records")] = 50,
+        ) -> dict[str, Any]:
+            return await asyncio.to_thread(read_dataset, root, accepted)

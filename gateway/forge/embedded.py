@@ -14,6 +14,7 @@ from pathlib import Path
 
 from redis.asyncio import Redis
 
+from gateway.errors import ForgeError
 from gateway.forge.gitrepo import BareRepo
 from gateway.forge.models import (
     REVIEW_EVENTS,
@@ -21,7 +22,6 @@ from gateway.forge.models import (
     ChangedFile,
     Comment,
     CommitStatus,
-    ForgeError,
     ForgeUser,
     MergeResult,
     PullRequest,

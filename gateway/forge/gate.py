@@ -24,13 +24,14 @@ from typing import Any
 from redis.asyncio import Redis
 
 from gateway.chat import ChatService
+from gateway.errors import ForgeError
 from gateway.forge import keys
 from gateway.forge.coverage import STATUS_OF_COVERAGE
 from gateway.forge.coverage import coverage as kernel_coverage
 from gateway.forge.evidence import kernel_context, parse_check_context
 from gateway.forge.kernels import PRChanges, classify
 from gateway.forge.ledger import EvidenceLedger
-from gateway.forge.models import ChangedFile, ForgeError, PullRequest
+from gateway.forge.models import ChangedFile, PullRequest
 from gateway.forge.policy import GateDecision, Reason, ReviewPolicy, evaluate, short
 from gateway.forge.protocol import Forge
 from gateway.metrics import GatewayMetrics

@@ -14,12 +14,12 @@ from typing import Any
 
 import httpx
 
+from gateway.errors import ForgeError
 from gateway.forge import gitea_shapes as shapes
 from gateway.forge.models import (
     ChangedFile,
     Comment,
     CommitStatus,
-    ForgeError,
     ForgeUser,
     MergeResult,
     PullRequest,

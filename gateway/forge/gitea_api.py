@@ -11,15 +11,15 @@ import base64
 import binascii
 from typing import Annotated, Any
 
-from fastapi import APIRouter, Depends, HTTPException, Query, Request, Response
+from fastapi import APIRouter, Depends, Query, Request, Response
 from fastapi.responses import PlainTextResponse
 from pydantic import BaseModel, ConfigDict, Field
 
 from gateway.auth import current_principal
-from gateway.context import GatewayContext
+from gateway.deps import Ctx, ctx_of
+from gateway.errors import ForgeError
 from gateway.forge import gitea_shapes as shapes
 from gateway.forge.embedded import EmbeddedForge
-from gateway.forge.models import ForgeError
 from gateway.forge.notices import notify_review_request
 from gateway.principals import Principal, PrincipalKind
 
@@ -106,10 +106,6 @@ class Merge(_Body):
     head_commit_id: str = ""
 
 
-def ctx_of(request: Request) -> GatewayContext:
-    return request.app.state.ctx
-
-
 async def acting(request: Request) -> Principal:
     """The caller, or the user named by ``Sudo`` when the caller is an operator (Gitea's admin)."""
     principal = await current_principal(request)
@@ -125,25 +121,28 @@ async def acting(request: Request) -> Principal:
 
 
 async def admin(request: Request) -> Principal:
+    """The caller when an operator (Gitea's admin); 403 in Gitea's words otherwise."""
     principal = await current_principal(request)
     if principal.kind != PrincipalKind.operator:
         raise ForgeError("admin (operator) only", 403)
     return principal
 
 
+# Gitea's own principals: any principal (an operator may act as another with Sudo), and its admins.
 Actor = Annotated[Principal, Depends(acting)]
 Admin = Annotated[Principal, Depends(admin)]
+BASIC_CHALLENGE = {"WWW-Authenticate": "Basic"}
 
 
 def basic_credentials(request: Request) -> tuple[str, str]:
     """Dependency: (user, password) from Basic auth, or 401 (a token does not do here, as in Gitea)."""
     scheme, _, value = request.headers.get("authorization", "").partition(" ")
     if scheme.lower() != "basic":
-        raise HTTPException(401, "token creation needs Basic auth as the user", {"WWW-Authenticate": "Basic"})
+        raise ForgeError("token creation needs Basic auth as the user", 401, headers=BASIC_CHALLENGE)
     try:
         user, _, password = base64.b64decode(value.strip(), validate=True).decode().partition(":")
     except (binascii.Error, UnicodeDecodeError) as exc:
-        raise HTTPException(401, "bad Basic credentials", {"WWW-Authenticate": "Basic"}) from exc
+        raise ForgeError("bad Basic credentials", 401, headers=BASIC_CHALLENGE) from exc
     return user, password
 
 
@@ -189,7 +188,7 @@ def build_gitea_router(forge: EmbeddedForge) -> APIRouter:
     async def create_token(username: str, body: CreateToken, credentials: Basic) -> dict[str, Any]:
         user, password = credentials
         if user != username or not await forge.store.check_password(username, password):
-            raise HTTPException(401, "wrong user name or password", {"WWW-Authenticate": "Basic"})
+            raise ForgeError("wrong user name or password", 401, headers=BASIC_CHALLENGE)
         token = await forge.principals.issue_token(username)
         return {
             "id": await forge.store.next_token_id(),
@@ -240,13 +239,11 @@ def build_gitea_router(forge: EmbeddedForge) -> APIRouter:
         return [shapes.pr_json(p, base_url) for p in await forge.list_prs(owner, repo, state)]
 
     @r.post(R + "/pulls", status_code=201)
-    async def open_pull(
-        owner: str, repo: str, body: CreatePull, actor: Actor, request: Request
-    ) -> dict[str, Any]:
+    async def open_pull(owner: str, repo: str, body: CreatePull, actor: Actor, ctx: Ctx) -> dict[str, Any]:
         pr = await forge.open_pr(
             actor.name, owner, repo, body.head, body.base, body.title, body.body, body.reviewers
         )
-        await notify_review_request(ctx_of(request), actor, pr, pr.requested_reviewers)
+        await notify_review_request(ctx, actor, pr, pr.requested_reviewers)
         return shapes.pr_json(pr, base_url)
 
     @r.get(R + "/pulls/{index}.diff", response_class=PlainTextResponse)
@@ -280,10 +277,10 @@ def build_gitea_router(forge: EmbeddedForge) -> APIRouter:
 
     @r.post(R + "/pulls/{index}/requested_reviewers", status_code=201)
     async def request_reviewers(
-        owner: str, repo: str, index: int, body: Reviewers, actor: Actor, request: Request
+        owner: str, repo: str, index: int, body: Reviewers, actor: Actor, ctx: Ctx
     ) -> list[dict[str, Any]]:
         pr = await forge.request_reviewers(actor.name, owner, repo, index, body.reviewers)
-        await notify_review_request(ctx_of(request), actor, pr, body.reviewers)
+        await notify_review_request(ctx, actor, pr, body.reviewers)
         return [shapes.user_json(n) for n in body.reviewers]
 
     @r.get(R + "/pulls/{index}/reviews")

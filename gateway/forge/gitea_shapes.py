@@ -11,7 +11,8 @@ import hashlib
 from datetime import UTC, datetime
 from typing import Any
 
-from gateway.forge.models import ChangedFile, Comment, CommitStatus, ForgeError, PullRequest, RepoInfo, Review
+from gateway.errors import ForgeError
+from gateway.forge.models import ChangedFile, Comment, CommitStatus, PullRequest, RepoInfo, Review
 from gateway.forge.policy import ReviewPolicy
 
 

@@ -4,20 +4,14 @@ from __future__ import annotations
 
 from typing import Any
 
-from mcp.server.mcpserver.exceptions import ToolError
-
 from gateway.context import GatewayContext
-from gateway.forge.models import ForgeError
 from gateway.forge.notices import notify_review_request
 from gateway.forge.service import forge_of, gate_of, pr_view, resolve_repo, summary
-from gateway.forge.settings import ForgeSettings
-from gateway.mcp_server import caller
+from gateway.mcp_server import GatewayMCP, caller
+from gateway.services import FORGE_SETTINGS
 
 
-def register_pr_tools(mcp: Any, ctx: GatewayContext) -> None:
-    def fail(exc: ForgeError) -> ToolError:
-        return ToolError(f"{exc} (HTTP {exc.status})")
-
+def register_pr_tools(mcp: GatewayMCP, ctx: GatewayContext) -> None:
     @mcp.tool(
         name="pr_open",
         description="Open a PR from your pushed branch (<you>/...) into base; reviewers get an inbox notice.",
@@ -31,15 +25,12 @@ def register_pr_tools(mcp: Any, ctx: GatewayContext) -> None:
         repo: str | None = None,
     ) -> dict[str, Any]:
         me = caller()
-        try:
-            org, name = await resolve_repo(ctx, repo)
-            forge = forge_of(ctx)
-            if not base:
-                repos = await forge.list_repos(f"{org}/{name}")
-                base = next((r.default_branch for r in repos if r.full_name == f"{org}/{name}"), "main")
-            pr = await forge.open_pr(me.name, org, name, head, base, title, body, reviewers or [])
-        except ForgeError as exc:
-            raise fail(exc) from exc
+        org, name = await resolve_repo(ctx, repo)
+        forge = forge_of(ctx)
+        if not base:
+            repos = await forge.list_repos(f"{org}/{name}")
+            base = next((r.default_branch for r in repos if r.full_name == f"{org}/{name}"), "main")
+        pr = await forge.open_pr(me.name, org, name, head, base, title, body, reviewers or [])
         await notify_review_request(ctx, me, pr, pr.requested_reviewers)
         return summary(pr)
 
@@ -48,21 +39,18 @@ def register_pr_tools(mcp: Any, ctx: GatewayContext) -> None:
         repo: str | None = None, state: str = "open", mine: bool = False
     ) -> list[dict[str, Any]]:
         me = caller()
-        try:
-            org, name = await resolve_repo(ctx, repo)
-            prs = await forge_of(ctx).list_prs(org, name, state)
-            out = []
-            for pr in prs:
-                if mine and pr.author != me.name:
-                    continue
-                if pr.state == "open":
-                    pr, decision = await gate_of(ctx).decide(org, name, pr.number)
-                    out.append(summary(pr, decision))
-                else:
-                    out.append(summary(pr))
-            return out
-        except ForgeError as exc:
-            raise fail(exc) from exc
+        org, name = await resolve_repo(ctx, repo)
+        prs = await forge_of(ctx).list_prs(org, name, state)
+        out = []
+        for pr in prs:
+            if mine and pr.author != me.name:
+                continue
+            if pr.state == "open":
+                pr, decision = await gate_of(ctx).decide(org, name, pr.number)
+                out.append(summary(pr, decision))
+            else:
+                out.append(summary(pr))
+        return out
 
     @mcp.tool(
         name="pr_view",
@@ -70,14 +58,9 @@ def register_pr_tools(mcp: Any, ctx: GatewayContext) -> None:
     )
     async def pr_view_tool(number: int, repo: str | None = None, diff: bool = True) -> dict[str, Any]:
         caller()
-        settings: ForgeSettings = ctx.extras["forge_settings"]
-        try:
-            org, name = await resolve_repo(ctx, repo)
-            return await pr_view(
-                ctx, org, name, number, diff_chars=settings.diff_max_chars if diff else 0, audit=3
-            )
-        except ForgeError as exc:
-            raise fail(exc) from exc
+        diff_chars = ctx.services.get(FORGE_SETTINGS).diff_max_chars if diff else 0
+        org, name = await resolve_repo(ctx, repo)
+        return await pr_view(ctx, org, name, number, diff_chars=diff_chars, audit=3)
 
     @mcp.tool(
         name="pr_review",
@@ -87,19 +70,13 @@ def register_pr_tools(mcp: Any, ctx: GatewayContext) -> None:
         number: int, event: str, body: str = "", head_sha: str = "", repo: str | None = None
     ) -> dict[str, Any]:
         me = caller()
-        try:
-            org, name = await resolve_repo(ctx, repo)
-            review = await forge_of(ctx).review(me.name, org, name, number, event, body, head_sha)
-        except ForgeError as exc:
-            raise fail(exc) from exc
+        org, name = await resolve_repo(ctx, repo)
+        review = await forge_of(ctx).review(me.name, org, name, number, event, body, head_sha)
         return {"id": review.id, "state": review.state, "commit_id": review.commit_id}
 
     @mcp.tool(name="pr_comment", description="Comment on a PR (discussion; not a review verdict).")
     async def pr_comment(number: int, body: str, repo: str | None = None) -> dict[str, Any]:
         me = caller()
-        try:
-            org, name = await resolve_repo(ctx, repo)
-            comment = await forge_of(ctx).comment(me.name, org, name, number, body)
-        except ForgeError as exc:
-            raise fail(exc) from exc
+        org, name = await resolve_repo(ctx, repo)
+        comment = await forge_of(ctx).comment(me.name, org, name, number, body)
         return {"id": comment.id}

@@ -6,18 +6,12 @@ from typing import Literal
 
 from pydantic import BaseModel, Field
 
+from gateway.errors import ForgeError as ForgeError  # re-exported: gateway/kb/repo.py imports it here
+
 StatusState = Literal["pending", "success", "error", "failure", "warning"]
 ReviewEvent = Literal["APPROVED", "REQUEST_CHANGES", "COMMENT"]
 STATUS_STATES: tuple[str, ...] = ("pending", "success", "error", "failure", "warning")
 REVIEW_EVENTS: tuple[str, ...] = ("APPROVED", "REQUEST_CHANGES", "COMMENT")
-
-
-class ForgeError(Exception):
-    """A refused forge operation; ``status`` follows Gitea's answer for the same case."""
-
-    def __init__(self, message: str, status: int = 400) -> None:
-        super().__init__(message)
-        self.status = status
 
 
 class ForgeUser(BaseModel):

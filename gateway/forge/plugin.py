@@ -1,7 +1,8 @@
-"""``forge_plugin``: wires the forge, its HTTP routes, MCP tools and the gate bot into the gateway.
+"""``ForgePlugin`` (``forge``): the forge, its HTTP routes, MCP tools and the gate bot, in the gateway.
 
-Register with ``create_app(settings, plugins=[forge_plugin])``. With ``KSWARM_FORGE_GITEA_URL`` set the
-gateway talks to Gitea (no /git or /api/v1 routes are served then); otherwise it is the embedded forge.
+Provides the forge, its settings, the review gate and the evidence ledger (``gateway.services``). With
+``KSWARM_FORGE_GITEA_URL`` set the gateway talks to Gitea (no /git or /api/v1 routes are served then);
+otherwise it is the embedded forge.
 """
 
 from __future__ import annotations
@@ -9,14 +10,12 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from collections.abc import AsyncIterator, Callable
-from contextlib import AbstractAsyncContextManager
-from typing import Any
+from collections.abc import AsyncIterator
 
-from fastapi import FastAPI, Request
-from fastapi.responses import JSONResponse
+from fastapi import FastAPI
 
 from gateway.context import GatewayContext
+from gateway.errors import ForgeError
 from gateway.forge.embedded import EmbeddedForge
 from gateway.forge.gate import ReviewGate
 from gateway.forge.git_http import build_git_router
@@ -24,11 +23,13 @@ from gateway.forge.gitea import GiteaForge
 from gateway.forge.gitea_api import build_gitea_router
 from gateway.forge.ledger import EvidenceLedger
 from gateway.forge.mcp_tools import register_pr_tools
-from gateway.forge.models import ForgeError
 from gateway.forge.protocol import Forge
 from gateway.forge.routes import build_forge_router
 from gateway.forge.settings import ForgeSettings
+from gateway.mcp_server import GatewayMCP
+from gateway.plugin import Lifespan, Plugin
 from gateway.principals import PrincipalKind
+from gateway.services import EVIDENCE_LEDGER, FORGE, FORGE_SETTINGS, REVIEW_GATE
 
 log = logging.getLogger("kswarm.forge")
 
@@ -44,56 +45,55 @@ def build_forge(ctx: GatewayContext, settings: ForgeSettings) -> Forge:
     )
 
 
-def forge_plugin(
-    app: FastAPI, ctx: GatewayContext, mcp: Any, settings: ForgeSettings | None = None
-) -> Callable[[], AbstractAsyncContextManager[None]]:
-    settings = settings or ForgeSettings()
-    forge = build_forge(ctx, settings)
-    ledger = EvidenceLedger(ctx.redis)
-    gate = ReviewGate(
-        forge,
-        ctx.redis,
-        ctx.chat,
-        ctx.principals,
-        ledger,
-        sweep_s=settings.gate_sweep_s,
-        lock_ttl_s=settings.gate_lock_ttl_s,
-        metrics=ctx.metrics,
-    )
-    ctx.extras.update(forge=forge, forge_gate=gate, forge_ledger=ledger, forge_settings=settings)
+class ForgePlugin(Plugin[ForgeSettings]):
+    name = "forge"
+    settings_model = ForgeSettings
+    provides = (FORGE, FORGE_SETTINGS, REVIEW_GATE, EVIDENCE_LEDGER)
 
-    if isinstance(forge, EmbeddedForge):
-        app.include_router(build_git_router(forge))
-        app.include_router(build_gitea_router(forge))
-    app.include_router(build_forge_router())
-    register_pr_tools(mcp, ctx)
+    def install(self, app: FastAPI, ctx: GatewayContext, mcp: GatewayMCP) -> Lifespan:
+        settings = self.settings
+        forge = build_forge(ctx, settings)
+        ledger = EvidenceLedger(ctx.redis)
+        gate = ReviewGate(
+            forge,
+            ctx.redis,
+            ctx.chat,
+            ctx.principals,
+            ledger,
+            sweep_s=settings.gate_sweep_s,
+            lock_ttl_s=settings.gate_lock_ttl_s,
+            metrics=ctx.metrics,
+        )
+        ctx.services.provide(FORGE, forge)
+        ctx.services.provide(FORGE_SETTINGS, settings)
+        ctx.services.provide(REVIEW_GATE, gate)
+        ctx.services.provide(EVIDENCE_LEDGER, ledger)
 
-    @app.exception_handler(ForgeError)
-    async def forge_error(request: Request, exc: ForgeError) -> JSONResponse:
-        # Gitea's error shape under /api/v1, the gateway's elsewhere.
-        if request.url.path.startswith("/api/v1/"):
-            return JSONResponse(status_code=exc.status, content={"message": str(exc), "url": ""})
-        return JSONResponse(status_code=exc.status, content={"detail": str(exc)})
-
-    @contextlib.asynccontextmanager
-    async def lifespan() -> AsyncIterator[None]:
-        await ctx.principals.ensure("gate", PrincipalKind.gate)
         if isinstance(forge, EmbeddedForge):
-            await forge.startup()
-        for full in settings.repos:
-            org, _, name = full.partition("/")
-            try:
-                await forge.ensure_repo(org, name)
-            except ForgeError as exc:
-                log.error("cannot ensure repo %s: %s", full, exc)
-        task = asyncio.create_task(gate.run(), name="kswarm-gate") if settings.gate_enabled else None
-        try:
-            yield
-        finally:
-            if task is not None:
-                task.cancel()
-                with contextlib.suppress(asyncio.CancelledError):
-                    await task
-            await forge.aclose()
+            app.include_router(build_git_router(forge))
+            app.include_router(build_gitea_router(forge))
+        app.include_router(build_forge_router())
+        register_pr_tools(mcp, ctx)
 
-    return lifespan
+        @contextlib.asynccontextmanager
+        async def lifespan() -> AsyncIterator[None]:
+            await ctx.principals.ensure("gate", PrincipalKind.gate)
+            if isinstance(forge, EmbeddedForge):
+                await forge.startup()
+            for full in settings.repos:
+                org, _, name = full.partition("/")
+                try:
+                    await forge.ensure_repo(org, name)
+                except ForgeError as exc:
+                    log.error("cannot ensure repo %s: %s", full, exc)
+            task = asyncio.create_task(gate.run(), name="kswarm-gate") if settings.gate_enabled else None
+            try:
+                yield
+            finally:
+                if task is not None:
+                    task.cancel()
+                    with contextlib.suppress(asyncio.CancelledError):
+                        await task
+                await forge.aclose()
+
+        return lifespan

@@ -5,26 +5,26 @@ from __future__ import annotations
 from typing import Any
 
 from gateway.context import GatewayContext
+from gateway.errors import ForgeError
 from gateway.forge.gate import ReviewGate
-from gateway.forge.models import ForgeError, PullRequest
+from gateway.forge.models import PullRequest
 from gateway.forge.policy import GateDecision
 from gateway.forge.protocol import Forge
-from gateway.forge.settings import ForgeSettings
+from gateway.services import FORGE, FORGE_SETTINGS, REVIEW_GATE
 
 
 def forge_of(ctx: GatewayContext) -> Forge:
-    return ctx.extras["forge"]
+    return ctx.services.get(FORGE)
 
 
 def gate_of(ctx: GatewayContext) -> ReviewGate:
-    return ctx.extras["forge_gate"]
+    return ctx.services.get(REVIEW_GATE)
 
 
 async def resolve_repo(ctx: GatewayContext, repo: str | None) -> tuple[str, str]:
     """``org/name`` -> (org, name); with none given: the configured default, else the only repo."""
     if not repo:
-        settings: ForgeSettings = ctx.extras["forge_settings"]
-        repo = settings.default_repo
+        repo = ctx.services.get(FORGE_SETTINGS).default_repo
     if not repo:
         repos = await forge_of(ctx).list_repos()
         if len(repos) != 1:

@@ -13,11 +13,12 @@ existence, its kernel and its log do not leak to agents outside that work. The U
 
 from __future__ import annotations
 
-from typing import Any
-
 from gateway.context import GatewayContext
+from gateway.forge.models import PullRequest
+from gateway.forge.protocol import Forge
 from gateway.jobs.models import Job
 from gateway.principals import Principal, PrincipalKind
+from gateway.services import FORGE
 
 SEE_ALL = frozenset({PrincipalKind.operator, PrincipalKind.worker, PrincipalKind.gate})
 
@@ -27,31 +28,28 @@ class JobAccess:
 
     def __init__(self, ctx: GatewayContext) -> None:
         self.ctx = ctx
-        self._prs: dict[str, list[Any]] = {}
+        self._prs: dict[str, list[PullRequest]] = {}
         self._people: dict[tuple[str, int], set[str]] = {}
-
-    @property
-    def forge(self) -> Any:
-        return self.ctx.extras.get("forge")
 
     async def can_read(self, principal: Principal, job: Job) -> bool:
         if principal.kind in SEE_ALL or principal.name == job.submitter:
             return True
-        if self.forge is None:
+        forge = self.ctx.services.find(FORGE)
+        if forge is None:
             return False
-        for number in await self._prs_of(job):
-            if principal.name in await self._participants(job.repo, number):
+        for number in await self._prs_of(forge, job):
+            if principal.name in await self._participants(forge, job.repo, number):
                 return True
         return False
 
     async def visible(self, principal: Principal, jobs: list[Job]) -> list[Job]:
         return [j for j in jobs if await self.can_read(principal, j)]
 
-    async def _prs_of(self, job: Job) -> list[int]:
+    async def _prs_of(self, forge: Forge, job: Job) -> list[int]:
         if job.repo not in self._prs:
             org, _, name = job.repo.partition("/")
             try:
-                self._prs[job.repo] = await self.forge.list_prs(org, name, "all")
+                self._prs[job.repo] = await forge.list_prs(org, name, "all")
             except Exception:  # a missing repo or a forge error: no PR grants access
                 self._prs[job.repo] = []
         numbers = {
@@ -61,12 +59,12 @@ class JobAccess:
             numbers.add(job.reproduce_pr)
         return sorted(numbers)
 
-    async def _participants(self, repo: str, number: int) -> set[str]:
+    async def _participants(self, forge: Forge, repo: str, number: int) -> set[str]:
         key = (repo, number)
         if key not in self._people:
             org, _, name = repo.partition("/")
             try:
-                pr = await self.forge.get_pr(org, name, number)
+                pr = await forge.get_pr(org, name, number)
             except Exception:
                 self._people[key] = set()
             else:

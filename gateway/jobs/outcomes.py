@@ -13,13 +13,14 @@ therefore makes exactly one call to finish a job: if it dies right after it, not
 from __future__ import annotations
 
 import logging
-from typing import Any
 
 from gateway.context import GatewayContext
 from gateway.forge.evidence import Verification
+from gateway.forge.ledger import EvidenceLedger
 from gateway.jobs.models import Job, JobState
 from gateway.jobs.queue import JobQueue
 from gateway.principals import Principal
+from gateway.services import EVIDENCE_LEDGER
 
 log = logging.getLogger("kswarm.jobs")
 RETRY_AFTER_S = 5.0  # a listed job younger than this is probably being delivered by its finish call
@@ -56,8 +57,8 @@ class JobOutcomes:
         self.queue = queue
 
     @property
-    def ledger(self) -> Any:
-        return self.ctx.extras.get("forge_ledger")
+    def ledger(self) -> EvidenceLedger | None:
+        return self.ctx.services.find(EVIDENCE_LEDGER)
 
     async def submitted(self, job: Job) -> None:
         """A queued job is pending evidence for its kernel (``pr why`` shows it as running)."""

@@ -16,6 +16,7 @@ import yaml
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
+from gateway.errors import RuleViolation
 from gateway.jobs.models import JobKind, JobRequest
 
 # The task catalogue's trusted task definitions (docs/tasks.md).
@@ -26,14 +27,6 @@ VISIBLE_DEVICES_VAR: dict[str, str | None] = {
     "cuda": "CUDA_VISIBLE_DEVICES",
     "npu": "ASCEND_RT_VISIBLE_DEVICES",
 }
-
-
-class RuleViolation(ValueError):
-    """A submission refused by a pool rule; ``rule`` is the rule's name, also in the message."""
-
-    def __init__(self, rule: str, message: str) -> None:
-        super().__init__(f"refused by rule {rule}: {message}")
-        self.rule = rule
 
 
 class _Model(BaseModel):

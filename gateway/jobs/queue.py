@@ -19,10 +19,10 @@ from typing import Any
 
 from redis.asyncio import Redis
 
+from gateway.errors import RuleViolation
 from gateway.jobs import scripts
 from gateway.jobs.fairness import LaneHead, choose_lane
 from gateway.jobs.models import Job, JobState
-from gateway.jobs.pools import RuleViolation
 from gateway.redis_compat import xautoclaim
 
 PREFIX = "ks:jobs:"

@@ -18,7 +18,13 @@ from redis.exceptions import RedisError
 
 from gateway import keys as gateway_keys
 from gateway.context import GatewayContext
+from gateway.errors import JobError, RuleViolation
+from gateway.forge.embedded import EmbeddedForge
+from gateway.forge.gitrepo import BareRepo, run_git
 from gateway.forge.kernels import task_of_kernel
+from gateway.forge.models import PullRequest
+from gateway.forge.protocol import Forge
+from gateway.forge.service import resolve_repo
 from gateway.jobs.access import JobAccess
 from gateway.jobs.models import (
     SHA_RE,
@@ -33,31 +39,25 @@ from gateway.jobs.models import (
     new_job_id,
 )
 from gateway.jobs.outcomes import JobOutcomes
-from gateway.jobs.pools import JobsSettings, PoolConfig, RuleViolation
+from gateway.jobs.pools import JobsSettings, PoolConfig
 from gateway.jobs.queue import JobQueue
 from gateway.principals import Principal, PrincipalKind
+from gateway.services import FORGE
 
 log = logging.getLogger("kswarm.jobs")
 
 
-class JobError(Exception):
-    """A refused job operation; ``status`` is the HTTP status it maps to."""
-
-    def __init__(self, message: str, status: int = 400) -> None:
-        super().__init__(message)
-        self.status = status
-
-
 class ForgeRefs:
-    """Resolves ``org/name`` + ref to a sha through the gateway's forge (looked up at call time)."""
+    """Resolves ``org/name`` + ref to a sha through the gateway's forge, when there is one (without
+    it, a job names its repo and a full sha)."""
 
     def __init__(self, ctx: GatewayContext, default_repo: str | None) -> None:
         self.ctx = ctx
         self.default_repo = default_repo
 
     @property
-    def forge(self) -> Any:
-        return self.ctx.extras.get("forge")
+    def forge(self) -> Forge | None:
+        return self.ctx.services.find(FORGE)
 
     async def repo(self, repo: str | None) -> str:
         repo = repo or self.default_repo
@@ -65,15 +65,9 @@ class ForgeRefs:
             if not repo:
                 raise JobError("name the repo as org/name")
             return repo
-        from gateway.forge.models import ForgeError
-        from gateway.forge.service import resolve_repo
-
-        try:
-            org, name = await resolve_repo(self.ctx, repo)
-            if hasattr(self.forge, "repo_info"):  # the embedded forge: fail early on a missing repo
-                await self.forge.repo_info(org, name)
-        except ForgeError as exc:
-            raise JobError(str(exc), exc.status) from exc
+        org, name = await resolve_repo(self.ctx, repo)
+        if isinstance(self.forge, EmbeddedForge):  # fail early on a missing repo
+            await self.forge.repo_info(org, name)
         return f"{org}/{name}"
 
     async def resolve(self, repo: str, ref: str, path: str) -> tuple[str, bool | None]:
@@ -87,8 +81,6 @@ class ForgeRefs:
             raise JobError(f"cannot resolve {ref!r} without the embedded forge: give the full 40-hex sha")
         if "\n" in ref or "\n" in path:
             raise JobError("bad ref or path")
-        from gateway.forge.gitrepo import run_git
-
         names = [f"refs/heads/{ref}", ref]
         query = "".join(f"{n}^{{commit}}\n{n}:{path}\n" for n in names)
         result = await run_git("cat-file", "--batch-check", git_dir=bare.path, stdin=query.encode())
@@ -99,19 +91,14 @@ class ForgeRefs:
                 return commit, blob == "blob"
         raise JobError(f"no commit {ref!r} in {repo}", 404)
 
-    async def pull(self, repo: str, number: int) -> Any:
+    async def pull(self, repo: str, number: int) -> PullRequest:
         if self.forge is None:
             raise JobError("no forge: reproductions need the forge plugin")
-        from gateway.forge.models import ForgeError
-
         org, _, name = repo.partition("/")
-        try:
-            return await self.forge.get_pr(org, name, number)
-        except ForgeError as exc:
-            raise JobError(str(exc), exc.status) from exc
+        return await self.forge.get_pr(org, name, number)
 
-    def _bare(self, repo: str) -> Any:
-        if self.forge is None or not hasattr(self.forge, "bare"):
+    def _bare(self, repo: str) -> BareRepo | None:
+        if not isinstance(self.forge, EmbeddedForge):
             return None
         org, _, name = repo.partition("/")
         return self.forge.bare(org, name)

@@ -17,10 +17,12 @@ from pydantic import Field
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from gateway.context import GatewayContext
-from gateway.forge.models import ForgeError, RepoInfo
+from gateway.errors import ForgeError
+from gateway.forge.models import RepoInfo
 from gateway.forge.protocol import Forge
 from gateway.kb.index import Bm25Index, split_passages
 from gateway.kb.repo import bare_repo, read_file, read_tree, seed_branch
+from gateway.services import FORGE
 
 log = logging.getLogger("kswarm.kb")
 
@@ -70,10 +72,7 @@ class KnowledgeBase:
 
     @property
     def forge(self) -> Forge:
-        forge = self.ctx.extras.get("forge")
-        if forge is None:
-            raise ForgeError("the knowledge base needs the forge plugin", 503)
-        return forge
+        return self.ctx.services.get(FORGE)  # the kb plugin requires the forge plugin
 
     async def ensure(self) -> tuple[RepoInfo, str | None]:
         """Create the repo if missing and seed it while it is new; (repo, seed commit or None)."""

@@ -1,1 +1,1 @@
-"""The LLM proxy's budget machinery (the proxy's other modules live in ``gateway/`` for now)."""
+"""The LLM proxy: the plugin, forwarding, streaming, key scrubbing, usage and budgets (docs/llm-proxy.md)."""

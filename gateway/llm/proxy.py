@@ -15,30 +15,34 @@ from __future__ import annotations
 
 import asyncio
 import email.utils
-import functools
 import json
 import logging
 import random
 import time
 import weakref
-from collections.abc import AsyncIterator, Callable
-from contextlib import AbstractAsyncContextManager, asynccontextmanager
-from typing import Any
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from typing import TYPE_CHECKING, Any
 
 import anyio
 import httpx
-from fastapi import FastAPI, HTTPException, Request
-from fastapi.responses import JSONResponse, Response
+from fastapi import Request
+from fastapi.responses import Response
 from redis.exceptions import RedisError
 
 from gateway.auth import current_principal
 from gateway.context import GatewayContext
+from gateway.error_shapes import error_response
+from gateway.errors import BudgetRefused, GatewayError, ProxyError
 from gateway.llm.config import LLMProxySettings
 from gateway.llm.sse_scrub import KeyScrubber
 from gateway.llm.stream import ProxyStream, Slot
 from gateway.llm.usage import TOKEN_FIELDS, TOKEN_TYPES, BudgetRefusal, Reservation, Usage, UsageStore
-from gateway.llm.usage_api import UsageMetrics, build_usage_router, register_usage_tool
+from gateway.llm.usage_api import UsageMetrics
 from gateway.principals import Principal, PrincipalKind
+
+if TYPE_CHECKING:
+    from gateway.plugin import Plugin
 
 log = logging.getLogger("kswarm.llm_proxy")
 
@@ -47,22 +51,8 @@ RETRY_STATUSES = frozenset({429, 500, 502, 503, 504, 529})
 RETRY_ERRORS = (httpx.ConnectError, httpx.ConnectTimeout, httpx.RemoteProtocolError, httpx.ReadError)
 REQUEST_HEADERS = ("anthropic-version", "anthropic-beta", "content-type", "accept", "user-agent", "x-app")
 RESPONSE_HEADERS = ("content-type", "request-id", "retry-after", "retry-after-ms", "x-should-retry")
-ERROR_TYPES = {
-    400: "invalid_request_error",
-    401: "authentication_error",
-    403: "permission_error",
-    504: "timeout_error",
-}
 SENDER = "gateway"  # the gate principal that posts budget notices to #ops
 ALLOWED_KINDS = (PrincipalKind.agent, PrincipalKind.operator)
-
-
-def anthropic_error(
-    status: int, error_type: str, message: str, headers: dict[str, str] | None = None
-) -> JSONResponse:
-    """An error in Anthropic's format, which the SDKs turn into the matching exception."""
-    body = {"type": "error", "error": {"type": error_type, "message": message}}
-    return JSONResponse(status_code=status, content=body, headers=headers)
 
 
 def parse_retry_after(headers: httpx.Headers) -> float | None:
@@ -98,22 +88,6 @@ def unique_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
             raise DuplicateKey(repr(key))
         out[key] = value
     return out
-
-
-class BudgetRefused(Exception):
-    """The request's worst case does not fit in one of its budgets."""
-
-    def __init__(self, refusal: BudgetRefusal) -> None:
-        super().__init__(refusal.message())
-        self.refusal = refusal
-
-
-class ProxyError(Exception):
-    """A refusal or failure answered in Anthropic's error format (bad token, unreachable upstream)."""
-
-    def __init__(self, status: int, message: str) -> None:
-        super().__init__(message)
-        self.status = status
 
 
 class LLMProxy:
@@ -194,13 +168,11 @@ class LLMProxy:
         delay = min(self.settings.backoff_initial * 2**attempt, self.settings.backoff_max)
         return delay * (1 - 0.25 * random.random())
 
-    async def authenticate(self, request: Request) -> Principal:
-        try:
-            principal = await current_principal(request)
-        except HTTPException as exc:
-            raise ProxyError(401, str(exc.detail)) from None
+    @staticmethod
+    async def authenticate(request: Request) -> Principal:
+        principal = await current_principal(request)
         if principal.kind not in ALLOWED_KINDS:
-            raise ProxyError(403, f"{principal.kind.value} principals may not use the LLM proxy")
+            raise ProxyError(f"{principal.kind.value} principals may not use the LLM proxy", 403)
         return principal
 
     async def post_notices(self, notices: list[str]) -> None:
@@ -226,12 +198,12 @@ class LLMProxy:
         try:
             message = json.loads(body, object_pairs_hook=unique_keys if suspicious else None)
         except DuplicateKey as exc:
-            raise ProxyError(400, f"duplicate key {exc} in the request body") from None
+            raise ProxyError(f"duplicate key {exc} in the request body", 400) from None
         except ValueError:
-            raise ProxyError(400, "the request body is not JSON") from None
+            raise ProxyError("the request body is not JSON", 400) from None
         max_tokens = message.get("max_tokens") if isinstance(message, dict) else None
         if not isinstance(max_tokens, int) or isinstance(max_tokens, bool) or not 1 <= max_tokens < 2**31:
-            raise ProxyError(400, "max_tokens: a positive integer is required (it bounds the reservation)")
+            raise ProxyError("max_tokens: a positive integer is required (it bounds the reservation)", 400)
         model = message.get("model")
         return (model if isinstance(model, str) else None), max_tokens
 
@@ -243,11 +215,11 @@ class LLMProxy:
             answer = await self.usage.reserve(principal.name, model, len(body), max_tokens)
         except RedisError as exc:  # no budget check, no request: fail closed
             log.error("LLM budget reservation failed: %r", exc)
-            raise ProxyError(503, "the gateway cannot check budgets right now (Redis); try again") from None
+            raise ProxyError("the gateway cannot check budgets right now (Redis); try again", 503) from None
         if isinstance(answer, BudgetRefusal):
             self.metrics.budget_refusals.labels(scope=answer.scope).inc()
             await self.post_notices(answer.notices)
-            raise BudgetRefused(answer)
+            raise BudgetRefused(answer.message(), scope=answer.scope, budget=answer.budget)
         self.live[answer.id] = answer
         return answer
 
@@ -283,12 +255,12 @@ class LLMProxy:
                 response = await self.client.send(upstream_request, stream=True)
             except RETRY_ERRORS as exc:
                 if attempt >= self.settings.max_retries:
-                    raise ProxyError(502, f"upstream unreachable: {type(exc).__name__}") from None
+                    raise ProxyError(f"upstream unreachable: {type(exc).__name__}", 502) from None
                 reason, delay = "connection", self.backoff(attempt)
             except httpx.TimeoutException as exc:
-                raise ProxyError(504, f"upstream timed out: {type(exc).__name__}") from None
+                raise ProxyError(f"upstream timed out: {type(exc).__name__}", 504) from None
             except httpx.HTTPError as exc:
-                raise ProxyError(502, f"upstream error: {type(exc).__name__}") from None
+                raise ProxyError(f"upstream error: {type(exc).__name__}", 502) from None
             else:
                 retryable = response.status_code in RETRY_STATUSES
                 if not retryable or attempt >= self.settings.max_retries:
@@ -322,20 +294,13 @@ class LLMProxy:
             except BaseException:
                 slot.release()
                 raise
-        except BudgetRefused as refused:
-            # x-should-retry: false stops the SDKs' automatic retries; no retry-after on purpose.
-            r = refused.refusal
-            headers = {
-                "x-should-retry": "false",
-                "x-kswarm-budget-exhausted": r.scope,
-                "x-kswarm-budget": r.budget,
-            }
-            return self.answer(anthropic_error(429, "rate_limit_error", r.message(), headers))
-        except ProxyError as exc:
+        except GatewayError as exc:
+            # Answered here, not by the app's handler: the reservation is settled and the answer counted
+            # first, and the upstream key is scrubbed from the message.
             if res is not None:
                 await self.settle(res, None, None)
-            error_type = ERROR_TYPES.get(exc.status, "api_error")
-            return self.answer(anthropic_error(exc.status, error_type, self.scrub_text(str(exc))))
+            path = request.url.path
+            return self.answer(error_response(path, exc, self.scrub_text(exc.message)))
         except BaseException:
             if res is not None:
                 await self.settle(res, None, None)
@@ -353,7 +318,8 @@ class LLMProxy:
             if res is not None and upstream.status_code == 200:
                 model, spent = self.usage_of(data, res)
         except httpx.HTTPError as exc:
-            return self.answer(anthropic_error(502, "api_error", f"upstream broke: {type(exc).__name__}"))
+            broke = ProxyError(f"upstream broke: {type(exc).__name__}", 502)
+            return self.answer(error_response(request.url.path, broke))
         finally:
             await upstream.aclose()
             slot.release()
@@ -380,31 +346,9 @@ class LLMProxy:
         return model, res.billable(usage)
 
 
-Lifespan = Callable[[], AbstractAsyncContextManager[None]]
+def make_llm_proxy_plugin(settings: LLMProxySettings | None = None) -> Plugin[Any]:
+    """The registered ``llm`` plugin with ``settings`` (for callers written before plugins were typed,
+    tests/agents/agent_kit.py; new code builds ``gateway.llm.plugin.LLMProxyPlugin(settings)``)."""
+    from gateway.plugins import get_plugin
 
-
-def llm_proxy_plugin(
-    app: FastAPI, ctx: GatewayContext, mcp: Any, settings: LLMProxySettings | None = None
-) -> Lifespan:
-    """The LLM proxy plugin; ``settings`` default: from ``KSWARM_LLM_*`` (and ``ANTHROPIC_API_KEY``)."""
-    proxy = LLMProxy(ctx, settings or LLMProxySettings())
-    ctx.extras["llm_proxy"] = proxy
-    ctx.extras["llm_usage"] = proxy.usage
-
-    @app.post("/v1/messages", summary="Anthropic Messages API, proxied with the real key (agents)")
-    async def messages(request: Request) -> Response:
-        return await proxy.forward(request, limited=True, record=True)
-
-    @app.post("/v1/messages/count_tokens", summary="Anthropic token counting, proxied (agents)")
-    async def count_tokens(request: Request) -> Response:
-        return await proxy.forward(request, limited=False, record=False)
-
-    app.include_router(build_usage_router(proxy.usage))
-    if mcp is not None:
-        register_usage_tool(mcp, proxy.usage)
-    return proxy.lifespan
-
-
-def make_llm_proxy_plugin(settings: LLMProxySettings | None = None) -> Callable[..., Lifespan]:
-    """``llm_proxy_plugin`` with explicit settings; keeps its ``__name__`` (lists filter by it)."""
-    return functools.update_wrapper(functools.partial(llm_proxy_plugin, settings=settings), llm_proxy_plugin)
+    return get_plugin("llm", settings)

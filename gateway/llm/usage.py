@@ -27,6 +27,7 @@ from gateway.keys import PREFIX
 from gateway.llm.budget_scripts import RESERVE_SCRIPT, SETTLE_SCRIPT
 from gateway.llm.config import LLMProxySettings
 from gateway.principals import PrincipalKind
+from gateway.services import LLM_USAGE
 
 if TYPE_CHECKING:
     from gateway.context import GatewayContext
@@ -438,9 +439,7 @@ class UsageStore:
 
 async def usage_by_agent(ctx: GatewayContext) -> dict[str, AgentUsage]:
     """Usage of every agent principal and of anyone else who used the proxy (for ``kswarm ps``)."""
-    store = ctx.extras.get("llm_usage")
-    if not isinstance(store, UsageStore):
-        store = UsageStore(ctx.redis, LLMProxySettings())
+    store = ctx.services.find(LLM_USAGE) or UsageStore(ctx.redis, LLMProxySettings())
     found = await store.all()
     for agent in await ctx.principals.list(PrincipalKind.agent):
         if agent.name not in found:

@@ -2,17 +2,18 @@
 
 from __future__ import annotations
 
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Any
 
-from fastapi import APIRouter, Depends, HTTPException
+from fastapi import APIRouter
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 
-from gateway.auth import current_principal, require_operator
+from gateway.deps import AnyPrincipal, OperatorOnly
+from gateway.errors import Forbidden
 from gateway.llm.usage import AgentUsage, BudgetUpdate, UsageReport, UsageStore
-from gateway.principals import Principal, PrincipalKind
+from gateway.principals import PrincipalKind
 
-Caller = Annotated[Principal, Depends(current_principal)]
-Operator = Annotated[Principal, Depends(require_operator)]
+if TYPE_CHECKING:
+    from gateway.mcp_server import GatewayMCP
 
 
 class UsageMetrics:
@@ -52,30 +53,30 @@ def build_usage_router(store: UsageStore) -> APIRouter:
     router = APIRouter(prefix="/api/usage", tags=["usage"])
 
     @router.get("", response_model=UsageReport, summary="LLM usage, cost estimates and budgets")
-    async def usage(principal: Caller) -> UsageReport:
+    async def usage(principal: AnyPrincipal) -> UsageReport:
         if principal.kind == PrincipalKind.operator:
             return UsageReport(agents=await store.all(), swarm=await store.swarm())
         return UsageReport(agents={principal.name: await store.get(principal.name)})
 
     @router.get("/{name}", response_model=AgentUsage, summary="One agent's usage (operators or itself)")
-    async def one(name: str, principal: Caller) -> AgentUsage:
+    async def one(name: str, principal: AnyPrincipal) -> AgentUsage:
         if principal.kind != PrincipalKind.operator and principal.name != name:
-            raise HTTPException(status_code=403, detail="you may only read your own usage")
+            raise Forbidden("you may only read your own usage")
         return await store.get(name)
 
     @router.post("/{name}/reset", response_model=AgentUsage, summary="Forget an agent's usage (operators)")
-    async def reset(name: str, _: Operator) -> AgentUsage:
+    async def reset(name: str, _: OperatorOnly) -> AgentUsage:
         return await store.reset(name)
 
     @router.put("/{name}/budget", response_model=AgentUsage, summary="Override an agent's budget (operators)")
-    async def budget(name: str, body: BudgetUpdate, _: Operator) -> AgentUsage:
+    async def budget(name: str, body: BudgetUpdate, _: OperatorOnly) -> AgentUsage:
         await store.set_budget(name, body)
         return await store.get(name)
 
     return router
 
 
-def register_usage_tool(mcp: Any, store: UsageStore) -> None:
+def register_usage_tool(mcp: GatewayMCP, store: UsageStore) -> None:
     """The ``llm_usage`` MCP tool: the caller's own usage, cost estimate and budget."""
     from gateway.mcp_server import caller  # late: keeps this module importable without the MCP stack
 

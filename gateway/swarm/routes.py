@@ -6,12 +6,11 @@ from __future__ import annotations
 
 from typing import Annotated
 
-from fastapi import APIRouter, Depends, HTTPException, Path, Query
+from fastapi import APIRouter, HTTPException, Path, Query
 from fastapi.responses import JSONResponse
 
-from gateway.auth import require_kind
+from gateway.deps import OperatorOnly
 from gateway.models import Refusal
-from gateway.principals import Principal, PrincipalKind
 from gateway.swarm.actions import DEFAULT_WAIT_S, SwarmActions, SwarmRefusal
 from gateway.swarm.board import REQUEST_ID
 from gateway.swarm.models import (
@@ -24,8 +23,6 @@ from gateway.swarm.models import (
     SwarmReport,
 )
 
-# (gateway.deps.OperatorOnly once that module lands; the same dependency.)
-Operator = Annotated[Principal, Depends(require_kind(PrincipalKind.operator))]
 Name = Annotated[AgentName, Path(description="Agent name.")]
 MAX_WAIT_S = 60.0
 
@@ -35,7 +32,7 @@ def build_swarm_router(actions: SwarmActions) -> APIRouter:
     board = actions.board
 
     @router.get("", response_model=SwarmReport, summary="The swarm as its supervisor last published it")
-    async def swarm(_: Operator) -> SwarmReport:
+    async def swarm(_: OperatorOnly) -> SwarmReport:
         return await board.report()
 
     @router.get(
@@ -44,7 +41,7 @@ def build_swarm_router(actions: SwarmActions) -> APIRouter:
         responses={404: {"model": Refusal, "description": "No such agent, or no memory published yet"}},
         summary="An agent's memory: MEMORY.md, files, snapshots (as last published)",
     )
-    async def memory(name: Name, _: Operator) -> MemorySummary:
+    async def memory(name: Name, _: OperatorOnly) -> MemorySummary:
         report = await board.report()
         if report.status is None or name not in report.status.agents:
             raise HTTPException(404, f"no agent {name!r} in the swarm" if report.known else report.reason)
@@ -65,7 +62,7 @@ def build_swarm_router(actions: SwarmActions) -> APIRouter:
     async def act(
         name: Name,
         action: ControlAction,
-        who: Operator,
+        who: OperatorOnly,
         body: ControlBody | None = None,
         wait: Annotated[
             float, Query(ge=0, le=MAX_WAIT_S, description="Seconds to wait for the supervisor's answer.")
@@ -86,7 +83,7 @@ def build_swarm_router(actions: SwarmActions) -> APIRouter:
     )
     async def request(
         request_id: Annotated[str, Path(pattern=REQUEST_ID, description="Control stream entry id.")],
-        _: Operator,
+        _: OperatorOnly,
     ) -> ControlTicket:
         ticket = await actions.ticket(request_id)
         if ticket is None:

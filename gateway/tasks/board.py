@@ -16,6 +16,7 @@ from typing import Any
 
 from redis.asyncio import Redis
 
+from gateway.errors import BoardError
 from gateway.tasks.models import BoardTask, TaskSpec
 
 PREFIX = "ks:tasks:"
@@ -32,14 +33,6 @@ def task_key(task_id: str) -> str:
 
 def claim_key(task_id: str) -> str:
     return f"{PREFIX}claim:{task_id}"
-
-
-class BoardError(Exception):
-    """A refused board operation; ``status`` is the HTTP status it maps to."""
-
-    def __init__(self, message: str, status: int = 400) -> None:
-        super().__init__(message)
-        self.status = status
 
 
 # KEYS: task, ids. ARGV: id, spec json, posted_by, created_ms

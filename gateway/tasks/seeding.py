@@ -9,16 +9,15 @@ lands on the protected branch and there is no moment in which it is unprotected.
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-from gateway.forge.models import ForgeError
+from gateway.errors import BoardError
+from gateway.forge.protocol import Forge
 from gateway.kb.repo import bare_repo, seed_branch
 from gateway.principals import Principal
-from gateway.tasks.board import BoardError
+from gateway.services import FORGE
 from gateway.tasks.models import SeedBody, TaskSpec
-
-if TYPE_CHECKING:
-    from gateway.tasks.plugin import BoardService
+from gateway.tasks.service import BoardService
 
 
 def catalogue_specs(repo: str, only: list[str] | None = None) -> list[TaskSpec]:
@@ -49,19 +48,16 @@ def dataset_tree() -> Mapping[str, bytes]:
 
 
 async def seed_repo(
-    forge: Any, repo: str, files: Mapping[str, bytes], message: str, swarm: str
+    forge: Forge, repo: str, files: Mapping[str, bytes], message: str, swarm: str
 ) -> tuple[str, str | None]:
     """Ensure ``org/name`` and seed its ``main`` with ``files`` if new: (clone URL, seed commit or None)."""
     org, _, name = repo.partition("/")
     if not org or not name:
         raise BoardError(f"repo must be org/name, not {repo!r}", 422)
-    try:
-        info = await forge.ensure_repo(org, name)
-        commit = await seed_branch(
-            bare_repo(forge, org, name), info.default_branch, files, message, "gate", f"gate@bots.{swarm}"
-        )
-    except ForgeError as exc:
-        raise BoardError(str(exc), exc.status) from exc
+    info = await forge.ensure_repo(org, name)
+    commit = await seed_branch(
+        bare_repo(forge, org, name), info.default_branch, files, message, "gate", f"gate@bots.{swarm}"
+    )
     return info.clone_url, commit
 
 
@@ -71,7 +67,7 @@ async def seed_dataset(
     body: SeedBody,
     tree: Callable[[], Mapping[str, bytes]] = dataset_tree,
 ) -> dict[str, Any]:
-    forge = svc.ctx.extras.get("forge")
+    forge = svc.ctx.services.find(FORGE)
     if forge is None:
         raise BoardError("seeding the dataset repo needs the forge plugin", 503)
     repo = body.repo or svc.settings.dataset_repo

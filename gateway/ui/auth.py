@@ -25,6 +25,7 @@ from redis.asyncio import Redis
 
 from gateway import keys
 from gateway.auth import token_from_headers
+from gateway.errors import UiAuthError
 from gateway.principals import Principal, PrincipalKind, PrincipalStore, hash_token
 
 COOKIE = "ks_ui_session"
@@ -46,16 +47,6 @@ class UiSettings(BaseSettings):
 
 def session_key(session_id: str) -> str:
     return f"{keys.PREFIX}ui-session:{hashlib.sha256(session_id.encode()).hexdigest()}"
-
-
-class UiAuthError(Exception):
-    """Refused at /ui. ``login`` = a browser should be sent to the login page instead."""
-
-    def __init__(self, status: int, detail: str, login: bool = False) -> None:
-        super().__init__(detail)
-        self.status = status
-        self.detail = detail
-        self.login = login
 
 
 @dataclass(frozen=True)
@@ -96,7 +87,7 @@ async def form_fields(request: Request) -> dict[str, str]:
         return {}
     body = await request.body()
     if len(body) > MAX_FORM_BYTES:
-        raise UiAuthError(413, "form too large")
+        raise UiAuthError("form too large", 413)
     return {k: v[0] for k, v in parse_qs(body.decode(errors="replace")).items()}
 
 
@@ -153,15 +144,17 @@ class UiAuth:
         if token is not None:
             principal = await self.sessions.principals.verify(token)
             if principal is None:
-                raise UiAuthError(401, "invalid or revoked token")
+                raise UiAuthError("invalid or revoked token", 401)
             return self._operator_only(UiUser(principal, "bearer"))
         session_id = request.cookies.get(COOKIE)
         if not session_id:
-            raise UiAuthError(401, "log in with an operator token (or send Authorization: Bearer)", True)
+            raise UiAuthError(
+                "log in with an operator token (or send Authorization: Bearer)", 401, login=True
+            )
         session = await self.sessions.load(session_id)
         principal = await self.sessions.principal_of(session) if session else None
         if session is None or principal is None:
-            raise UiAuthError(401, "your session has ended; log in again", True)
+            raise UiAuthError("your session has ended; log in again", 401, login=True)
         return UiUser(principal, "cookie", session.csrf)
 
     async def csrf_user(self, request: Request) -> UiUser:
@@ -171,13 +164,13 @@ class UiAuth:
             return user
         sent = request.headers.get(CSRF_HEADER) or (await form_fields(request)).get("csrf", "")
         if not same_origin(request):
-            raise UiAuthError(403, "cross-site request refused")
+            raise UiAuthError("cross-site request refused", 403)
         if not sent or not hmac.compare_digest(sent, user.csrf or ""):
-            raise UiAuthError(403, "missing or wrong CSRF token (reload the page)")
+            raise UiAuthError("missing or wrong CSRF token (reload the page)", 403)
         return user
 
     @staticmethod
     def _operator_only(user: UiUser) -> UiUser:
         if user.principal.kind != PrincipalKind.operator:
-            raise UiAuthError(403, f"{user.principal.kind.value}s may not open the operator UI")
+            raise UiAuthError(f"{user.principal.kind.value}s may not open the operator UI", 403)
         return user

@@ -4,13 +4,14 @@ import json
 from collections.abc import AsyncIterator
 from typing import Annotated, Any
 
-from fastapi import APIRouter, Depends, HTTPException, Query, Request
+from fastapi import APIRouter, Depends, Query, Request
 from fastapi.responses import HTMLResponse
 from redis.exceptions import TimeoutError as RedisTimeoutError
 from sse_starlette import EventSourceResponse, ServerSentEvent
 
 from gateway import keys
 from gateway.chat import dm_channel, dm_members, message_from_fields
+from gateway.errors import GatewayError, NotFound
 from gateway.events import resume_id
 from gateway.models import (
     FIRST_ID,
@@ -52,7 +53,7 @@ class ChatPages:
     async def messages(self, channel: str, **params: Any) -> list[Message]:
         reply = await self.api.get(f"/api/channels/{segment(channel)}/messages", limit=PAGE, **params)
         if not reply.ok:
-            raise HTTPException(reply.status, reply.detail)
+            raise GatewayError(reply.detail, reply.status)
         return [Message.model_validate(m) for m in reply.json()["messages"]]
 
     async def feed(self, before: str | None = None) -> list[tuple[str, Message]]:
@@ -130,7 +131,7 @@ def build_chat_router(ui: UiService) -> APIRouter:
         principals = await pages.api.get("/api/principals")
         names = sorted(p["name"] for p in (principals.json() if principals.ok else []))
         if dm and dm not in names:
-            raise HTTPException(404, f"unknown principal {dm!r}")
+            raise NotFound(f"unknown principal {dm!r}")
         events: list[str] | None = None
         error = ""
         if c == ALL:
@@ -190,7 +191,7 @@ def build_chat_router(ui: UiService) -> APIRouter:
         root = parse_message_id(root, "root")
         reply = await pages.api.get(f"/api/channels/{segment(c)}/threads/{root}")
         if not reply.ok:
-            raise HTTPException(reply.status, reply.detail)
+            raise GatewayError(reply.detail, reply.status)
         messages = [Message.model_validate(m) for m in reply.json()["messages"]]
         post_url, placeholder = pages.composer_target(c)
         return HTMLResponse(

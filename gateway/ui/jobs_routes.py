@@ -10,9 +10,10 @@ from dataclasses import dataclass, field
 from typing import Annotated, Any
 from urllib.parse import urlencode
 
-from fastapi import APIRouter, Depends, HTTPException, Query, Request
+from fastapi import APIRouter, Depends, Query, Request
 from fastapi.responses import HTMLResponse
 
+from gateway.errors import BadRequest, GatewayError
 from gateway.jobs.models import JOB_ID_RE, TERMINAL_STATES
 from gateway.ui.auth import UiUser
 from gateway.ui.internal import InternalApi, has_route, segment
@@ -188,7 +189,7 @@ def build_jobs_router(ui: UiService) -> APIRouter:
     ) -> HTMLResponse:
         pool, state = pool or None, state or None
         if state is not None and state not in FINISHED_STATES:
-            raise HTTPException(400, f"state is one of {', '.join(FINISHED_STATES)}")
+            raise BadRequest(f"state is one of {', '.join(FINISHED_STATES)}")
         on = available()
         view = await load_jobs(ui.api(user), pool, state, flagged, limit) if on else JobsView()
         links = filter_links([str(p["name"]) for p in view.pools], pool, state, flagged)
@@ -222,7 +223,7 @@ def build_jobs_router(ui: UiService) -> APIRouter:
         if reply.status == 404:
             return missing(reply.detail)
         if not reply.ok:
-            raise HTTPException(reply.status, reply.detail)
+            raise GatewayError(reply.detail, reply.status)
         logs = await api.get(f"/api/jobs/{job_id}/logs")
         log = logs.body.decode(errors="replace") if logs.ok else ""
         data = reply.json()

@@ -167,7 +167,7 @@ def make_source_page(ui: UiService, panel: str) -> Any:
                 tables += tabulate(path, reply.json())
             else:
                 errors.append(f"GET {path}: {reply.status} {reply.detail}")
-        services = [k for k in extras if k in ui.ctx.extras]
+        services = [k for k in extras if k in ui.ctx.services.names()]
         return ui.page(
             "source.html",
             request,

@@ -1,6 +1,7 @@
-"""``ui_plugin``: the operator's live web UI at /ui (login, panels, SSE, actions, an /api bridge).
+"""``UiPlugin`` (``ui``): the operator's live web UI at /ui (login, panels, SSE, actions, an /api bridge).
 
-Register with ``create_app(settings, plugins=[..., ui_plugin])``. Routes:
+It provides no service and uses none directly: the panels read the other components through the
+gateway's own routes (``InternalApi``), so a component shows up when its routes exist. Routes:
 
 - ``/ui/login`` (GET form, POST token -> cookie session), ``/ui/logout`` (POST);
 - ``/ui/chat``, ``/ui/agents``, ``/ui/jobs``, ``/ui/prs``, ``/ui/dataset``: server-rendered panels;
@@ -10,17 +11,20 @@ Register with ``create_app(settings, plugins=[..., ui_plugin])``. Routes:
 - ``/ui/static/...``: the CSS and JavaScript (no secrets, no auth).
 """
 
-from typing import Annotated, Any
+from typing import Annotated
 from urllib.parse import quote
 
 from fastapi import APIRouter, Depends, FastAPI, Request
 from fastapi.responses import HTMLResponse, JSONResponse, RedirectResponse, Response
 from fastapi.staticfiles import StaticFiles
 
-from gateway.context import GatewayContext
+from gateway.context import ErrorPage, GatewayContext
+from gateway.errors import GatewayError, UiAuthError
+from gateway.mcp_server import GatewayMCP
+from gateway.plugin import Plugin
 from gateway.principals import PrincipalKind
 from gateway.swarm.routes import build_swarm_router
-from gateway.ui.auth import COOKIE, UiAuthError, UiSettings, UiUser, form_fields, same_origin, wants_html
+from gateway.ui.auth import COOKIE, UiSettings, UiUser, form_fields, same_origin, wants_html
 from gateway.ui.chat_routes import build_chat_router
 from gateway.ui.internal import MAX_BODY
 from gateway.ui.jobs_routes import build_jobs_router
@@ -133,30 +137,41 @@ def build_api_bridge(ui: UiService) -> APIRouter:
     return router
 
 
-def ui_plugin(app: FastAPI, ctx: GatewayContext, mcp: Any, settings: UiSettings | None = None) -> None:
-    ui = UiService.build(app, ctx, settings)
-    ctx.extras["ui"] = ui
+def ui_error_page(ui: UiService) -> ErrorPage:
+    """How a refusal under /ui is answered: a browser gets an HTML page (or, not logged in, the login
+    form), a script ``{"detail"}``; both with the UI's security headers."""
 
+    def page(request: Request, exc: GatewayError) -> Response:
+        if isinstance(exc, UiAuthError) and exc.login and wants_html(request):
+            target = request.url.path + (f"?{request.url.query}" if request.url.query else "")
+            return RedirectResponse(f"/ui/login?next={quote(target, safe='/')}", status_code=303)
+        if wants_html(request):
+            html = ui.renderer.page("error.html", exc.status, code=exc.status, detail=exc.message)
+            html.headers.update(exc.headers)
+            return html
+        return JSONResponse(
+            {"detail": exc.message}, status_code=exc.status, headers=exc.headers | SECURITY_HEADERS
+        )
+
+    return page
+
+
+class UiPlugin(Plugin[UiSettings]):
+    name = "ui"
+    settings_model = UiSettings
+
+    def install(self, app: FastAPI, ctx: GatewayContext, mcp: GatewayMCP) -> None:
+        install_ui(app, ctx, UiService.build(app, ctx, self.settings))
+
+
+def install_ui(app: FastAPI, ctx: GatewayContext, ui: UiService) -> None:
     async def refresh_restarts() -> None:
         """``kswarm_agent_restarts`` from the supervisor's published records (what the Agents panel shows)."""
         for record in (await ui.control.board.report()).agents:
             ctx.metrics.agent_restarts.labels(agent=record.name).set(record.restarts)
 
     ctx.metrics.refreshers.append(refresh_restarts)
-
-    @app.exception_handler(UiAuthError)
-    async def refused(request: Request, exc: UiAuthError) -> Response:
-        if exc.login and wants_html(request):
-            target = request.url.path + (f"?{request.url.query}" if request.url.query else "")
-            return RedirectResponse(f"/ui/login?next={quote(target, safe='/')}", status_code=303)
-        headers = {"WWW-Authenticate": 'Bearer realm="kswarm"'} if exc.status == 401 else {}
-        if wants_html(request):
-            page = ui.renderer.page("error.html", exc.status, code=exc.status, detail=exc.detail)
-            page.headers.update(headers)
-            return page
-        return JSONResponse(
-            {"detail": exc.detail}, status_code=exc.status, headers=headers | SECURITY_HEADERS
-        )
+    ctx.error_pages["/ui/"] = ui_error_page(ui)
 
     app.include_router(build_auth_router(ui))
     app.include_router(build_chat_router(ui))

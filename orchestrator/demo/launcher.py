@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import functools
 import os
 import shutil
 import signal
@@ -23,14 +22,16 @@ from collections.abc import Awaitable, Callable, Iterator
 from contextlib import ExitStack
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from redis.asyncio import Redis
 
-from gateway.app import GatewayPlugin, create_app
+from gateway.app import create_app
 from gateway.client.home import GatewayInfo, write_secret
 from gateway.config import GatewaySettings
 from gateway.jobs.pools import NodeConfig, PoolConfig
 from gateway.llm.config import scrub_env
+from gateway.plugin import Plugin
 from gateway.principals import PrincipalKind, PrincipalStore
 from gateway.server import serve
 from gateway.tasks import catalogue
@@ -70,45 +71,26 @@ def demo_pools(executor: str) -> list[PoolConfig]:
     ]
 
 
-def demo_plugins(lead: str, executor: str) -> list[GatewayPlugin]:
+def demo_plugins(lead: str, executor: str) -> list[Plugin[Any]]:
     """The gateway's registered components, with the demo's settings for the ones it configures."""
-    from gateway.forge.plugin import forge_plugin
+    from gateway.forge.plugin import ForgePlugin
     from gateway.forge.settings import ForgeSettings
-    from gateway.jobs.plugin import jobs_plugin
+    from gateway.jobs.plugin import JobsPlugin
     from gateway.jobs.pools import JobsSettings
-    from gateway.kb.plugin import kb_plugin
+    from gateway.kb.plugin import KBPlugin
     from gateway.kb.service import KBSettings
-    from gateway.llm.proxy import llm_proxy_plugin
-    from gateway.plugins import default_plugins
+    from gateway.plugins import default_plugins, replace_plugins
     from gateway.tasks.models import TasksSettings
-    from gateway.tasks.plugin import tasks_plugin
-    from gateway.ui import ui_plugin
+    from gateway.tasks.plugin import TasksPlugin
 
-    configured: dict[object, GatewayPlugin] = {
-        forge_plugin: functools.partial(
-            forge_plugin, settings=ForgeSettings(default_repo=DATASET_REPO, gate_sweep_s=5.0)
-        ),
-        jobs_plugin: functools.partial(
-            jobs_plugin, settings=JobsSettings(pools=demo_pools(executor), default_repo=DATASET_REPO)
-        ),
-        tasks_plugin: functools.partial(
-            tasks_plugin, settings=TasksSettings(dataset_repo=DATASET_REPO, leads=[lead])
-        ),
-        kb_plugin: functools.partial(kb_plugin, settings=KBSettings(repo=KB_REPO)),
-    }
-    # Order matters: the forge first (the others use it), the UI last (it shows the others).
-    wanted = [forge_plugin, llm_proxy_plugin, jobs_plugin, tasks_plugin, kb_plugin]
     llm, _ = llm_settings(None)  # a bad KSWARM_LLM_* variable: one line (LaunchError), not a traceback
-    registered = default_plugins(llm)
-    plugins = [configured.get(p, p) for p in registered if p is not ui_plugin]
-    present = {p.func if isinstance(p, functools.partial) else p for p in registered}
-    plugins += [configured.get(p, p) for p in wanted if p not in present]
-    return [*sorted(plugins, key=lambda p: _rank(p, wanted)), ui_plugin]
-
-
-def _rank(plugin: GatewayPlugin, wanted: list[GatewayPlugin]) -> int:
-    base = plugin.func if isinstance(plugin, functools.partial) else plugin
-    return wanted.index(base) if base in wanted else len(wanted)
+    return replace_plugins(
+        default_plugins(llm),
+        ForgePlugin(ForgeSettings(default_repo=DATASET_REPO, gate_sweep_s=5.0)),
+        JobsPlugin(JobsSettings(pools=demo_pools(executor), default_repo=DATASET_REPO)),
+        TasksPlugin(TasksSettings(dataset_repo=DATASET_REPO, leads=[lead])),
+        KBPlugin(KBSettings(repo=KB_REPO)),
+    )
 
 
 class WorkerProcess:
@@ -259,7 +241,6 @@ class DemoLauncher:
                 gateway_url=settings.url(),
                 operator_token=token,
                 socket_path=settings.socket_path(),
-                redis_url=settings.redis_url,  # the seam (docs/orchestrator.md, "The control stream")
             )
         except Exception as exc:  # e.g. no Docker daemon for --backend docker
             hint = " (is a Docker daemon up? set DOCKER_HOST)" if self.backend == "docker" else ""

@@ -14,11 +14,12 @@ from typing import Any
 
 import httpx
 
-import kstest.gateway as kgw
-from gateway.forge.plugin import forge_plugin
+from gateway.forge.plugin import ForgePlugin
 from gateway.forge.settings import ForgeSettings
-from gateway.jobs.plugin import jobs_plugin
+from gateway.jobs.plugin import JobsPlugin
 from gateway.jobs.pools import JobsSettings
+from gateway.plugin import Plugin
+from gateway.plugins import default_plugins, replace_plugins
 from kstest.gateway import GatewayThread
 
 HERE = Path(__file__).resolve().parent
@@ -52,19 +53,10 @@ def add(x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
 '''
 
 
-def plugins(settings: JobsSettings) -> list[Any]:
-    """The default plugins, with the forge (no gate) and jobs plugins (ours replace registered ones)."""
-    mine = ("forge_plugin", "jobs_plugin")
-    base = [p for p in kgw.default_plugins() if getattr(p, "__name__", "") not in mine]
-
-    def forge(app: Any, ctx: Any, mcp: Any) -> Any:
-        return forge_plugin(app, ctx, mcp, ForgeSettings(gate_enabled=False))
-
-    def jobs(app: Any, ctx: Any, mcp: Any) -> Any:
-        return jobs_plugin(app, ctx, mcp, settings)
-
-    last = [p for p in base if getattr(p, "__name__", "") == "ui_plugin"]  # the UI shows the others
-    return [forge, *[p for p in base if p not in last], jobs, *last]
+def plugins(settings: JobsSettings) -> list[Plugin[Any]]:
+    """The default plugins, with the forge (no gate) and jobs plugins configured for these suites."""
+    forge = ForgePlugin(ForgeSettings(gate_enabled=False))
+    return replace_plugins(default_plugins(), forge, JobsPlugin(settings))
 
 
 class JobsGateway(GatewayThread):
@@ -73,7 +65,7 @@ class JobsGateway(GatewayThread):
     jobs_settings: JobsSettings
     tokens: dict[str, str]
 
-    def plugins(self) -> list[Any]:
+    def plugins(self) -> list[Plugin[Any]]:
         return plugins(self.jobs_settings)
 
     def as_(self, who: str) -> httpx.Client:

@@ -11,12 +11,13 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "forge"))  # forgek
 
 from forgekit import ForgeGateway, Swarm
 
-from gateway.forge.plugin import forge_plugin
+from gateway.forge.plugin import ForgePlugin
 from gateway.forge.settings import ForgeSettings
-from gateway.jobs.plugin import jobs_plugin
+from gateway.jobs.plugin import JobsPlugin
 from gateway.jobs.pools import JobsSettings, NodeConfig, PoolConfig
+from gateway.plugin import Plugin
 from gateway.tasks.catalogue import TASKS_DIR
-from gateway.tasks.plugin import tasks_plugin
+from gateway.tasks.plugin import TasksPlugin
 from orchestrator.verify.models import EnvironmentInfo, TrialResult, VerificationResult
 
 ENV = EnvironmentInfo(
@@ -34,16 +35,10 @@ ENV = EnvironmentInfo(
 class DatasetGateway(ForgeGateway):
     """Plugins: forge (gate sweeping every 0.5 s), the task board, jobs (a cpu pool on the catalogue)."""
 
-    def plugins(self) -> list[Any]:
-        def forge(app: Any, ctx: Any, mcp: Any) -> Any:
-            return forge_plugin(app, ctx, mcp, ForgeSettings(gate_sweep_s=0.5, default_repo="kswarm/dataset"))
-
+    def plugins(self) -> list[Plugin[Any]]:
+        forge = ForgePlugin(ForgeSettings(gate_sweep_s=0.5, default_repo="kswarm/dataset"))
         pool = PoolConfig(name="cpu", nodes=[NodeConfig(name="local", devices=[0])], tasks_dir=TASKS_DIR)
-
-        def jobs(app: Any, ctx: Any, mcp: Any) -> Any:
-            return jobs_plugin(app, ctx, mcp, JobsSettings(pools=[pool]))
-
-        return [forge, tasks_plugin, jobs]
+        return [forge, TasksPlugin(), JobsPlugin(JobsSettings(pools=[pool]))]
 
 
 def harness_result(task: str, kernel: str, passed: bool) -> dict[str, Any]:

@@ -17,20 +17,16 @@ from redis.asyncio import Redis
 
 from gateway.forge.evidence import Verification
 from gateway.forge.ledger import EvidenceLedger
-from gateway.forge.plugin import forge_plugin
+from gateway.forge.plugin import ForgePlugin
 from gateway.forge.settings import ForgeSettings
-from gateway.plugins import default_plugins
+from gateway.plugin import Plugin
+from gateway.plugins import default_plugins, replace_plugins
 from kstest.gateway import GatewayThread
 
 
-def with_forge(settings: ForgeSettings | None = None) -> list[Any]:
-    """The default plugins with the forge plugin (added until gateway/plugins.py registers it)."""
-    plugins = [p for p in default_plugins() if getattr(p, "__name__", "") != "forge_plugin"]
-
-    def forge(app: Any, ctx: Any, mcp: Any) -> Any:
-        return forge_plugin(app, ctx, mcp, settings)
-
-    return [*plugins, forge]
+def with_forge(settings: ForgeSettings | None = None) -> list[Plugin[Any]]:
+    """The default plugins, the forge with ``settings``."""
+    return replace_plugins(default_plugins(), ForgePlugin(settings))
 
 
 class ForgeGateway(GatewayThread):

@@ -197,8 +197,8 @@ def test_a_kernel_the_base_changed_since_the_fork_is_stale() -> None:
 def test_a_compare_without_files_fails_closed() -> None:
     import pytest
 
+    from gateway.errors import ForgeError
     from gateway.forge.gitea_shapes import parse_compare_files
-    from gateway.forge.models import ForgeError
 
     listed = {"commits": [{"sha": "a", "files": [{"filename": SOFTMAX, "status": "modified"}]}]}
     assert [(f.path, f.status) for f in parse_compare_files(listed)] == [(SOFTMAX, "modified")]

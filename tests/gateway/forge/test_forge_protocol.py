@@ -16,9 +16,9 @@ import pytest
 from forgekit import ForgeGateway, Git
 from redis.asyncio import Redis
 
+from gateway.errors import ForgeError
 from gateway.forge.embedded import EmbeddedForge
 from gateway.forge.gitea import GiteaForge
-from gateway.forge.models import ForgeError
 from gateway.forge.policy import ReviewPolicy
 from gateway.forge.protocol import Forge
 from gateway.principals import PrincipalStore

@@ -6,9 +6,10 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from gateway.errors import RuleViolation
 from gateway.jobs.fairness import LaneHead, choose_lane, fair_order
 from gateway.jobs.models import JobRequest
-from gateway.jobs.pools import NodeConfig, PoolConfig, PoolRules, RuleViolation, load_pools
+from gateway.jobs.pools import NodeConfig, PoolConfig, PoolRules, load_pools
 from orchestrator.worker.allocator import DeviceAllocator
 
 ops = st.lists(

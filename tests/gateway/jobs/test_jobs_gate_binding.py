@@ -22,13 +22,13 @@ import redis as redis_sync
 from redis.asyncio import Redis
 
 from gateway.forge import keys as forge_keys
-from gateway.forge.plugin import forge_plugin
+from gateway.forge.plugin import ForgePlugin
 from gateway.forge.settings import ForgeSettings
 from gateway.jobs.models import JobState
-from gateway.jobs.plugin import jobs_plugin
+from gateway.jobs.plugin import JobsPlugin
 from gateway.jobs.pools import JobsSettings
 from gateway.jobs.queue import JobQueue
-from gateway.plugins import default_plugins
+from gateway.plugins import default_plugins, replace_plugins
 from kstest.jobkit import JobsGateway, WorkerProc, git, push_kernels, wait_for
 from kstest.jobs_fixtures import pool_configs
 
@@ -41,16 +41,8 @@ class GatedGateway(JobsGateway):
     """Forge with its gate bot (a fast sweep) and jobs, like ``kswarm up``'s gateway."""
 
     def plugins(self) -> list[Any]:
-        base = [p for p in default_plugins() if p.__name__ not in ("forge_plugin", "jobs_plugin")]
-
-        def forge(app: Any, ctx: Any, mcp: Any) -> Any:
-            return forge_plugin(app, ctx, mcp, ForgeSettings(gate_sweep_s=1.0))
-
-        def jobs(app: Any, ctx: Any, mcp: Any) -> Any:
-            return jobs_plugin(app, ctx, mcp, self.jobs_settings)
-
-        ui = [p for p in base if p.__name__ == "ui_plugin"]
-        return [forge, *[p for p in base if p not in ui], jobs, *ui]
+        forge = ForgePlugin(ForgeSettings(gate_sweep_s=1.0))
+        return replace_plugins(default_plugins(), forge, JobsPlugin(self.jobs_settings))
 
 
 @pytest.fixture(scope="module")

@@ -10,21 +10,17 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "forge"))  # forgek
 
 from forgekit import ForgeGateway
 
-from gateway.forge.plugin import forge_plugin
+from gateway.forge.plugin import ForgePlugin
 from gateway.forge.settings import ForgeSettings
-from gateway.kb.plugin import kb_plugin
+from gateway.kb.plugin import KBPlugin
 from gateway.kb.service import KBSettings
-from gateway.tasks.plugin import tasks_plugin
+from gateway.plugin import Plugin
+from gateway.tasks.plugin import TasksPlugin
 
 
 class KBGateway(ForgeGateway):
     """``ForgeGateway`` whose plugins are [forge (gate sweeping every 0.5 s), tasks, kb]."""
 
-    def plugins(self) -> list[Any]:
-        def forge(app: Any, ctx: Any, mcp: Any) -> Any:
-            return forge_plugin(app, ctx, mcp, ForgeSettings(gate_sweep_s=0.5))
-
-        def kb(app: Any, ctx: Any, mcp: Any) -> Any:
-            return kb_plugin(app, ctx, mcp, KBSettings(ensure_on_start=True))
-
-        return [forge, tasks_plugin, kb]
+    def plugins(self) -> list[Plugin[Any]]:
+        forge = ForgePlugin(ForgeSettings(gate_sweep_s=0.5))
+        return [forge, TasksPlugin(), KBPlugin(KBSettings(ensure_on_start=True))]

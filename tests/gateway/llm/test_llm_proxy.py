@@ -20,7 +20,7 @@ from redis.asyncio import Redis
 from gateway.app import create_app
 from gateway.config import GatewaySettings
 from gateway.llm.config import LLMProxySettings, scrub_env
-from gateway.llm.proxy import make_llm_proxy_plugin
+from gateway.llm.plugin import LLMProxyPlugin
 from gateway.llm.sse_scrub import KeyScrubber, SSEUsage
 from gateway.principals import PrincipalKind, PrincipalStore
 from gateway.server import serve
@@ -45,7 +45,7 @@ class ProxyGateway:
 
         async def main() -> None:
             self.loop, self.stop_event = asyncio.get_running_loop(), asyncio.Event()
-            app = create_app(self.settings, plugins=[make_llm_proxy_plugin(llm)])
+            app = create_app(self.settings, plugins=[LLMProxyPlugin(llm)])
             started = asyncio.Event()
             asyncio.get_running_loop().create_task(started.wait()).add_done_callback(lambda _: ready.set())
             await serve(app, self.settings, ready=started, stop=self.stop_event)
@@ -533,9 +533,6 @@ def test_python_m_gateway_serves_the_proxy(clean_redis: str, short_tmp: Path, up
     gw.start()
     try:
         token = gw.add_principal("quinn")
-        with httpx.Client(trust_env=False) as client:
-            if client.post(f"{gw.url}/v1/messages", json={}).status_code == 404:
-                pytest.skip("gateway.plugins.default_plugins() does not include llm_proxy_plugin yet")
         reply = anthropic.Anthropic(base_url=gw.url, api_key=token).messages.create(
             model="m", max_tokens=5, messages=MSG
         )

@@ -6,10 +6,11 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from gateway.forge.plugin import forge_plugin
+from gateway.forge.plugin import ForgePlugin
 from gateway.forge.settings import ForgeSettings
+from gateway.plugin import Plugin
 from gateway.tasks.models import TasksSettings
-from gateway.tasks.plugin import tasks_plugin
+from gateway.tasks.plugin import TasksPlugin
 from kstest.gateway import GatewayThread
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "forge"))  # forgekit: git as an agent
@@ -21,11 +22,5 @@ class BoardGateway(GatewayThread):
     tokens: dict[str, str]
     tasks_settings: TasksSettings
 
-    def plugins(self) -> list[Any]:
-        def forge(app: Any, ctx: Any, mcp: Any) -> Any:
-            return forge_plugin(app, ctx, mcp, ForgeSettings(gate_enabled=False))
-
-        def tasks(app: Any, ctx: Any, mcp: Any) -> Any:
-            return tasks_plugin(app, ctx, mcp, self.tasks_settings)
-
-        return [forge, tasks]
+    def plugins(self) -> list[Plugin[Any]]:
+        return [ForgePlugin(ForgeSettings(gate_enabled=False)), TasksPlugin(self.tasks_settings)]

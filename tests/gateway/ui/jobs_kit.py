@@ -9,11 +9,12 @@ from pathlib import Path
 from typing import Any
 
 from git_kit import git
-from ui_kit import UiGateway
+from ui_kit import UiGateway, ui_plugins
 
 from gateway.jobs.models import VERDICT_STATES
-from gateway.jobs.plugin import jobs_plugin as real_jobs_plugin
+from gateway.jobs.plugin import JobsPlugin
 from gateway.jobs.pools import JobsSettings, NodeConfig, PoolConfig, PoolRules
+from gateway.plugin import Plugin
 from orchestrator.verify.models import VerificationResult
 
 REPO = "kswarm/kernels"
@@ -48,14 +49,14 @@ def pools() -> list[PoolConfig]:
     ]
 
 
-def jobs_plugin(app: Any, ctx: Any, mcp: Any) -> Any:
-    """The real job runner with these pools (replaces the default ``jobs_plugin``); no reclaims mid-test."""
-    settings = JobsSettings(pools_file=None, pools=pools(), claim_idle_s=3600, reclaim_every_s=60)
-    return real_jobs_plugin(app, ctx, mcp, settings)
+def jobs_plugin() -> JobsPlugin:
+    """The real job runner with these pools (replaces the default one); no reclaims mid-test."""
+    return JobsPlugin(JobsSettings(pools_file=None, pools=pools(), claim_idle_s=3600, reclaim_every_s=60))
 
 
 class JobsUiGateway(UiGateway):
-    extra_plugins = (jobs_plugin,)
+    def plugins(self) -> list[Plugin[Any]]:
+        return ui_plugins(jobs_plugin())
 
 
 def result_record(task: str, kernel: str, pool: str, verdict: str, **extra: Any) -> dict[str, Any]:

@@ -12,6 +12,8 @@ from typing import Any
 from jobs_kit import EVIL_LOG, JobsUiGateway, seed_jobs
 from ui_kit import UiGateway, ui_plugins
 
+from gateway.plugins import without_plugins
+
 HTML = {"Accept": "text/html"}
 
 
@@ -160,7 +162,7 @@ def test_agent_tokens_are_refused(jobs_ui: JobsUiGateway, short_tmp: Path) -> No
 def test_without_the_job_runner_the_panel_says_so(clean_redis: str, short_tmp: Path) -> None:
     class NoJobsGateway(UiGateway):
         def plugins(self) -> list[Any]:
-            return [p for p in ui_plugins() if getattr(p, "__name__", "") != "jobs_plugin"]
+            return without_plugins(ui_plugins(), "jobs")
 
     gw = NoJobsGateway(short_tmp / "home", clean_redis)
     gw.start()

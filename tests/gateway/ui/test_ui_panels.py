@@ -10,6 +10,7 @@ import httpx
 import pytest
 from ui_kit import UiGateway, running_swarm, wait_for
 
+from gateway.plugin import NoSettings, Plugin
 from kstest.sse import read_events
 
 HTML = {"Accept": "text/html"}
@@ -31,17 +32,21 @@ def test_missing_backends_say_not_available_yet(ui_gateway: UiGateway) -> None:
 def test_a_component_that_adds_its_routes_shows_up_without_a_ui_change(
     clean_redis: str, short_tmp: Path
 ) -> None:
-    def dataset_plugin(app: Any, ctx: Any, mcp: Any) -> None:  # stands in for the dataset builder
-        @app.get("/api/dataset")
-        async def dataset() -> list[dict[str, Any]]:
-            return [{"task": "add-7", "verdict": "pass", "speedups": [1.5, 2.0]}]
+    class StandInDataset(Plugin[NoSettings]):  # stands in for the dataset builder
+        name = "dataset"
+        settings_model = NoSettings
 
-        @app.get("/api/dataset/shards")
-        async def shards() -> dict[str, Any]:
-            return {"shards": {"train": {"rows": 3, "bytes": 4096}}}
+        def install(self, app: Any, ctx: Any, mcp: Any) -> None:
+            @app.get("/api/dataset")
+            async def dataset() -> list[dict[str, Any]]:
+                return [{"task": "add-7", "verdict": "pass", "speedups": [1.5, 2.0]}]
+
+            @app.get("/api/dataset/shards")
+            async def shards() -> dict[str, Any]:
+                return {"shards": {"train": {"rows": 3, "bytes": 4096}}}
 
     gw = UiGateway(short_tmp / "home", clean_redis)
-    gw.extra_plugins = (dataset_plugin,)
+    gw.extra_plugins = (StandInDataset(),)
     gw.start()
     try:
         with gw.login() as browser:
@@ -164,15 +169,16 @@ def test_ui_metrics_count_logins(ui_gateway: UiGateway) -> None:
 def test_agents_panel_shows_tokens_and_cost_when_the_llm_proxy_is_registered(
     clean_redis: str, short_tmp: Path
 ) -> None:
-    from gateway.llm.proxy import llm_proxy_plugin
+    from gateway.llm.plugin import LLMProxyPlugin
     from gateway.llm.usage import Usage
+    from gateway.services import LLM_USAGE
 
     gw = UiGateway(short_tmp / "home", clean_redis)
-    gw.extra_plugins = (llm_proxy_plugin,)
+    gw.extra_plugins = (LLMProxyPlugin(),)
     gw.start()
     try:
         gw.add_principal("dev-1")
-        store = gw.app.state.ctx.extras["llm_usage"]
+        store = gw.app.state.ctx.services.get(LLM_USAGE)
         usage = Usage(input_tokens=12_000, output_tokens=3_456)
         assert gw._loop is not None
         asyncio.run_coroutine_threadsafe(store.record("dev-1", None, usage), gw._loop).result(10)

@@ -12,9 +12,8 @@ from typing import Any, TypeVar
 
 import httpx
 
-from gateway.forge.plugin import forge_plugin
-from gateway.plugins import default_plugins
-from gateway.ui import ui_plugin
+from gateway.plugin import Plugin
+from gateway.plugins import default_plugins, replace_plugins
 from kstest.gateway import GatewayThread
 
 REPO = Path(__file__).resolve().parents[3]
@@ -32,22 +31,18 @@ CHROMIUM_ARGS = [
 T = TypeVar("T")
 
 
-def ui_plugins(*extra: Any) -> list[Any]:
-    """The default plugins, an ``extra`` plugin replacing a default of the same name (a test's own
-    ``jobs_plugin`` stands in for the real one); the UI comes last, as it shows what the others add."""
-    replaced = {getattr(p, "__name__", "") for p in extra}
-    plugins = [p for p in default_plugins() if getattr(p, "__name__", "") not in replaced | {"ui_plugin"}]
-    if "forge_plugin" not in {getattr(p, "__name__", "") for p in plugins} | replaced:
-        plugins.append(forge_plugin)
-    return [*plugins, *extra, ui_plugin]
+def ui_plugins(*extra: Plugin[Any]) -> list[Plugin[Any]]:
+    """The default plugins (the UI and the forge among them), each ``extra`` plugin replacing the
+    default of the same name (a test's own job runner stands in for the real one) or added."""
+    return replace_plugins(default_plugins(), *extra)
 
 
 class UiGateway(GatewayThread):
-    """``GatewayThread`` (real uvicorn in a thread) with the UI plugin and any ``extra`` plugins."""
+    """``GatewayThread`` (real uvicorn in a thread) with the default plugins and any ``extra`` plugins."""
 
-    extra_plugins: tuple[Any, ...] = ()
+    extra_plugins: tuple[Plugin[Any], ...] = ()
 
-    def plugins(self) -> list[Any]:
+    def plugins(self) -> list[Plugin[Any]]:
         return ui_plugins(*self.extra_plugins)
 
     @contextmanager

@@ -1,0 +1,40 @@
+"""``LLMProxyPlugin`` (``llm``): the LLM proxy's ``/v1/messages`` routes, ``/api/usage`` and ``llm_usage``.
+
+Provides the proxy and its usage store. Settings default to ``KSWARM_LLM_*`` (and ``ANTHROPIC_API_KEY``).
+"""
+
+from __future__ import annotations
+
+from fastapi import FastAPI, Request
+from fastapi.responses import Response
+
+from gateway.context import GatewayContext
+from gateway.llm.config import LLMProxySettings
+from gateway.llm.proxy import LLMProxy
+from gateway.llm.usage_api import build_usage_router, register_usage_tool
+from gateway.mcp_server import GatewayMCP
+from gateway.plugin import Lifespan, Plugin
+from gateway.services import LLM_PROXY, LLM_USAGE
+
+
+class LLMProxyPlugin(Plugin[LLMProxySettings]):
+    name = "llm"
+    settings_model = LLMProxySettings
+    provides = (LLM_PROXY, LLM_USAGE)
+
+    def install(self, app: FastAPI, ctx: GatewayContext, mcp: GatewayMCP) -> Lifespan:
+        proxy = LLMProxy(ctx, self.settings)
+        ctx.services.provide(LLM_PROXY, proxy)
+        ctx.services.provide(LLM_USAGE, proxy.usage)
+
+        @app.post("/v1/messages", summary="Anthropic Messages API, proxied with the real key (agents)")
+        async def messages(request: Request) -> Response:
+            return await proxy.forward(request, limited=True, record=True)
+
+        @app.post("/v1/messages/count_tokens", summary="Anthropic token counting, proxied (agents)")
+        async def count_tokens(request: Request) -> Response:
+            return await proxy.forward(request, limited=False, record=False)
+
+        app.include_router(build_usage_router(proxy.usage))
+        register_usage_tool(mcp, proxy.usage)
+        return proxy.lifespan

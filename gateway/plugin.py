@@ -1,0 +1,138 @@
+"""The plugin contract: how a component (forge, jobs, LLM proxy, ...) joins the gateway app.
+
+A plugin is an instance of a ``Plugin`` subclass: a ``name``, a ``settings_model`` (the component's own
+pydantic settings class; an instance is passed in, or read from the environment on first use), the
+services it ``provides``, ``requires`` and uses when present (``optional``), and ``install``, which adds
+routes, MCP tools and metrics to the app, puts each service it provides into ``ctx.services`` and may
+return a lifespan (an async context manager factory run for the app's lifetime).
+
+``order_plugins`` is what ``create_app`` runs before installing anything: it refuses two plugins of one
+name, a service provided by two plugins, a required service no plugin provides (naming both the plugin
+that needs it and the plugin that provides it) and a dependency cycle; and it orders the plugins so each
+is installed after those it requires or uses (otherwise in the order given). ``install_plugin`` then
+checks that a plugin provided exactly what it declared. The plugins of a gateway are chosen by name
+from the registry in ``gateway.plugins``.
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from collections.abc import Callable, Iterable
+from contextlib import AbstractAsyncContextManager
+from typing import TYPE_CHECKING, Any, ClassVar, Generic, TypeVar
+
+from pydantic import BaseModel
+
+from gateway.errors import PluginError
+from gateway.services import ServiceKey
+
+if TYPE_CHECKING:
+    from fastapi import FastAPI
+
+    from gateway.context import GatewayContext
+    from gateway.mcp_server import GatewayMCP
+
+Lifespan = Callable[[], AbstractAsyncContextManager[None]]
+S = TypeVar("S", bound=BaseModel)
+
+
+class NoSettings(BaseModel):
+    """The settings of a plugin that has none of its own."""
+
+
+class Plugin(ABC, Generic[S]):
+    """One component of the gateway; subclass it, set the class attributes, implement ``install``."""
+
+    name: ClassVar[str]
+    settings_model: type[S]
+    provides: ClassVar[tuple[ServiceKey[Any], ...]] = ()
+    requires: ClassVar[tuple[ServiceKey[Any], ...]] = ()
+    optional: ClassVar[tuple[ServiceKey[Any], ...]] = ()
+
+    def __init__(self, settings: S | None = None) -> None:
+        self._settings = settings
+
+    @property
+    def settings(self) -> S:
+        """The settings given, else the settings model's defaults and environment (read once)."""
+        if self._settings is None:
+            self._settings = self.settings_model()
+        return self._settings
+
+    @abstractmethod
+    def install(self, app: FastAPI, ctx: GatewayContext, mcp: GatewayMCP) -> Lifespan | None:
+        """Add routes, tools and metrics, provide the declared services; a lifespan or None."""
+
+    def __repr__(self) -> str:
+        return f"<plugin {self.name}>"
+
+
+def order_plugins(plugins: Iterable[Plugin[Any]]) -> list[Plugin[Any]]:
+    """``plugins`` in an order that installs every provider before its users; PluginError if impossible."""
+    given = list(plugins)
+    by_name: dict[str, Plugin[Any]] = {}
+    provider: dict[ServiceKey[Any], Plugin[Any]] = {}
+    for plugin in given:
+        if plugin.name in by_name:
+            raise PluginError(
+                f"two plugins are named {plugin.name!r}: {by_name[plugin.name]!r} and {plugin!r}"
+            )
+        by_name[plugin.name] = plugin
+        for key in plugin.provides:
+            if key in provider:
+                raise PluginError(
+                    f"{key.name} is provided by both plugin {provider[key].name!r} and plugin {plugin.name!r}"
+                )
+            provider[key] = plugin
+    after: dict[str, set[str]] = {}
+    for plugin in given:
+        for key in plugin.requires:
+            if key not in provider:
+                raise PluginError(
+                    f"plugin {plugin.name!r} requires the {key.name}, which plugin {key.provided_by!r} "
+                    f"provides: add the {key.provided_by!r} plugin (or remove {plugin.name!r})"
+                )
+        needed = {provider[k].name for k in (*plugin.requires, *plugin.optional) if k in provider}
+        after[plugin.name] = needed - {plugin.name}
+    ordered: list[Plugin[Any]] = []
+    placed: set[str] = set()
+    while len(ordered) < len(given):
+        # The first plugin (in the order given) whose providers are all placed: a stable topological order.
+        ready = next((p for p in given if p.name not in placed and after[p.name] <= placed), None)
+        if ready is None:
+            raise PluginError(f"the plugins depend on each other in a cycle: {describe_cycle(after, placed)}")
+        ordered.append(ready)
+        placed.add(ready.name)
+    return ordered
+
+
+def describe_cycle(after: dict[str, set[str]], placed: set[str]) -> str:
+    """One cycle among the unplaced plugins, as ``a -> b -> a`` (``a`` needs ``b``)."""
+    start = min(name for name in after if name not in placed)
+    path = [start]
+    while True:
+        nxt = min(n for n in after[path[-1]] if n not in placed)
+        if nxt in path:
+            return " -> ".join([*path[path.index(nxt) :], nxt])
+        path.append(nxt)
+
+
+def install_plugin(
+    plugin: Plugin[Any], app: FastAPI, ctx: GatewayContext, mcp: GatewayMCP
+) -> Lifespan | None:
+    """Install one plugin; PluginError when it provided other services than it declared."""
+    before = set(ctx.services.keys())
+    try:
+        lifespan = plugin.install(app, ctx, mcp)
+    except PluginError as exc:  # a service provided twice: say by whom
+        raise PluginError(f"plugin {plugin.name!r}: {exc}") from exc
+    added = set(ctx.services.keys()) - before
+    declared = set(plugin.provides)
+    if added != declared:
+        missing = ", ".join(sorted(k.name for k in declared - added)) or "none"
+        extra = ", ".join(sorted(k.name for k in added - declared)) or "none"
+        raise PluginError(
+            f"plugin {plugin.name!r} did not provide what it declares "
+            f"(missing: {missing}; undeclared: {extra})"
+        )
+    return lifespan

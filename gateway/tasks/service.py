@@ -1,0 +1,131 @@
+"""The task board as a service: who may do what, announcements and the lease sweeper.
+
+Shared by the REST routes and the MCP tools of ``gateway.tasks.plugin``; the actor is always the caller's
+principal, never a request field.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import time
+from typing import Any
+
+from gateway import keys as gateway_keys
+from gateway.context import GatewayContext
+from gateway.errors import BoardError
+from gateway.principals import Principal, PrincipalKind
+from gateway.tasks.board import TaskBoard
+from gateway.tasks.models import BoardTask, TaskSpec, TasksSettings
+
+log = logging.getLogger("kswarm.tasks")
+
+CLAIMANTS = (PrincipalKind.agent, PrincipalKind.operator)
+
+
+class BoardService:
+    """The board plus who may do what, announcements and the background sweeper."""
+
+    def __init__(self, ctx: GatewayContext, settings: TasksSettings) -> None:
+        self.ctx = ctx
+        self.settings = settings
+        self.board = TaskBoard(ctx.redis, settings.claim_ttl_s)
+        self._bot: Principal | None = None
+
+    # -- permissions ------------------------------------------------------------------------
+
+    async def check_poster(self, who: Principal) -> None:
+        if who.kind == PrincipalKind.operator:
+            return
+        if who.kind == PrincipalKind.agent and (
+            who.name in self.settings.leads or who.name in await self.board.leads()
+        ):
+            return
+        raise BoardError(f"{who.name} may not post tasks (operators and lead agents may)", 403)
+
+    @staticmethod
+    def check_claimant(who: Principal) -> None:
+        if who.kind not in CLAIMANTS:
+            raise BoardError(f"a {who.kind.value} does not claim tasks", 403)
+
+    # -- actions (identity from the token) --------------------------------------------------
+
+    async def post(self, who: Principal, spec: TaskSpec) -> BoardTask:
+        await self.check_poster(who)
+        if spec.repo is None:
+            spec = spec.model_copy(update={"repo": self.settings.dataset_repo})
+        task = await self.board.post(spec, who.name)
+        await self.announce(f"New task on the board: `{task.id}` — {task.title} (task_claim to take it).")
+        return task
+
+    async def claim(self, who: Principal, task_id: str) -> BoardTask:
+        self.check_claimant(who)
+        task, _ = await self.board.claim(task_id, who.name)
+        return task
+
+    async def renew(self, who: Principal, task_id: str) -> BoardTask:
+        self.check_claimant(who)
+        return await self.board.renew(task_id, who.name)
+
+    async def release(self, who: Principal, task_id: str) -> BoardTask:
+        self.check_claimant(who)
+        return await self.board.release(task_id, who.name, force=who.kind == PrincipalKind.operator)
+
+    async def done(self, who: Principal, task_id: str, result: str) -> BoardTask:
+        self.check_claimant(who)
+        task = await self.board.done(task_id, who.name, result, force=who.kind == PrincipalKind.operator)
+        what = f": {result}" if result else ""
+        await self.announce(f"{who.name} finished task `{task_id}`{what}.")  # no @: it would wake them
+        return task
+
+    # -- announcements and leases -----------------------------------------------------------
+
+    async def bot(self) -> Principal:
+        if self._bot is None:
+            self._bot, _ = await self.ctx.principals.ensure(self.settings.bot, PrincipalKind.gate)
+        return self._bot
+
+    async def announce(self, text: str) -> None:
+        try:
+            await self.ctx.chat.notify(await self.bot(), self.settings.channel, text)
+        except Exception:  # an announcement never fails the action that caused it
+            log.exception("task board announcement failed: %s", text)
+
+    async def renew_live(self) -> int:
+        """Renew leases about to lapse whose holder still sends heartbeats (renew-on-heartbeat)."""
+        now = time.time()
+        renewed = 0
+        for task_id, holder, renewed_at in await self.board.expiring(self.settings.claim_ttl_s / 2):
+            beat = await self.ctx.redis.hget(gateway_keys.heartbeat(holder), "ts")
+            if not beat or now - float(beat) > self.settings.heartbeat_fresh_s:
+                continue
+            if now - renewed_at > self.settings.heartbeat_renew_max_s:
+                continue
+            with contextlib.suppress(BoardError):  # lost a race with a release or a lapse: fine
+                await self.board.renew(task_id, holder, explicit=False)
+                renewed += 1
+        return renewed
+
+    async def sweep_once(self) -> list[dict[str, Any]]:
+        if self.settings.renew_on_heartbeat:
+            await self.renew_live()
+        await self.board.sweep()
+        lapsed = await self.board.pop_expired()
+        for item in lapsed:
+            who = f"@{item['agent']}" if item.get("agent") else "A"
+            await self.announce(
+                f"{who}'s claim on task `{item['task']}` lapsed (not renewed within "
+                f"{self.settings.claim_ttl_s:g} s); the task is open again."
+            )
+        return lapsed
+
+    async def sweeper(self) -> None:
+        while True:
+            try:
+                await self.sweep_once()
+            except asyncio.CancelledError:
+                raise
+            except Exception:  # keep sweeping: a Redis hiccup must not end lease expiry
+                log.exception("task board sweep failed")
+            await asyncio.sleep(self.settings.sweep_s)

@@ -1,0 +1,141 @@
+"""The plugin contract: declared dependencies decide the order, and plugins that do not fit together,
+or that take a service another plugin provides, stop the gateway before it starts."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+from fastapi import FastAPI
+
+from gateway.app import create_app
+from gateway.config import GatewaySettings
+from gateway.context import GatewayContext
+from gateway.errors import PluginError
+from gateway.forge.embedded import EmbeddedForge
+from gateway.forge.plugin import ForgePlugin
+from gateway.jobs.plugin import JobsPlugin
+from gateway.kb.plugin import KBPlugin
+from gateway.mcp_server import GatewayMCP
+from gateway.plugin import NoSettings, Plugin, order_plugins
+from gateway.plugins import PLUGINS, default_plugins, get_plugin, replace_plugins, without_plugins
+from gateway.services import FORGE, JOB_SERVICE, KNOWLEDGE_BASE, ServiceKey
+from gateway.tasks.plugin import TasksPlugin
+
+A_KEY: ServiceKey[str] = ServiceKey("a-service", "a")
+B_KEY: ServiceKey[str] = ServiceKey("b-service", "b")
+
+
+def probe(
+    name: str,
+    provides: tuple[ServiceKey[Any], ...] = (),
+    requires: tuple[ServiceKey[Any], ...] = (),
+    optional: tuple[ServiceKey[Any], ...] = (),
+    actually_provides: tuple[ServiceKey[Any], ...] | None = None,
+) -> Plugin[NoSettings]:
+    """A plugin that declares what it is told and provides ``actually_provides`` (default: the declared)."""
+
+    class Probe(Plugin[NoSettings]):
+        settings_model = NoSettings
+
+        def install(self, app: FastAPI, ctx: GatewayContext, mcp: GatewayMCP) -> None:
+            for key in provides if actually_provides is None else actually_provides:
+                ctx.services.provide(key, f"{name}'s {key.name}")
+
+    Probe.name = name
+    Probe.provides, Probe.requires, Probe.optional = provides, requires, optional
+    return Probe()
+
+
+def names(plugins: list[Plugin[Any]]) -> list[str]:
+    return [p.name for p in plugins]
+
+
+def settings(tmp: Path) -> GatewaySettings:
+    return GatewaySettings(home=tmp, redis_url="redis://127.0.0.1:1/0")  # never connected here
+
+
+def test_providers_are_installed_before_their_users_whatever_the_list_order() -> None:
+    user = probe("user", requires=(A_KEY,), optional=(B_KEY,))
+    a, b = probe("a", provides=(A_KEY,)), probe("b", provides=(B_KEY,))
+    assert names(order_plugins([user, b, a])) == ["b", "a", "user"]
+    assert names(order_plugins([a, user, b])) == ["a", "b", "user"]
+    # Unrelated plugins keep the order they were given in.
+    assert names(order_plugins([probe("z"), probe("y"), a])) == ["z", "y", "a"]
+    # The registered components, reversed: the forge still comes before everything that uses it.
+    ordered = names(order_plugins(reversed(default_plugins())))
+    for user_name in ("jobs", "tasks", "kb"):
+        assert ordered.index("forge") < ordered.index(user_name), ordered
+
+
+def test_a_missing_required_service_names_both_plugins(short_tmp: Path) -> None:
+    with pytest.raises(PluginError) as refused:
+        order_plugins([probe("user", requires=(A_KEY,))])
+    assert (
+        "'user'" in str(refused.value) and "'a'" in str(refused.value) and "a-service" in str(refused.value)
+    )
+    # The knowledge base is a repo in the forge: without the forge the gateway does not start.
+    with pytest.raises(PluginError, match=r"plugin 'kb' requires the forge, which plugin 'forge' provides"):
+        create_app(settings(short_tmp), plugins=[TasksPlugin(), KBPlugin()])
+
+
+def test_an_optional_service_stays_optional(short_tmp: Path) -> None:
+    """Jobs work without a forge (a full sha, a named repo); with one they use it."""
+    alone = create_app(settings(short_tmp / "a"), plugins=[JobsPlugin()])
+    assert alone.state.ctx.services.find(FORGE) is None
+    assert alone.state.ctx.services.get(JOB_SERVICE).refs.forge is None
+    both = create_app(settings(short_tmp / "b"), plugins=[JobsPlugin(), ForgePlugin()])
+    assert isinstance(both.state.ctx.services.get(JOB_SERVICE).refs.forge, EmbeddedForge)
+
+
+def test_a_dependency_cycle_is_refused_naming_it() -> None:
+    a = probe("a", provides=(A_KEY,), requires=(B_KEY,))
+    b = probe("b", provides=(B_KEY,), optional=(A_KEY,))
+    with pytest.raises(PluginError, match=r"cycle: a -> b -> a"):
+        order_plugins([a, b, probe("c")])
+
+
+def test_a_plugin_cannot_take_over_a_service_another_provides(short_tmp: Path) -> None:
+    """Attack: a second component that declares the forge would decide who may read which job (job access
+    asks the forge who reviewed a PR). Declared or not, it is refused before the gateway starts."""
+    rogue = probe("rogue", provides=(FORGE,))
+    with pytest.raises(PluginError, match=r"forge is provided by both plugin 'forge' and plugin 'rogue'"):
+        create_app(settings(short_tmp / "a"), plugins=[*default_plugins(), rogue])
+    sneaky = probe("sneaky", actually_provides=(FORGE,))  # declares nothing, provides the forge
+    with pytest.raises(PluginError, match="plugin 'sneaky': forge is already provided"):
+        create_app(settings(short_tmp / "b"), plugins=[ForgePlugin(), sneaky])
+    first = probe("first", actually_provides=(FORGE,))  # installed before the real forge
+    with pytest.raises(
+        PluginError, match=r"plugin 'first' did not provide what it declares.*undeclared: forge"
+    ):
+        create_app(settings(short_tmp / "c"), plugins=[first, ForgePlugin()])
+
+
+def test_a_plugin_must_provide_what_it_declares(short_tmp: Path) -> None:
+    liar = probe("liar", provides=(A_KEY,), actually_provides=())
+    with pytest.raises(
+        PluginError, match=r"plugin 'liar' did not provide what it declares \(missing: a-service"
+    ):
+        create_app(settings(short_tmp), plugins=[liar])
+
+
+def test_two_plugins_of_one_name_are_refused() -> None:
+    with pytest.raises(PluginError, match="two plugins are named 'forge'"):
+        order_plugins([ForgePlugin(), ForgePlugin()])
+
+
+def test_the_registry_builds_every_component_by_name(short_tmp: Path) -> None:
+    plugins = default_plugins()
+    assert names(plugins) == list(PLUGINS)
+    assert {type(p) for p in plugins} == {type(get_plugin(n)) for n in PLUGINS}
+    with pytest.raises(KeyError, match="no plugin 'nope'; plugins: forge"):
+        get_plugin("nope")
+    mine = TasksPlugin()
+    swapped = replace_plugins(plugins, mine, probe("extra"))
+    assert swapped[names(swapped).index("tasks")] is mine and names(swapped)[-1] == "extra"
+    assert "jobs" not in names(without_plugins(plugins, "jobs"))
+    app = create_app(settings(short_tmp), plugins=plugins)
+    provided = set(app.state.ctx.services.keys())
+    assert {FORGE, JOB_SERVICE, KNOWLEDGE_BASE} <= provided
+    assert provided == {key for p in plugins for key in p.provides}
