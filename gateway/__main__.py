@@ -6,6 +6,7 @@ import sys
 
 import uvloop
 from pydantic import ValidationError
+from pydantic_settings import SettingsError
 
 from gateway.app import create_app
 from gateway.config import GatewaySettings
@@ -31,7 +32,7 @@ def main() -> None:
         app = create_app(settings, plugins=default_plugins(llm))
     except ValidationError as exc:  # a component's own settings (KSWARM_FORGE_*, KSWARM_JOBS_*, ...)
         sys.exit(settings_error("component", exc))
-    except PluginError as exc:
+    except (PluginError, SettingsError) as exc:  # plugins that do not fit; a variable that does not parse
         sys.exit(f"gateway: {exc}")
     uvloop.run(serve(app, settings))
 

@@ -3,6 +3,9 @@ or that take a service another plugin provides, stop the gateway before it start
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -139,3 +142,22 @@ def test_the_registry_builds_every_component_by_name(short_tmp: Path) -> None:
     provided = set(app.state.ctx.services.keys())
     assert {FORGE, JOB_SERVICE, KNOWLEDGE_BASE} <= provided
     assert provided == {key for p in plugins for key in p.provides}
+
+
+@pytest.mark.parametrize(
+    ("variable", "value", "line"),
+    [
+        ("KSWARM_FORGE_GATE_SWEEP_S", "-1", "gateway: bad component settings: gate_sweep_s: Input should be"),
+        ("KSWARM_JOBS_POOLS", "notjson", 'gateway: error parsing value for field "pools"'),
+    ],
+)
+def test_python_m_gateway_refuses_a_bad_component_variable_in_one_line(
+    short_tmp: Path, variable: str, value: str, line: str
+) -> None:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("KSWARM_")}
+    env.update({"KSWARM_GATEWAY_HOME": str(short_tmp), "KSWARM_GATEWAY_PORT": "1", variable: value})
+    done = subprocess.run(
+        [sys.executable, "-m", "gateway"], env=env, capture_output=True, text=True, timeout=120
+    )
+    assert done.returncode == 1 and done.stdout == ""
+    assert done.stderr.startswith(line) and "Traceback" not in done.stderr and done.stderr.count("\n") == 1
