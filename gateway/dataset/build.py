@@ -21,11 +21,11 @@ from gateway.dataset.schema import SCHEMA, SCHEMA_VERSION
 from gateway.dataset.sources import (
     ForgeReviewSource,
     GatewayJobSource,
-    GitMirror,
     JobRecord,
     JobRecordSource,
     PullInfo,
 )
+from gateway.git.sync import Mirror
 
 VERDICT_REVIEWS = ("APPROVED", "REQUEST_CHANGES")
 
@@ -53,7 +53,7 @@ def agent_of(email: str | None) -> str | None:
     return email.split("@", 1)[0] or None
 
 
-def link_pulls(pulls: list[PullInfo], mirror: GitMirror) -> dict[str, PullInfo]:
+def link_pulls(pulls: list[PullInfo], mirror: Mirror) -> dict[str, PullInfo]:
     """Commit -> the PR it belongs to: a PR's head wins over a PR that merely contains the commit.
 
     A commit a force-push removed from every branch is still linked through the reviews pinned to it
@@ -101,7 +101,7 @@ def _timings(result: Mapping[str, Any]) -> list[dict[str, Any]]:
 
 
 def make_row(
-    job: JobRecord, pr: PullInfo | None, mirror: GitMirror, models: Mapping[str, str], main_sha: str | None
+    job: JobRecord, pr: PullInfo | None, mirror: Mirror, models: Mapping[str, str], main_sha: str | None
 ) -> dict[str, Any]:
     result: dict[str, Any] = job.result or {}
     code = mirror.file_at(job.sha, job.kernel)
@@ -195,13 +195,12 @@ def build_rows(
     repo: str,
     jobs: list[JobRecord],
     pulls: list[PullInfo],
-    mirror: GitMirror,
+    mirror: Mirror,
     models: Mapping[str, str],
     main_branch: str = "main",
 ) -> list[dict[str, Any]]:
     owner = link_pulls([p for p in pulls if p.base_ref == main_branch], mirror)
-    main = mirror.git("rev-parse", "--verify", "-q", f"refs/heads/{main_branch}", check=False)
-    main_sha = main.stdout.decode().strip() or None
+    main_sha = mirror.branch_sha(main_branch)
     rows = [make_row(j, owner.get(j.sha), mirror, models, main_sha) for j in jobs if j.repo == repo]
     add_lineage(rows)
     rows.sort(key=lambda r: (r["submitted_at"] or 0.0, r["record_id"]))
@@ -258,9 +257,10 @@ def build_dataset_at(
         pulls = forge.pulls(repo)
         jobs = (job_source or GatewayJobSource(client)).job_records(repo)
     with tempfile.TemporaryDirectory(prefix="kswarm-dataset-") as tmp:
-        mirror = GitMirror.fetch(
-            info["clone_url"], gateway.token or "", mirror_dir or Path(tmp) / "mirror.git"
-        )
-        rows = build_rows(repo, jobs, pulls, mirror, models or {}, info.get("default_branch") or "main")
+        mirror = Mirror.fetch(info["clone_url"], gateway.token or "", mirror_dir or Path(tmp) / "mirror.git")
+        try:
+            rows = build_rows(repo, jobs, pulls, mirror, models or {}, info.get("default_branch") or "main")
+        finally:
+            mirror.close()
     paths, summary = write_dataset(rows, out, repo)
     return BuildReport(repo=repo, paths=paths, summary=summary, rows=rows)

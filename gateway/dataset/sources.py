@@ -3,8 +3,6 @@ Gitea-shaped REST, so Gitea works too) and the repo's history (a git mirror over
 
 from __future__ import annotations
 
-import os
-import subprocess
 from pathlib import Path
 from typing import Any, Protocol
 
@@ -132,67 +130,3 @@ class ForgeReviewSource:
                 )
             )
         return out
-
-
-def _git_env(home: Path) -> dict[str, str]:
-    env = {k: v for k, v in os.environ.items() if not k.startswith("GIT_")}
-    env.update(HOME=str(home), GIT_CONFIG_NOSYSTEM="1", GIT_TERMINAL_PROMPT="0", LC_ALL="C")
-    return env
-
-
-class GitMirror:
-    """A bare mirror of the repo (every branch, agents' included), fetched with a token."""
-
-    def __init__(self, path: Path) -> None:
-        self.path = path
-
-    @classmethod
-    def fetch(cls, clone_url: str, token: str, path: Path) -> GitMirror:
-        # The token goes through the environment (readable by this user only), never the argv (ps).
-        helper = "!f() { echo username=kswarm; echo password=$KSWARM_GIT_TOKEN; }; f"
-        env = _git_env(path.parent)
-        env.update(
-            KSWARM_GIT_TOKEN=token,
-            GIT_CONFIG_COUNT="2",
-            GIT_CONFIG_KEY_0="credential.helper",
-            GIT_CONFIG_VALUE_0="",
-            GIT_CONFIG_KEY_1="credential.helper",
-            GIT_CONFIG_VALUE_1=helper,
-        )
-        if (path / "HEAD").is_file():
-            argv = ["git", f"--git-dir={path}", "fetch", "-q", "--prune", "origin", "+refs/*:refs/*"]
-        else:
-            path.parent.mkdir(parents=True, exist_ok=True)
-            argv = ["git", "clone", "-q", "--mirror", clone_url, str(path)]
-        subprocess.run(argv, env=env, check=True, capture_output=True, text=True, timeout=300)
-        return cls(path)
-
-    def git(self, *args: str, check: bool = True) -> subprocess.CompletedProcess[bytes]:
-        return subprocess.run(
-            ["git", f"--git-dir={self.path}", *args],
-            env=_git_env(self.path.parent),
-            capture_output=True,
-            check=check,
-            timeout=120,
-        )
-
-    def has(self, sha: str) -> bool:
-        return self.git("cat-file", "-e", f"{sha}^{{commit}}", check=False).returncode == 0
-
-    def author_email(self, sha: str) -> str | None:
-        done = self.git("log", "-1", "--format=%ae", sha, check=False)
-        if done.returncode != 0:
-            return None
-        return done.stdout.decode().strip() or None
-
-    def file_at(self, sha: str, path: str) -> bytes | None:
-        done = self.git("show", f"{sha}:{path}", check=False)
-        return done.stdout if done.returncode == 0 else None
-
-    def commits_between(self, base: str | None, head: str | None) -> list[str]:
-        """Commits reachable from ``head`` but not from ``base`` (a PR's own commits)."""
-        if not head or not self.has(head):
-            return []
-        args = ["rev-list", head] + ([f"^{base}"] if base and self.has(base) else [])
-        done = self.git(*args, check=False)
-        return done.stdout.decode().split() if done.returncode == 0 else []

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import builtins
 import sys
 from collections.abc import Iterator
 from dataclasses import dataclass, field
@@ -85,7 +86,7 @@ class AgentRuntime(Protocol):
         """The agent's output lines; with ``follow`` keeps yielding until the agent stops."""
         ...
 
-    def exec(self, name: str, argv: list[str], timeout: float = 60.0) -> ExecResult:
+    def exec(self, name: str, argv: builtins.list[str], timeout: float = 60.0) -> ExecResult:
         """Run a command as the agent, inside its isolation, while it runs."""
         ...
 

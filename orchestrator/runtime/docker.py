@@ -15,6 +15,7 @@ bind mounts of ``/usr /lib /lib64 /bin /etc``, the Python prefix and the project
 
 from __future__ import annotations
 
+import builtins
 import io
 import sys
 import tarfile
@@ -243,7 +244,7 @@ class DockerRuntime:
         if pending:
             yield pending.decode(errors="replace")
 
-    def exec(self, name: str, argv: list[str], timeout: float = 60.0) -> ExecResult:
+    def exec(self, name: str, argv: builtins.list[str], timeout: float = 60.0) -> ExecResult:
         container = self._container(name)
         if container is None:
             raise RuntimeError(f"agent {name} has no container")
@@ -265,6 +266,6 @@ class DockerRuntime:
                     pass
             purge_agent(self.layout, name)
 
-    def volumes(self) -> list[str]:
+    def volumes(self) -> builtins.list[str]:
         found = self.client.volumes.list(filters={"label": f"{LABEL_SWARM}={self.swarm}"})
         return sorted(v.name for v in found)

@@ -22,6 +22,7 @@ same start time and the agent's ``KSWARM_AGENT`` in its environment (pids get re
 
 from __future__ import annotations
 
+import builtins
 import functools
 import json
 import os
@@ -367,7 +368,7 @@ class ProcessRuntime:
                     return
                 time.sleep(0.2)
 
-    def exec(self, name: str, argv: list[str], timeout: float = 60.0) -> ExecResult:
+    def exec(self, name: str, argv: builtins.list[str], timeout: float = 60.0) -> ExecResult:
         rec = self._record(name)
         if rec is None or self._alive_pid(name) is None:
             raise RuntimeError(f"agent {name} is not running")

@@ -319,7 +319,11 @@ def main(argv: list[str] | None = None) -> int:
             loop.add_signal_handler(sig, stop.set)
         await worker.run(stop)
 
-    asyncio.run(serve())
+    try:
+        asyncio.run(serve())
+    except GatewayError as exc:  # e.g. a refused token or an unknown pool at start-up: one line
+        print(f"worker: {exc}", file=sys.stderr)
+        return exc.exit_code
     return 0
 
 

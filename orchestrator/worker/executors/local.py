@@ -47,8 +47,14 @@ from orchestrator.worker.executors.base import (
 )
 
 # Variables of the job's environment that name toolkit paths the job must read (bound read-only).
-PATH_VARIABLES = ("PYTHONPATH", "LD_LIBRARY_PATH", "CUDA_HOME", "ASCEND_HOME_PATH", "ASCEND_TOOLKIT_HOME")
-PATH_VARIABLES += ("ASCEND_OPP_PATH",)
+PATH_VARIABLES: tuple[str, ...] = (
+    "PYTHONPATH",
+    "LD_LIBRARY_PATH",
+    "CUDA_HOME",
+    "ASCEND_HOME_PATH",
+    "ASCEND_TOOLKIT_HOME",
+    "ASCEND_OPP_PATH",
+)
 CUDA_DEVICES = ("/dev/nvidia*", "/dev/nvidia-caps")
 ASCEND_CONTROL_DEVICES = ("/dev/davinci_manager", "/dev/devmm_svm", "/dev/hisi_hdc")
 
