@@ -110,7 +110,7 @@ class EmbeddedForge:
                     token = await self.principals.issue_token(name)
             else:
                 token = await self.principals.issue_token(name)
-        except (PrincipalError, ValueError) as exc:
+        except ValueError as exc:  # a bad name, e-mail or kind (PrincipalError too): Gitea answers 422
             raise ForgeError(str(exc), 422) from exc
         return ForgeUser(name=principal.name, email=principal.email, token=token)
 
@@ -118,9 +118,7 @@ class EmbeddedForge:
         """Gitea's admin user creation: 422 when the login exists."""
         try:
             principal, _ = await self.principals.create(name, PrincipalKind(kind), email or None)
-        except PrincipalError as exc:
-            raise ForgeError(str(exc), 422) from exc
-        except ValueError as exc:
+        except ValueError as exc:  # a taken login is a 409 PrincipalError here, a 422 in Gitea
             raise ForgeError(str(exc), 422) from exc
         return principal
 
