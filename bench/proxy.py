@@ -30,19 +30,15 @@ from kstest.upstream import ScriptedUpstream, text_reply
 from orchestrator.local.embedded_redis import EmbeddedRedis
 
 REAL_KEY = "sk-ant-bench-0123456789abcdef0123456789abcdef"
-# python -m gateway with the LLM proxy plugin, whether or not gateway.plugins registers it yet.
+# python -m gateway, as a separate process (every default plugin, the LLM proxy included).
 LAUNCHER = """
 import asyncio
 from gateway.app import create_app
 from gateway.config import GatewaySettings
-from gateway.llm.proxy import llm_proxy_plugin
 from gateway.plugins import default_plugins
 from gateway.server import serve
 settings = GatewaySettings()
-plugins = default_plugins()
-if not any(getattr(p, "__name__", "") == "llm_proxy_plugin" for p in plugins):
-    plugins.append(llm_proxy_plugin)
-asyncio.run(serve(create_app(settings, plugins=plugins), settings))
+asyncio.run(serve(create_app(settings, plugins=default_plugins()), settings))
 """
 BODY = {
     "model": "claude-sonnet-4-bench",

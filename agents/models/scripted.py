@@ -3,9 +3,9 @@
 It drives the very same loop and tools as a real model: it answers with ``tool_use`` blocks for the
 gateway's MCP tools and the local tools, one call per reply, and ends its turn when its plan is done.
 What it does is a small rule table keyed by the kind of event that woke the agent (the inbox item's
-``kind``, else its ``reason``): each rule turns one event into a list of planned steps. Later issues
-add rules (tasks, kernels, PRs, jobs, reviews: ``task_claim``, ``pr_open``, ``job_submit``,
-``pr_review``, ...) by passing a bigger table; the loop does not change.
+``kind``, else its ``reason``): each rule turns one event into a list of planned steps. The demo
+passes a bigger table (``orchestrator/demo/policy.py``: tasks, kernels, PRs, jobs, reviews); the loop
+does not change.
 
 It is stateless: each call re-reads the conversation -- the events of the last wake message and the
 tool results after it -- and replays its plan to find the next step, so a restarted agent continues
@@ -21,8 +21,8 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from agents.history import SUMMARY_SYSTEM, blocks, estimate_tokens, render
 from agents.models import Message, ModelReply, ToolSpec, Usage
+from agents.models.conversation import SUMMARY_SYSTEM, blocks, estimate_tokens, render
 from agents.prompt import parse_events
 
 ACK = "Got it"  # scripted answers start with this; a scripted agent never answers one (no ping-pong)

@@ -15,7 +15,6 @@ from pathlib import Path
 from redis.asyncio import Redis
 
 from gateway.errors import ForgeError
-from gateway.forge.gitrepo import BareRepo
 from gateway.forge.models import (
     REVIEW_EVENTS,
     STATUS_STATES,
@@ -29,7 +28,9 @@ from gateway.forge.models import (
     Review,
 )
 from gateway.forge.policy import ReviewPolicy, evaluate
+from gateway.forge.protocol import Forge
 from gateway.forge.store import ForgeStore, emit_event
+from gateway.git.aio import BareRepo
 from gateway.principals import Principal, PrincipalError, PrincipalKind, PrincipalStore
 
 REPO_NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,99}$")
@@ -435,3 +436,13 @@ class EmbeddedForge:
                         review.dismissed = True
                         await self.store.update_review(full, pr.number, review)
             await emit_event(self.redis, "push", full, ref=ref, sha=new, old=old, actor=pusher)
+
+
+def embedded_bare(forge: Forge, org: str, repo: str) -> BareRepo:
+    """The bare repository behind ``org/repo``; 501 when the forge is not the embedded one."""
+    if not isinstance(forge, EmbeddedForge):
+        raise ForgeError("server-side repository access needs the embedded forge", 501)
+    bare = forge.bare(org, repo)
+    if not bare.exists():
+        raise ForgeError(f"no repository {org}/{repo}", 404)
+    return bare

@@ -20,7 +20,7 @@ from fastapi.responses import StreamingResponse
 
 from gateway.auth import token_from_headers
 from gateway.forge.embedded import EmbeddedForge
-from gateway.forge.gitrepo import git_env
+from gateway.git.core import git_env
 from gateway.principals import Principal
 
 log = logging.getLogger("kswarm.forge.git")

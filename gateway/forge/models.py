@@ -6,8 +6,6 @@ from typing import Literal
 
 from pydantic import BaseModel, Field
 
-from gateway.errors import ForgeError as ForgeError  # re-exported: gateway/kb/repo.py imports it here
-
 StatusState = Literal["pending", "success", "error", "failure", "warning"]
 ReviewEvent = Literal["APPROVED", "REQUEST_CHANGES", "COMMENT"]
 STATUS_STATES: tuple[str, ...] = ("pending", "success", "error", "failure", "warning")

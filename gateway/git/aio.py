@@ -1,18 +1,33 @@
 """The asyncio side of the git layer: git as asyncio subprocesses, for the gateway, which must not
-block its event loop (the embedded forge's bare repositories, smart HTTP, the KB's reads)."""
+block its event loop (the embedded forge's bare repositories, smart HTTP, the KB's reads).
+
+``BareRepo`` reads and seeds a bare repository with plumbing, never through the receive check:
+reading is harmless, and seeding is how an operator-provided initial tree (the dataset template, the
+knowledge base's first notes) lands on a protected ``main`` without a window in which the branch is
+unprotected. Seeding only ever happens while the branch holds nothing but its initial commit, so it
+can never overwrite reviewed work.
+"""
 
 from __future__ import annotations
 
 import asyncio
 import shlex
 import sys
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
 from gateway.git.core import GitError, git_env
 
 ZERO_SHA = "0" * 40
+MAX_FILE_BYTES = 512 * 1024  # the largest file read_tree returns
 RECEIVE_SCRIPT = Path(__file__).resolve().parents[1] / "forge" / "receive.py"
+
+
+@dataclass(frozen=True)
+class RepoFile:
+    path: str
+    text: str
 
 
 @dataclass
@@ -158,3 +173,89 @@ class BareRepo:
     async def diff(self, base: str, head: str, max_bytes: int = 2_000_000) -> str:
         text = await self.git("diff", "--no-color", "--no-ext-diff", f"{base}...{head}")
         return text[:max_bytes]
+
+    async def read_tree(
+        self, sha: str, suffixes: tuple[str, ...] = (".md",), max_files: int = 2000
+    ) -> list[RepoFile]:
+        """Text files of commit ``sha`` whose names end in one of ``suffixes`` (each up to 512 KiB)."""
+        listing = await self.git("ls-tree", "-r", "-z", "--long", sha)
+        wanted: list[tuple[str, str]] = []
+        for entry in listing.split("\0"):
+            if not entry:
+                continue
+            meta, _, path = entry.partition("\t")
+            parts = meta.split()
+            if len(parts) != 4 or parts[1] != "blob" or not path.lower().endswith(suffixes):
+                continue
+            if parts[3] == "-" or int(parts[3]) > MAX_FILE_BYTES:
+                continue
+            wanted.append((parts[2], path))
+            if len(wanted) >= max_files:
+                break
+        if not wanted:
+            return []
+        batch = await run_git_bytes(
+            "cat-file", "--batch", git_dir=self.path, stdin="".join(f"{b}\n" for b, _ in wanted).encode()
+        )
+        return [RepoFile(path, text) for (_, path), text in zip(wanted, _split_batch(batch), strict=True)]
+
+    async def read_file(self, sha: str, path: str) -> str | None:
+        try:
+            return await self.git("show", f"{sha}:{path}")
+        except GitError:
+            return None
+
+    async def seed_branch(
+        self,
+        branch: str,
+        files: Mapping[str, bytes],
+        message: str,
+        name: str,
+        email: str,
+    ) -> str | None:
+        """Commit ``files`` on top of ``branch`` when it holds only its initial commit; else do nothing.
+
+        Returns the new commit, or None when the branch already has history (seeded or changed by PRs).
+        The ref moves by compare-and-swap, so a concurrent seeder or merge makes this a no-op too."""
+        head = await self.branch_sha(branch)
+        if head is None:
+            raise GitError(f"branch {branch} does not exist")
+        if int((await self.git("rev-list", "--count", head)).strip()) != 1:
+            return None
+        index_lines = []
+        for path, content in sorted(files.items()):
+            if path.startswith("/") or ".." in path.split("/"):
+                raise ValueError(f"bad path in seed tree: {path!r}")
+            blob = (await self.git("hash-object", "-w", "--stdin", stdin=content)).strip()
+            index_lines.append(f"100644 {blob}\t{path}\n")
+        index = self.path / f"kswarm-seed-{head[:12]}.index"
+        env = {"GIT_INDEX_FILE": str(index)}
+        try:
+            await self.git("read-tree", head, env=env)
+            await self.git("update-index", "--index-info", env=env, stdin="".join(index_lines).encode())
+            tree = (await self.git("write-tree", env=env)).strip()
+        finally:
+            index.unlink(missing_ok=True)
+        commit = await self.commit_tree(tree, [head], message, name, email)
+        if not await self.update_ref(f"refs/heads/{branch}", commit, head, "kswarm seed"):
+            return None
+        return commit
+
+
+def _split_batch(data: bytes) -> list[str]:
+    """The contents from ``git cat-file --batch`` output: per object a header line ``sha type size``,
+    ``size`` bytes of content and a newline."""
+    texts: list[str] = []
+    pos = 0
+    while pos < len(data):
+        end = data.index(b"\n", pos)
+        header = data[pos:end].split()
+        start = end + 1
+        if len(header) != 3:  # "<sha> missing": no content follows
+            texts.append("")
+            pos = start
+            continue
+        size = int(header[2])
+        texts.append(data[start : start + size].decode(errors="replace"))
+        pos = start + size + 1
+    return texts

@@ -20,11 +20,11 @@ from gateway import keys as gateway_keys
 from gateway.context import GatewayContext
 from gateway.errors import JobError, RuleViolation
 from gateway.forge.embedded import EmbeddedForge
-from gateway.forge.gitrepo import BareRepo, run_git
 from gateway.forge.kernels import task_of_kernel
 from gateway.forge.models import PullRequest
 from gateway.forge.protocol import Forge
 from gateway.forge.service import resolve_repo
+from gateway.git.aio import BareRepo, run_git
 from gateway.jobs.access import JobAccess
 from gateway.jobs.models import (
     SHA_RE,

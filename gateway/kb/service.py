@@ -18,10 +18,10 @@ from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from gateway.context import GatewayContext
 from gateway.errors import ForgeError
+from gateway.forge.embedded import embedded_bare
 from gateway.forge.models import RepoInfo
 from gateway.forge.protocol import Forge
 from gateway.kb.index import Bm25Index, split_passages
-from gateway.kb.repo import bare_repo, read_file, read_tree, seed_branch
 from gateway.services import FORGE
 
 log = logging.getLogger("kswarm.kb")
@@ -79,10 +79,10 @@ class KnowledgeBase:
         info = await self.forge.ensure_repo(self.org, self.name, self.settings.branch)
         seeded = None
         if self.settings.seed:
-            bare = bare_repo(self.forge, self.org, self.name)
+            bare = embedded_bare(self.forge, self.org, self.name)
             gate = f"gate@bots.{self.ctx.settings.swarm}"
-            seeded = await seed_branch(
-                bare, self.settings.branch, self.seed_files(), "Seed the knowledge base\n", "gate", gate
+            seeded = await bare.seed_branch(
+                self.settings.branch, self.seed_files(), "Seed the knowledge base\n", "gate", gate
             )
             if seeded:
                 log.info("seeded %s with %s", self.settings.repo, seeded)
@@ -101,7 +101,7 @@ class KnowledgeBase:
                 "the knowledge base serves only a branch the review gate guards",
                 409,
             )
-        sha = await bare_repo(self.forge, self.org, self.name).branch_sha(branch)
+        sha = await embedded_bare(self.forge, self.org, self.name).branch_sha(branch)
         if sha is None:
             raise ForgeError(f"{self.settings.repo} has no branch {self.settings.branch}", 404)
         return sha
@@ -115,8 +115,8 @@ class KnowledgeBase:
         async with self._lock:
             if self._cache is not None and self._cache[0] == sha:
                 return self._cache
-            bare = bare_repo(self.forge, self.org, self.name)
-            files = await read_tree(bare, sha, tuple(s.lower() for s in self.settings.suffixes))
+            bare = embedded_bare(self.forge, self.org, self.name)
+            files = await bare.read_tree(sha, tuple(s.lower() for s in self.settings.suffixes))
             passages = [p for f in files for p in split_passages(f.path, f.text)]
             self._cache = (sha, Bm25Index(passages))
             log.info(
@@ -146,7 +146,7 @@ class KnowledgeBase:
 
     async def read(self, path: str) -> dict[str, Any]:
         sha = await self.head()
-        text = await read_file(bare_repo(self.forge, self.org, self.name), sha, path.strip("/"))
+        text = await embedded_bare(self.forge, self.org, self.name).read_file(sha, path.strip("/"))
         if text is None:
             raise ForgeError(f"no note {path!r} on {self.settings.branch} of {self.settings.repo}", 404)
         limit = self.settings.read_max_chars

@@ -42,7 +42,7 @@ from gateway.llm.usage_api import UsageMetrics
 from gateway.principals import Principal, PrincipalKind
 
 if TYPE_CHECKING:
-    from gateway.plugin import Plugin
+    pass
 
 log = logging.getLogger("kswarm.llm_proxy")
 
@@ -344,11 +344,3 @@ class LLMProxy:
             usage.merge(message.get("usage"))
             model = message.get("model") if isinstance(message.get("model"), str) else None
         return model, res.billable(usage)
-
-
-def make_llm_proxy_plugin(settings: LLMProxySettings | None = None) -> Plugin[Any]:
-    """The registered ``llm`` plugin with ``settings`` (for callers written before plugins were typed,
-    tests/agents/agent_kit.py; new code builds ``gateway.llm.plugin.LLMProxyPlugin(settings)``)."""
-    from gateway.plugins import get_plugin
-
-    return get_plugin("llm", settings)

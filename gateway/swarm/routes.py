@@ -6,10 +6,11 @@ from __future__ import annotations
 
 from typing import Annotated
 
-from fastapi import APIRouter, HTTPException, Path, Query
+from fastapi import APIRouter, Path, Query
 from fastapi.responses import JSONResponse
 
 from gateway.deps import OperatorOnly
+from gateway.errors import GatewayError, NotFound
 from gateway.models import Refusal
 from gateway.swarm.actions import DEFAULT_WAIT_S, SwarmActions, SwarmRefusal
 from gateway.swarm.board import REQUEST_ID
@@ -44,10 +45,10 @@ def build_swarm_router(actions: SwarmActions) -> APIRouter:
     async def memory(name: Name, _: OperatorOnly) -> MemorySummary:
         report = await board.report()
         if report.status is None or name not in report.status.agents:
-            raise HTTPException(404, f"no agent {name!r} in the swarm" if report.known else report.reason)
+            raise NotFound(f"no agent {name!r} in the swarm" if report.known else report.reason)
         summary = await board.memory(name)
         if summary is None:
-            raise HTTPException(404, f"no memory of {name} published yet")
+            raise NotFound(f"no memory of {name} published yet")
         return summary
 
     @router.post(
@@ -71,7 +72,7 @@ def build_swarm_router(actions: SwarmActions) -> APIRouter:
         try:
             ticket = await actions.perform(name, action, who.name, body, wait)
         except SwarmRefusal as exc:
-            raise HTTPException(409, str(exc)) from None
+            raise GatewayError(str(exc), 409) from None
         status = 202 if ticket.status == ReplyStatus.queued else 200
         return JSONResponse(ticket.model_dump(mode="json"), status_code=status)
 
@@ -87,7 +88,7 @@ def build_swarm_router(actions: SwarmActions) -> APIRouter:
     ) -> ControlTicket:
         ticket = await actions.ticket(request_id)
         if ticket is None:
-            raise HTTPException(404, f"no control request {request_id}")
+            raise NotFound(f"no control request {request_id}")
         return ticket
 
     return router

@@ -2,7 +2,7 @@
 
 The dataset repo is created like any other (``ensure_repo``: ``main`` protected from the start) and
 its initial tree is committed server-side, straight into the bare repo, by the gate's identity, while
-``main`` still holds only the forge's initial commit (``gateway.kb.repo.seed_branch``). No push ever
+``main`` still holds only the forge's initial commit (``gateway.git.aio.BareRepo.seed_branch``). No push ever
 lands on the protected branch and there is no moment in which it is unprotected.
 """
 
@@ -12,8 +12,8 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from gateway.errors import BoardError
+from gateway.forge.embedded import embedded_bare
 from gateway.forge.protocol import Forge
-from gateway.kb.repo import bare_repo, seed_branch
 from gateway.principals import Principal
 from gateway.services import FORGE
 from gateway.tasks.models import SeedBody, TaskSpec
@@ -55,9 +55,8 @@ async def seed_repo(
     if not org or not name:
         raise BoardError(f"repo must be org/name, not {repo!r}", 422)
     info = await forge.ensure_repo(org, name)
-    commit = await seed_branch(
-        bare_repo(forge, org, name), info.default_branch, files, message, "gate", f"gate@bots.{swarm}"
-    )
+    bare = embedded_bare(forge, org, name)
+    commit = await bare.seed_branch(info.default_branch, files, message, "gate", f"gate@bots.{swarm}")
     return info.clone_url, commit
 
 

@@ -2,10 +2,11 @@
 
 from typing import Annotated, Any
 
-from fastapi import APIRouter, Depends, HTTPException, Request
+from fastapi import APIRouter, Depends, Request
 from fastapi.responses import HTMLResponse, JSONResponse
 from pydantic import BaseModel, Field, ValidationError
 
+from gateway.errors import GatewayError
 from gateway.swarm.models import ControlAction, ControlBody
 from gateway.ui.auth import UiUser
 from gateway.ui.internal import InternalApi, get_routes, has_route, segment
@@ -139,7 +140,7 @@ def build_panel_router(ui: UiService) -> APIRouter:
         path = f"/api/forge/repos/{segment(org)}/{segment(repo)}/pulls/{number}"
         reply = await ui.api(user).get(path, diff="true")
         if not reply.ok:
-            raise HTTPException(reply.status, reply.detail)
+            raise GatewayError(reply.detail, reply.status)
         return ui.page("pr.html", request, user, "prs", pr=reply.json())
 
     for panel in SOURCES:

@@ -98,13 +98,8 @@ def gateway_view(home: Path) -> tuple[dict[str, float | None], dict[str, dict[st
     return beats, usage
 
 
-def register(app: typer.Typer, agent_app: typer.Typer | None = None) -> None:
-    """Add the swarm's commands to ``kswarm``. ``agent_app``: also add the agent commands that act on
-    a swarm's agents to that group (for callers that assemble their own ``agent`` group)."""
-    if agent_app is not None:
-        from orchestrator.cli.agent import register_swarm_verbs
-
-        register_swarm_verbs(agent_app)
+def register(app: typer.Typer) -> None:
+    """Add the swarm's commands to ``kswarm`` (the agent commands are ``orchestrator/cli/agent.py``)."""
 
     @command(app, "init")
     def init(

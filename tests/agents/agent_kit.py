@@ -19,7 +19,7 @@ from agents.config import AgentConfig
 from gateway.app import create_app
 from gateway.config import GatewaySettings
 from gateway.llm.config import LLMProxySettings
-from gateway.llm.proxy import make_llm_proxy_plugin
+from gateway.llm.plugin import LLMProxyPlugin
 from gateway.principals import PrincipalKind, PrincipalStore
 from gateway.server import serve
 from kstest.gateway import free_port
@@ -117,7 +117,7 @@ class ProxyGateway:
 
         async def main() -> None:
             self.loop, self.stop_event = asyncio.get_running_loop(), asyncio.Event()
-            app = create_app(self.settings, plugins=[make_llm_proxy_plugin(llm)])
+            app = create_app(self.settings, plugins=[LLMProxyPlugin(llm)])
             started = asyncio.Event()
             asyncio.get_running_loop().create_task(started.wait()).add_done_callback(lambda _: ready.set())
             await serve(app, self.settings, ready=started, stop=self.stop_event)

@@ -7,7 +7,7 @@ from pathlib import Path
 
 from agent_kit import git
 
-from agents.history import SUMMARY_SYSTEM
+from agents.models.conversation import SUMMARY_SYSTEM
 from agents.models.scripted import Call, Scratch, ScriptedModel, commit_command
 from agents.prompt import wake_message
 from agents.tools import LocalTools

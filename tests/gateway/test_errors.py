@@ -68,6 +68,7 @@ def gw(redis_url: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Gat
     client = redis_sync.Redis.from_url(redis_url)
     client.flushall()  # one gateway for the module, on an empty Redis
     client.close()
+
     class RefuserGateway(GatewayThread):
         def plugins(self) -> list[Plugin[Any]]:
             return [*default_plugins(), Refuser()]

@@ -13,6 +13,7 @@ from orch_kit import SwarmUnderTest, wait_for
 from typer.testing import CliRunner
 
 from kstest.gateway import free_port
+from orchestrator.cli import agent
 from orchestrator.cli.swarm import register
 
 FORGED = "ksw_" + "A" * 43  # the shape of a real token; the gateway never issued it
@@ -25,9 +26,9 @@ def backend() -> str:
 
 @pytest.fixture
 def cli():
-    app, agent_app = typer.Typer(), typer.Typer()
-    app.add_typer(agent_app, name="agent")
-    register(app, agent_app)
+    app = typer.Typer()
+    register(app)
+    agent.register(app)
     runner = CliRunner()
 
     def invoke(swarm: SwarmUnderTest, *args: str, ok: bool = True, **env_over: str):

@@ -227,7 +227,7 @@ def test_real_harness_passes_honest_and_fails_cheating_kernel(jobs_gw: JobsGatew
     good = jobs_gw.wait_job(honest.json()["id"], FINAL, timeout=240)
     bad = jobs_gw.wait_job(cheat.json()["id"], FINAL, timeout=240)
     assert good["state"] == "succeeded", (good["error"], worker.output()[-3000:])
-    assert good["result"]["schema_version"] == 1 and len(good["result"]["trials"]) >= 5
+    assert good["result"]["schema_version"] == 2 and len(good["result"]["trials"]) >= 5
     assert good["result"]["environment"]["triton_interpret"] == "1"
     assert bad["state"] == "failed" and bad["verdict"] == "fail", bad["error"]
     assert bad["result"]["static_violations"] or bad["result"]["flags"]
