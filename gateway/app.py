@@ -16,6 +16,7 @@ from gateway.context import GatewayContext
 from gateway.deps import OperatorOnly
 from gateway.error_shapes import declare_error_shapes, install_error_handler
 from gateway.events import build_events_router
+from gateway.health import build_health_router
 from gateway.mcp_server import build_mcp, build_mcp_app
 from gateway.plugin import Lifespan, Plugin, install_plugin, order_plugins
 
@@ -53,18 +54,11 @@ def create_app(
     app.state.ctx = ctx
     app.state.mcp = mcp
 
-    @app.get("/healthz", summary="Liveness (no auth)")
-    async def healthz() -> dict[str, Any]:
-        try:
-            redis_ok = bool(await ctx.redis.ping())
-        except Exception:  # a health check reports, it does not raise
-            redis_ok = False
-        return {"ok": redis_ok, "redis": redis_ok}
-
     @app.get("/metrics", summary="Prometheus metrics (operators)")
     async def metrics(_: OperatorOnly) -> Response:
         return Response(await ctx.metrics.render(), media_type="text/plain; version=0.0.4")
 
+    app.include_router(build_health_router())
     app.include_router(build_api_router())
     app.include_router(build_events_router())
     for plugin in ordered:
