@@ -10,7 +10,9 @@ command -v dockerd >/dev/null 2>&1 || need+=(docker.io)
 command -v docker-compose >/dev/null 2>&1 || need+=(docker-compose)
 # The UI tests drive Debian's Chromium with Playwright (no browser download is possible here).
 [ -x /usr/bin/chromium ] || need+=(chromium)
-# The agent image's base where no registry serves debian:bookworm-slim (infra/ci/agent-image.sh).
+# The sandbox's preferred implementation (orchestrator/sandbox/bubblewrap.py; docs/sandbox.md).
+command -v bwrap >/dev/null 2>&1 || need+=(bubblewrap)
+# The images' base where no registry serves debian:bookworm-slim (infra/ci/base-image.sh).
 command -v debootstrap >/dev/null 2>&1 || [ -x /usr/sbin/debootstrap ] || need+=(debootstrap)
 [ ${#need[@]} -eq 0 ] && exit 0
 if [ "$(id -u)" != 0 ]; then

@@ -1,5 +1,12 @@
 """One sandbox for agents and jobs: user, mount, pid, network and IPC namespaces around a minimal root.
 
+Two implementations of one ``Sandbox`` protocol (``protocol.py``) build it from the same plan:
+bubblewrap (``bubblewrap.py``, preferred where installed) and this package's own ctypes calls
+(``namespaces.py``, the fallback; the one that works as root without user namespaces).
+``spawn.run_sandboxed`` picks one (``$KSWARM_SANDBOX``: auto, bubblewrap, namespaces); ``spawn.join``
+enters a running sandbox of either. cgroup v2 limits where delegated (``cgroups.py``); what is in
+effect, in lines for banners and logs (``report.py``). The text below describes what both build.
+
 Used by the process backend's ``userns`` mode (``orchestrator.runtime.launch``) for agents and by the
 local job executor (``python -m orchestrator.sandbox PLAN``) for every job. A ``SandboxPlan`` says what
 the root holds; the launcher (the pid its caller records) enters fresh namespaces, forks the

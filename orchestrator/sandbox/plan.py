@@ -55,3 +55,4 @@ class SandboxPlan(BaseModel):
         default_factory=dict, description="Set by the launcher before anything else: as, cpu, nofile, fsize."
     )
     tmpfs_size: str = Field("256m", description="Size of each private tmpfs.")
+    cpus: float | None = Field(None, gt=0, description="CPU share (cgroup v2 cpu.max), where delegated.")

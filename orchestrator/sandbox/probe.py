@@ -15,15 +15,23 @@ def launcher_env() -> dict[str, str]:
     """The launcher's environment (init keeps it: a sandboxed command can read it as /proc/1/environ),
     so only what it needs to import the sandbox: the project and our own Python path."""
     path = os.pathsep.join(p for p in (str(PROJECT_ROOT), os.environ.get("PYTHONPATH", "")) if p)
-    return {"PATH": SAFE_PATH, "PYTHONPATH": path}
+    env = {"PATH": SAFE_PATH, "PYTHONPATH": path}
+    for name in ("KSWARM_SANDBOX", "KSWARM_CGROUP"):  # the implementation and cgroup chosen for us
+        if os.environ.get(name):
+            env[name] = os.environ[name]
+    return env
+
+
+def probe_plan(run_as: int | None = None) -> SandboxPlan:
+    """A sandbox around a Python that exits at once, holding what every sandbox of ours holds."""
+    ro = [str(PROJECT_ROOT), *map(str, interpreter_paths())]
+    argv = [sys.executable, "-c", ""]
+    return SandboxPlan(argv=argv, env={"PATH": SAFE_PATH}, cwd="/", ro=ro, run_as=run_as)
 
 
 def sandbox_unavailable(run_as: int | None = None, timeout_s: float = 60) -> str | None:
     """Why ``python -m orchestrator.sandbox`` cannot run here (None: it can), in its own words."""
-    ro = [str(PROJECT_ROOT), *map(str, interpreter_paths())]
-    plan = SandboxPlan(
-        argv=[sys.executable, "-c", ""], env={"PATH": SAFE_PATH}, cwd="/", ro=ro, run_as=run_as
-    )
+    plan = probe_plan(run_as)
     try:
         done = subprocess.run(
             [sys.executable, "-m", "orchestrator.sandbox", plan.model_dump_json()],

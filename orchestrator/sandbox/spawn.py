@@ -1,203 +1,124 @@
-"""The sandbox's processes: the launcher enters fresh namespaces, forks the namespace's init, which
-builds the root and starts the command; ``join`` runs another command inside a running sandbox."""
+"""The sandbox's entry points: ``run_sandboxed`` (be a sandbox's launcher, with the implementation
+``choose_sandbox`` picks) and ``join`` (run another command inside a running sandbox).
+
+Which implementation: ``$KSWARM_SANDBOX`` (``bubblewrap`` or ``namespaces``) when set; otherwise
+bubblewrap where it is installed and unprivileged user namespaces are allowed (it always builds its
+sandbox without privilege), else this package's own namespace sandbox (which, as root, needs no user
+namespace)."""
 
 from __future__ import annotations
 
 import fcntl
 import os
-import platform
-import re
-import resource
-import select
-import signal
-import socket
-import struct
-import sys
-from collections.abc import Callable
+import stat
 from pathlib import Path
 from typing import NoReturn
 
-from orchestrator.sandbox import seccomp
+from orchestrator.sandbox.bubblewrap import BubblewrapSandbox
 from orchestrator.sandbox.mounts import (
     CLONE_NEWIPC,
     CLONE_NEWNET,
     CLONE_NEWNS,
     CLONE_NEWPID,
     CLONE_NEWUSER,
-    PR_SET_DUMPABLE,
-    PR_SET_NO_NEW_PRIVS,
     Mounter,
     SandboxError,
 )
-from orchestrator.sandbox.plan import SETUP_FAILED, SandboxPlan
-from orchestrator.sandbox.root import build_root
+from orchestrator.sandbox.namespaces import NamespaceSandbox, loopback_up
+from orchestrator.sandbox.plan import SandboxPlan
+from orchestrator.sandbox.process import become, children, exec_command, wait_for
+from orchestrator.sandbox.protocol import Sandbox
 
-NAMESPACES = CLONE_NEWNS | CLONE_NEWPID | CLONE_NEWNET | CLONE_NEWIPC
-FORWARDED = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP)
-RLIMITS = {
-    "as": resource.RLIMIT_AS,
-    "cpu": resource.RLIMIT_CPU,
-    "nofile": resource.RLIMIT_NOFILE,
-    "fsize": resource.RLIMIT_FSIZE,
+__all__ = ["choose_sandbox", "join", "loopback_up", "run_sandboxed", "userns_refused"]
+IMPLEMENTATIONS: dict[str, type[BubblewrapSandbox] | type[NamespaceSandbox]] = {
+    "bubblewrap": BubblewrapSandbox,
+    "namespaces": NamespaceSandbox,
 }
-USERNS_MISSING = (
-    "user namespaces are not available to uid {uid} ({err}); the sandbox needs them without root: allow "
-    "unprivileged user namespaces (sysctl user.max_user_namespaces > 0, kernel.unprivileged_userns_clone=1, "
-    "kernel.apparmor_restrict_unprivileged_userns=0) or run as root"
+NS_GET_USERNS = 0xB701  # ioctl: the user namespace that owns a namespace
+USERNS_SYSCTLS = (
+    ("/proc/sys/user/max_user_namespaces", "0", "user.max_user_namespaces = 0"),
+    ("/proc/sys/kernel/unprivileged_userns_clone", "0", "kernel.unprivileged_userns_clone = 0"),
+    (
+        "/proc/sys/kernel/apparmor_restrict_unprivileged_userns",
+        "1",
+        "kernel.apparmor_restrict_unprivileged_userns = 1",
+    ),
 )
-ROOT_MISSING = (
-    "cannot create mount, pid, network and IPC namespaces as root ({err}): the process lacks CAP_SYS_ADMIN "
-    "(in a container: cap_add SYS_ADMIN with seccomp and AppArmor unconfined), or use the docker executor"
-)
 
 
-def map_ids(uid: int, gid: int) -> None:
-    """Inside the new user namespace we are who we were outside, and nobody else exists."""
-    Path("/proc/self/setgroups").write_text("deny")
-    Path("/proc/self/uid_map").write_text(f"{uid} {uid} 1")
-    Path("/proc/self/gid_map").write_text(f"{gid} {gid} 1")
-
-
-def loopback_up() -> None:
-    siocgifflags, siocsifflags, iff_up = 0x8913, 0x8914, 0x1
-    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as sock:
-        ifreq = struct.pack("16sH22x", b"lo", 0)
-        flags = struct.unpack("16sH22x", fcntl.ioctl(sock, siocgifflags, ifreq))[1]
-        fcntl.ioctl(sock, siocsifflags, struct.pack("16sH22x", b"lo", flags | iff_up))
-
-
-def enter_namespaces(m: Mounter) -> bool:
-    """Unshare every namespace (and, without root, a user namespace mapping only our ids); returns
-    whether a user namespace was made. The message of a failure names what is missing."""
-    if os.geteuid() == 0:
+def userns_refused() -> str | None:
+    """The sysctl that refuses unprivileged user namespaces here, if one does."""
+    for path, refusing, text in USERNS_SYSCTLS:
         try:
-            m.unshare(NAMESPACES)
-        except SandboxError as exc:
-            raise SandboxError(exc.errno, ROOT_MISSING.format(err=exc.strerror)) from None
-        return False
-    uid, gid = os.getuid(), os.getgid()
-    # After a uid drop from root the process is not dumpable, and its /proc/self (uid_map) is root's.
-    m.prctl(PR_SET_DUMPABLE, 1, "prctl(DUMPABLE)")
-    try:
-        m.unshare(CLONE_NEWUSER)
-    except SandboxError as exc:
-        raise SandboxError(exc.errno, USERNS_MISSING.format(uid=uid, err=exc.strerror)) from None
-    map_ids(uid, gid)
-    m.unshare(NAMESPACES, "unshare(mount, pid, network, IPC) in the user namespace")
-    return True
+            if Path(path).read_text().strip() == refusing:
+                return text
+        except OSError:
+            continue
+    return None
 
 
-def _exit_status(status: int) -> int:
-    code = os.waitstatus_to_exitcode(status)
-    return code if code >= 0 else 128 - code
+def _can_enter(st: os.stat_result, uid: int) -> bool:
+    if st.st_uid == uid:
+        return bool(st.st_mode & stat.S_IXUSR)
+    if st.st_gid == uid:
+        return bool(st.st_mode & stat.S_IXGRP)
+    return bool(st.st_mode & stat.S_IXOTH)
 
 
-def _forward_to(target: Callable[[], int | None]) -> None:
-    def forward(signum: int, _frame: object) -> None:
-        pid = target()
-        if pid:
+def unreachable_by(plan: SandboxPlan, uid: int) -> str | None:
+    """A path the plan binds that ``uid`` cannot reach (an ancestor it may not traverse), if any."""
+    for path in [*plan.ro, *plan.rw, plan.argv[0]]:
+        parts = Path(path).parts
+        for depth in range(1, len(parts)):
+            ancestor = Path(*parts[:depth])
             try:
-                os.kill(pid, signum)
-            except ProcessLookupError:
-                pass
-
-    for sig in FORWARDED:
-        signal.signal(sig, forward)
-
-
-def wait_for(child: int, reap_others: bool) -> NoReturn:
-    """Wait until ``child`` exits, reaping any orphan meanwhile (init's duty), and exit with its status."""
-    while True:
-        try:
-            pid, status = os.waitpid(-1 if reap_others else child, 0)
-        except ChildProcessError:
-            os._exit(SETUP_FAILED)
-        if pid == child:
-            os._exit(_exit_status(status))
+                if not _can_enter(ancestor.stat(), uid):
+                    return str(ancestor)
+            except OSError:
+                return str(ancestor)
+    return None
 
 
-def limit_processes(pids: int | None, own_userns: bool, run_as: int | None) -> None:
-    """RLIMIT_NPROC counts per user namespace since Linux 5.14, so in our own user namespace it limits
-    this sandbox alone; with a uid of its own (root's path) it counts that uid. Otherwise (an older
-    kernel, the operator's uid shared with everything else) it is left alone."""
-    major, minor = (int(x) for x in re.findall(r"\d+", platform.release())[:2])
-    if pids is not None and ((own_userns and (major, minor) >= (5, 14)) or run_as is not None):
-        resource.setrlimit(resource.RLIMIT_NPROC, (pids, pids))
-
-
-def become(uid: int) -> None:
-    """Root's path, in the command's own process: drop to ``uid`` (and the same gid), no groups."""
-    os.setgroups([])
-    os.setgid(uid)
-    os.setuid(uid)
-
-
-def exec_command(plan: SandboxPlan) -> NoReturn:
-    for sig in FORWARDED:
-        signal.signal(sig, signal.SIG_DFL)
-    try:
-        os.chdir(plan.cwd)
-        os.umask(0o077)
-        if plan.run_as is not None and os.geteuid() == 0:
-            become(plan.run_as)
-        if plan.seccomp:
-            seccomp.install()
-        os.execve(plan.argv[0], plan.argv, plan.env)
-    except OSError as exc:
-        print(f"kswarm sandbox: starting {plan.argv[0]}: {exc}", file=sys.stderr, flush=True)
-        os._exit(SETUP_FAILED)
-
-
-def init(plan: SandboxPlan, m: Mounter, launcher_alive: int, own_userns: bool) -> NoReturn:
-    """pid 1 of the sandbox: build the root, start the command, forward signals, reap orphans."""
-    command: list[int] = []
-    _forward_to(lambda: command[0] if command else None)
-    try:
-        m.die_with_parent()
-        # The launcher may have died before the line above: its end of the pipe is then closed.
-        if select.select([launcher_alive], [], [], 0)[0]:
-            os._exit(SETUP_FAILED)
-        os.close(launcher_alive)
-        if plan.loopback:
-            loopback_up()
-        build_root(plan, m)
-        limit_processes(plan.pids, own_userns, plan.run_as)
-        m.prctl(PR_SET_NO_NEW_PRIVS, 1, "prctl(NO_NEW_PRIVS)")
-    except OSError as exc:
-        print(f"kswarm sandbox: {exc}", file=sys.stderr, flush=True)
-        os._exit(SETUP_FAILED)
-    pid = os.fork()
-    if pid == 0:
-        exec_command(plan)
-    command.append(pid)
-    wait_for(pid, reap_others=True)
+def choose_sandbox(env: dict[str, str] | None = None, plan: SandboxPlan | None = None) -> Sandbox:
+    """The implementation to build ``plan``'s sandbox with (see the module's text). As root, bubblewrap
+    runs as the plan's ``run_as`` uid, so it is chosen only when that uid can reach every bound path."""
+    env = dict(os.environ) if env is None else env
+    wanted = env.get("KSWARM_SANDBOX", "auto")
+    if wanted in IMPLEMENTATIONS:
+        return IMPLEMENTATIONS[wanted]()
+    if wanted != "auto":
+        raise SandboxError(22, f"KSWARM_SANDBOX={wanted}: choose auto, bubblewrap or namespaces")
+    bwrap = BubblewrapSandbox()
+    if bwrap.unavailable() is not None or userns_refused() is not None:
+        return NamespaceSandbox()
+    if os.geteuid() == 0 and (plan is None or plan.run_as is None or unreachable_by(plan, plan.run_as)):
+        return NamespaceSandbox()
+    return bwrap
 
 
 def run_sandboxed(plan: SandboxPlan) -> NoReturn:
-    """The launcher: enter fresh namespaces, fork init, and stand for the command until init exits.
+    """Be the launcher of ``plan``'s sandbox (raises ``SandboxError`` before anything ran)."""
+    choose_sandbox(plan=plan).run(plan)
 
-    Raises ``SandboxError`` (before anything ran) when the namespaces cannot be made."""
-    m = Mounter()
-    if os.geteuid() == 0 and not plan.run_as:
-        raise SandboxError(1, "refusing to run a sandboxed command as root: give it a uid (run_as)")
-    if plan.parent_pid is not None:
-        m.die_with_parent()
-        if os.getppid() != plan.parent_pid:  # our parent died before the line above
-            os._exit(SETUP_FAILED)
-    for name, value in plan.rlimits.items():
-        resource.setrlimit(RLIMITS[name], (value, value))
-    resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
-    own_userns = enter_namespaces(m)
-    child: list[int] = []
-    _forward_to(lambda: child[0] if child else None)
-    alive_read, alive_write = os.pipe2(os.O_CLOEXEC)  # the write end stays open while we live
-    pid = os.fork()
-    if pid == 0:
-        os.close(alive_write)
-        init(plan, m, alive_read, own_userns)
-    os.close(alive_read)
-    child.append(pid)
-    wait_for(pid, reap_others=False)
+
+def _ns(pid: int, kind: str) -> str:
+    return os.readlink(f"/proc/{pid}/ns/{kind}")
+
+
+def namespace_holder(pid: int) -> int:
+    """The process holding the sandbox's namespaces among ``pid`` and its first descendants: the first
+    in a user namespace other than ours (the namespace launcher itself, bubblewrap's pid 1 under
+    launcher -> bwrap), else the first in another mount namespace (a sandbox built by root). A launcher
+    whose namespaces are all ours (not a sandbox) is refused: joining it would run unconfined."""
+    chain = [pid]
+    while len(chain) < 5 and (kids := children(chain[-1])):
+        chain.append(kids[0])
+    for kind in ("user", "mnt"):
+        ours = _ns(os.getpid(), kind)
+        for current in chain:
+            if _ns(current, kind) != ours:
+                return current
+    raise SandboxError(3, f"pid {pid} holds no sandbox (its namespaces are this process's)")
 
 
 def join(pid: int, plan: SandboxPlan) -> NoReturn:
@@ -206,19 +127,38 @@ def join(pid: int, plan: SandboxPlan) -> NoReturn:
     owner = os.stat(f"/proc/{pid}")
     if os.geteuid() != owner.st_uid:  # root joining: become the sandbox's uid first
         become(owner.st_uid)
-    # Every fd first: once in the sandbox's mounts, /proc is its own and our pid is not in it.
-    kinds = (
-        ("user", CLONE_NEWUSER),
-        ("mnt", CLONE_NEWNS),
-        ("net", CLONE_NEWNET),
-        ("ipc", CLONE_NEWIPC),
-        ("pid_for_children", CLONE_NEWPID),
-    )
+    holder = namespace_holder(pid)
+    # The namespace launcher is outside the pid namespace it made (pid_for_children); bwrap's init inside.
+    pid_kind = "pid_for_children" if _ns(holder, "pid") == _ns(os.getpid(), "pid") else "pid"
     m = Mounter()
-    fds = [(kind, os.open(f"/proc/{pid}/ns/{kind}", os.O_RDONLY), flag) for kind, flag in kinds]
+    # Every fd first: once in the sandbox's mounts, /proc is its own and our pid is not in it.
+    opened = {
+        k: os.open(f"/proc/{holder}/ns/{k}", os.O_RDONLY) for k in ("user", "mnt", "net", "ipc", pid_kind)
+    }
+    # The user namespace that owns the mounts first (bwrap's --disable-userns nests the command's one
+    # inside it: only from the owner may the mount namespace be entered), then the command's own.
+    mounts_owner = fcntl.ioctl(opened["mnt"], NS_GET_USERNS)
+    ours = os.stat("/proc/self/ns/user").st_ino
+    fds: list[tuple[str, int, int]] = []
+    if os.fstat(mounts_owner).st_ino != ours:  # (a sandbox root built has no user namespace)
+        fds.append(("user (owner of the mounts)", mounts_owner, CLONE_NEWUSER))
+    else:
+        os.close(mounts_owner)
+    fds += [
+        (k, opened[k], flag)
+        for k, flag in (("mnt", CLONE_NEWNS), ("net", CLONE_NEWNET), ("ipc", CLONE_NEWIPC))
+    ]
+    fds.append((pid_kind, opened[pid_kind], CLONE_NEWPID))
+    if os.fstat(opened["user"]).st_ino not in (
+        ours,
+        *(os.fstat(fd).st_ino for k, fd, _ in fds if k[:4] == "user"),
+    ):
+        fds.append(("user", opened["user"], CLONE_NEWUSER))
+    else:
+        os.close(opened["user"])
     try:
         for kind, fd, flag in fds:
-            m.setns(fd, flag, f"setns into the {kind} namespace of pid {pid}")
+            m.setns(fd, flag, f"setns into the {kind} namespace of pid {holder}")
     finally:
         for _, fd, _ in fds:
             os.close(fd)
