@@ -1,11 +1,12 @@
 # The agent image (production): Python, git and the kswarm package; nothing else, no secrets.
-# Build from the repository root (the build's RUN steps need the Debian and PyPI registries):
+# `kswarm images build` builds it with every other image (docs/deploy.md). By hand, from the repository
+# root (the build's RUN steps need the Debian and PyPI registries):
 #   docker build --network host -f infra/agent.Dockerfile -t kswarm/agent .
 #   docker build --network host -f infra/agent.Dockerfile --build-arg EXTRAS='[claude]' -t kswarm/agent .
 # Use it with `docker: {image: kswarm/agent, host_shared: false}` in swarm.yaml.
 # The orchestrator runs it read-only, network_mode none, as a per-agent uid, with the gateway socket
 # directory at /kswarm/run and four volumes at /kswarm/{home,work,memory,history}.
-# infra/ci/agent-image.sh builds it where no registry serves debian:bookworm-slim (a debootstrapped base).
+# Where no registry serves debian:bookworm-slim, infra/ci/base-image.sh debootstraps it first.
 ARG BASE_IMAGE=debian:bookworm-slim
 FROM ${BASE_IMAGE}
 

@@ -11,7 +11,7 @@ import sys
 
 import typer
 
-from orchestrator.cli import agent, chat, dataset, demo, jobs, prs, swarm, tasks
+from orchestrator.cli import agent, chat, dataset, demo, images, jobs, prs, swarm, tasks
 
 
 def build_app() -> typer.Typer:
@@ -27,6 +27,7 @@ def build_app() -> typer.Typer:
     tasks.register(app)
     dataset.register(app)
     demo.register(app)
+    images.register(app)
     return app
 
 

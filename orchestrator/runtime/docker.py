@@ -7,7 +7,15 @@ Containers are named ``kswarm-<swarm>-<agent>`` (so Docker itself refuses a dupl
 volumes (home, work, memory, history). It never gets the Docker socket.
 
 The volumes are local named volumes bound to the agent's dirs under ``$KSWARM_HOME/swarm/data``, so
-provisioning, memory snapshots and rollbacks work on the same files for both backends.
+provisioning, memory snapshots and rollbacks work on the same files for both backends. They are only
+pointers to those dirs: ``remove`` deletes them with the container (the files stay; ``purge`` deletes
+the files too), so a stopped swarm leaves no container and no volume behind.
+
+When the orchestrator itself runs in a container (compose), the paths it hands the daemon are
+translated to the host paths of its own mounts (``HostPaths``): the daemon resolves bind sources on
+the host, not inside the orchestrator's container.
+
+A missing daemon or image is a ``DockerSetupError``: one line that says what to run.
 
 Host-shared mode runs the host's Python and the kswarm source from an empty image through read-only
 bind mounts of ``/usr /lib /lib64 /bin /etc``, the Python prefix and the project dir.
@@ -17,6 +25,8 @@ from __future__ import annotations
 
 import builtins
 import io
+import os
+import re
 import sys
 import tarfile
 import threading
@@ -27,7 +37,7 @@ from pathlib import Path
 from typing import Any
 
 import docker
-from docker.errors import APIError, NotFound
+from docker.errors import APIError, DockerException, ImageNotFound, NotFound
 from docker.types import Mount
 
 from orchestrator.provision import DIRS, SwarmLayout, purge_agent
@@ -49,6 +59,93 @@ from orchestrator.uid_ranges import FIRST_UID
 VIEW = Path("/kswarm")  # where an agent's dirs appear inside its container
 HOST_SHARED = ("/usr", "/lib", "/lib64", "/bin", "/sbin", "/etc")
 EMPTY_IMAGE = "kswarm/empty"
+BUILD_HINT = "run `kswarm images build` (docs/deploy.md)"
+DAEMON_HINT = (
+    "start one (`sudo systemctl start docker`; a private one: `infra/ci/dockerd-start.sh`, then export the "
+    "DOCKER_HOST it prints) or point DOCKER_HOST at a running daemon"
+)
+CONTAINER_ID = re.compile(r"/containers/([0-9a-f]{64})/")
+
+
+class DockerSetupError(RuntimeError):
+    """Docker is not ready for kswarm (no daemon, an image not built, a path it cannot share): one
+    line that names what is missing and what to run. Never a traceback's worth of text."""
+
+
+def daemon_address() -> str:
+    return os.environ.get("DOCKER_HOST") or "unix:///var/run/docker.sock"
+
+
+def docker_client(timeout: int = 60) -> docker.DockerClient:
+    """A client of the daemon ``DOCKER_HOST`` names (the default socket otherwise), checked to answer."""
+    try:
+        client = docker.from_env(timeout=timeout)
+        client.ping()
+    except DockerException as exc:
+        reason = str(exc).split("\n")[0]
+        if "Connection aborted" in reason or "No such file" in reason or "Connection refused" in reason:
+            reason = "nothing answers there"
+        where = daemon_address()
+        raise DockerSetupError(f"no Docker daemon at {where} ({reason[:160]}): {DAEMON_HINT}") from None
+    return client
+
+
+def missing_image(image: str) -> DockerSetupError:
+    return DockerSetupError(f"image {image} is not built: {BUILD_HINT}")
+
+
+def own_container_id(mountinfo: str | None = None) -> str | None:
+    """The id of the container this process runs in (Docker binds /etc/hostname, /etc/hosts and
+    /etc/resolv.conf from ``.../containers/<id>/``); None outside a container."""
+    if mountinfo is None:
+        try:
+            mountinfo = Path("/proc/self/mountinfo").read_text()
+        except OSError:
+            return None
+    for line in mountinfo.splitlines():
+        fields = line.split()
+        if len(fields) > 4 and fields[4] in ("/etc/hostname", "/etc/hosts", "/etc/resolv.conf"):
+            found = CONTAINER_ID.search(fields[3])
+            if found:
+                return found.group(1)
+    return None
+
+
+class HostPaths:
+    """Paths of this process as the Docker daemon's host sees them.
+
+    Outside a container a path is its own host path. Inside one (the orchestrator of compose.yaml) a
+    path is translated through the container's mounts (bind or volume): the longest destination that
+    holds it, onto that mount's source on the host. A path on no mount cannot be shared with another
+    container and is refused, naming what to mount."""
+
+    def __init__(self, mounts: builtins.list[tuple[str, str]] | None = None) -> None:
+        # (destination inside, source on the host), longest destination first
+        self.mounts = sorted(mounts or [], key=lambda m: len(m[0]), reverse=True)
+        self.in_container = mounts is not None
+
+    @classmethod
+    def detect(cls, client: docker.DockerClient) -> HostPaths:
+        cid = own_container_id()
+        if cid is None:
+            return cls()
+        try:
+            attrs = client.api.inspect_container(cid)
+        except DockerException:
+            return cls()  # a container of another daemon (docker-in-docker): paths are its host's
+        return cls([(m["Destination"], m["Source"]) for m in attrs.get("Mounts", []) if m.get("Source")])
+
+    def host(self, path: Path) -> Path:
+        if not self.in_container:
+            return path
+        text = str(path)
+        for dest, source in self.mounts:
+            if text == dest or text.startswith(dest.rstrip("/") + "/"):
+                return Path(source + text[len(dest.rstrip("/")) :])
+        raise DockerSetupError(
+            f"{path} is on no volume or bind mount of the orchestrator's container: mount a volume there "
+            "(compose.yaml mounts the home and the gateway's socket dir)"
+        )
 
 
 def _parse_time(value: str) -> float | None:
@@ -86,9 +183,12 @@ class DockerRuntime:
         self.layout = layout
         self.swarm = swarm
         self.options = options or DockerOptions()
-        self.client = client or docker.from_env()
+        self.client = client or docker_client()
         self.warning: str | None = None
         self._image_lock = threading.Lock()
+        self.host_paths = HostPaths.detect(self.client)
+        # Why the last start of an agent failed (a missing image...), until one succeeds: its status says it.
+        self.errors: dict[str, str] = {}
 
     # -- names ------------------------------------------------------------------------------
     def container_name(self, name: str) -> str:
@@ -109,7 +209,7 @@ class DockerRuntime:
     # -- volumes and mounts -----------------------------------------------------------------
     def _ensure_volume(self, name: str, which: str) -> str:
         vol = self.volume_name(name, which)
-        host_dir = self.layout.agent_dir(name, which)
+        host_dir = self.host_paths.host(self.layout.agent_dir(name, which))
         try:
             existing = self.client.volumes.get(vol)
             if existing.attrs.get("Options", {}).get("device") == str(host_dir):
@@ -133,9 +233,8 @@ class DockerRuntime:
         ]
         assert launch.gateway_socket is not None
         # The socket's directory, not the socket file: a file bind goes stale when the gateway recreates it.
-        mounts.append(
-            Mount(str(VIEW / "run"), str(launch.gateway_socket.parent), type="bind", read_only=True)
-        )
+        socket_dir = self.host_paths.host(launch.gateway_socket.parent)
+        mounts.append(Mount(str(VIEW / "run"), str(socket_dir), type="bind", read_only=True))
         if self.options.host_shared:
             shared = [Path(p) for p in HOST_SHARED if Path(p).exists()]
             shared += [
@@ -147,6 +246,19 @@ class DockerRuntime:
 
     # -- protocol ---------------------------------------------------------------------------
     def start(self, launch: LaunchSpec) -> RuntimeStatus:
+        """Start the agent's container; a ``DockerSetupError`` (one line) when Docker is not ready."""
+        try:
+            status = self._start(launch)
+        except ImageNotFound:
+            self.errors[launch.agent.name] = str(missing_image(self.options.image))
+            raise missing_image(self.options.image) from None
+        except DockerSetupError as exc:
+            self.errors[launch.agent.name] = str(exc)
+            raise
+        self.errors.pop(launch.agent.name, None)
+        return status
+
+    def _start(self, launch: LaunchSpec) -> RuntimeStatus:
         name = launch.agent.name
         existing = self._container(name)
         if existing is not None:
@@ -157,6 +269,11 @@ class DockerRuntime:
         if self.options.image == EMPTY_IMAGE:
             with self._image_lock:  # starts run in parallel; import the image once
                 ensure_empty_image(self.client)
+        else:
+            try:
+                self.client.images.get(self.options.image)
+            except ImageNotFound:
+                raise missing_image(self.options.image) from None
         assert launch.gateway_socket is not None
         view = AgentPaths(
             home=VIEW / "home",
@@ -213,9 +330,10 @@ class DockerRuntime:
         )
 
     def status(self, name: str) -> RuntimeStatus:
+        """Its container's state; with no container, why the last start failed (``detail``), if it did."""
         container = self._container(name)
         if container is None:
-            return RuntimeStatus(name, False)
+            return RuntimeStatus(name, False, detail=self.errors.get(name, ""))
         return self._status_of(name, container)
 
     def list(self) -> dict[str, RuntimeStatus]:
@@ -252,18 +370,24 @@ class DockerRuntime:
         return ExecResult(code, (output or b"").decode(errors="replace"))
 
     def remove(self, name: str, purge: bool = False) -> None:
+        """Remove the container and its volumes. The volumes only point at the agent's dirs in the home:
+        the files stay (a new start binds them again) unless ``purge`` deletes them too."""
         container = self._container(name)
         if container is not None:
-            container.remove(force=True)
+            try:
+                container.remove(force=True)
+            except NotFound:
+                pass
             deadline = time.monotonic() + 10
             while self._container(name) is not None and time.monotonic() < deadline:
                 time.sleep(0.05)
+        for which in DIRS:
+            try:
+                self.client.volumes.get(self.volume_name(name, which)).remove(force=True)
+            except NotFound:
+                pass
+        self.errors.pop(name, None)
         if purge:
-            for which in DIRS:
-                try:
-                    self.client.volumes.get(self.volume_name(name, which)).remove(force=True)
-                except NotFound:
-                    pass
             purge_agent(self.layout, name)
 
     def volumes(self) -> builtins.list[str]:

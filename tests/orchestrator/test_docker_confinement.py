@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import time
+
 import docker
 import pytest
+from orch_kit import wait_for
 
 pytestmark = pytest.mark.docker
 
@@ -85,3 +88,63 @@ def test_agent_volumes_are_named_and_labelled(container_swarm) -> None:
     assert sorted(v.name for v in vols) == sorted(
         f"kswarm-{container_swarm.spec.swarm}-a-1-{w}" for w in ("home", "work", "memory", "history")
     )
+
+
+# -- what a stopped swarm leaves behind (issue 15), and Docker not ready (issue 18) ----------------
+
+SIXTEEN = [f"dev-{i}" for i in range(1, 17)]
+
+
+def labelled(swarm_name: str) -> tuple[list[str], list[str]]:
+    client = docker.from_env()
+    label = {"label": f"kswarm.swarm={swarm_name}"}
+    containers = [c.name for c in client.containers.list(all=True, filters=label)]
+    volumes = [v.name for v in client.volumes.list(filters=label)]
+    return containers, volumes
+
+
+@pytest.mark.slow
+def test_sixteen_agents_stopped_or_purged_leave_no_container_and_no_volume(swarm_factory) -> None:
+    """Ctrl-C of `kswarm up`/`kswarm demo` ends in ``shutdown(purge=False)``: no container and no
+    volume of the swarm remains (the volumes only pointed at the agents' dirs, which stay); `kswarm
+    down --purge` then leaves nothing at all, files included."""
+    from orchestrator.supervisor import stop_swarm
+
+    swarm = swarm_factory("  - pattern: dev-{i}\n    count: 16\n    resources: {memory: 256m}\n")
+    swarm.wait_heartbeating(SIXTEEN, timeout=120)
+    containers, volumes = labelled(swarm.spec.swarm)
+    assert len(containers) == 16 and len(volumes) == 64
+    swarm.stop_thread()
+    swarm.supervisor.shutdown(purge=False)
+    assert labelled(swarm.spec.swarm) == ([], [])
+    assert (swarm.layout.agent_dir("dev-3", "memory") / "MEMORY.md").exists()  # the files stay
+
+    swarm.start_thread()  # the same home again: volumes are made anew, bound to the same dirs
+    swarm.wait_heartbeating(SIXTEEN, since=time.time(), timeout=120)
+    swarm.stop_thread()
+    stop_swarm(swarm.layout, swarm.supervisor.runtime, purge=True)
+    assert labelled(swarm.spec.swarm) == ([], [])
+    assert not swarm.layout.agent_dir("dev-3", "memory").exists()
+
+
+def test_an_image_that_is_not_built_is_one_line_saying_what_to_run(swarm_factory) -> None:
+    swarm = swarm_factory(
+        "  - name: a-1\n", extra="docker: {image: kswarm/not-built-here:latest, host_shared: false}\n"
+    )
+    wait_for(lambda: swarm.record("a-1").last_error, 30, "the failed start")
+    error = swarm.record("a-1").last_error
+    assert "\n" not in error and "kswarm/not-built-here:latest is not built" in error, error
+    assert "kswarm images build" in error
+    status = swarm.supervisor.runtime.status("a-1")  # what `kswarm ps` shows, through the runtime
+    assert not status.running and "kswarm images build" in status.detail
+
+
+def test_no_daemon_is_one_line_saying_how_to_start_one(monkeypatch: pytest.MonkeyPatch, tmp_path) -> None:
+    from orchestrator.runtime.docker import DockerSetupError, docker_client
+
+    monkeypatch.setenv("DOCKER_HOST", f"unix://{tmp_path}/no-daemon.sock")
+    with pytest.raises(DockerSetupError) as caught:
+        docker_client()
+    line = str(caught.value)
+    assert "\n" not in line and f"no Docker daemon at unix://{tmp_path}/no-daemon.sock" in line
+    assert "dockerd-start.sh" in line and "DOCKER_HOST" in line
