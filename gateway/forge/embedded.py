@@ -1,7 +1,8 @@
 """The embedded forge (the default): bare repositories on disk, PR metadata in Redis.
 
-It implements the Forge protocol in-process; ``git_http.py`` serves the repositories over smart HTTP
-and ``gitea_api.py`` serves this class through Gitea-shaped REST routes.
+It implements the Forge protocol in-process (repository content in ``embedded_content.py``);
+``git_http.py`` serves the repositories over smart HTTP and ``gitea_api*.py`` serve this class through
+Gitea-shaped REST routes. Nothing outside the embedded forge touches its bare repositories.
 """
 
 from __future__ import annotations
@@ -15,8 +16,8 @@ from pathlib import Path
 from redis.asyncio import Redis
 
 from gateway.errors import ForgeError
+from gateway.forge.embedded_content import RepositoryContent
 from gateway.forge.models import (
-    REVIEW_EVENTS,
     STATUS_STATES,
     ChangedFile,
     Comment,
@@ -28,7 +29,6 @@ from gateway.forge.models import (
     Review,
 )
 from gateway.forge.policy import ReviewPolicy, evaluate
-from gateway.forge.protocol import Forge
 from gateway.forge.store import ForgeStore, emit_event
 from gateway.git.aio import BareRepo
 from gateway.principals import Principal, PrincipalError, PrincipalKind, PrincipalStore
@@ -49,7 +49,26 @@ def check_branch(value: str) -> None:
         raise ForgeError(f"bad branch name {value!r}", 422)
 
 
-class EmbeddedForge:
+def review_state(event: str) -> str:
+    """Gitea's review type for ``event``: its three verdict words, anything else PENDING (Gitea's
+    ``preparePullReviewType``: GitHub's ``APPROVE`` is not an approval there)."""
+    return event if event in ("APPROVED", "REQUEST_CHANGES", "COMMENT") else "PENDING"
+
+
+def review_refusal(event: str, state: str, body: str, own: bool) -> str | None:
+    """Gitea's refusals of a review, in its words (422)."""
+    if own and state == "APPROVED":
+        return "approve your own pull is not allowed"
+    if own and state == "REQUEST_CHANGES":
+        return "reject your own pull is not allowed"
+    if state == "COMMENT" and not body.strip():
+        return f"review event {event} requires a body or a comment"
+    if state in ("REQUEST_CHANGES", "PENDING") and not body.strip():
+        return f"review event {event} requires a body"
+    return None
+
+
+class EmbeddedForge(RepositoryContent):
     kind = "embedded"
 
     def __init__(
@@ -248,10 +267,17 @@ class EmbeddedForge:
         return pr
 
     async def list_prs(self, org: str, repo: str, state: str = "open") -> list[PullRequest]:
+        """PRs with their shas and ``mergeable`` as the single view computes it (Gitea lists both)."""
         await self.repo_info(org, repo)
         prs = await self.store.list_prs(f"{org}/{repo}")
-        wanted = [p for p in prs if state == "all" or p.state == state]
-        return [await self._fill_shas(p) for p in wanted]
+        wanted = [await self._fill_shas(p) for p in prs if state == "all" or p.state == state]
+        for pr in wanted:
+            await self._fill_mergeable(pr)
+        return wanted
+
+    async def _fill_mergeable(self, pr: PullRequest) -> None:
+        if pr.state == "open" and pr.head_sha and pr.base_sha:
+            pr.mergeable, _ = await self.bare(pr.org, pr.repo).merge_tree(pr.base_sha, pr.head_sha)
 
     async def get_pr(self, org: str, repo: str, number: int) -> PullRequest:
         pr = await self._fill_shas(await self._stored(org, repo, number))
@@ -262,8 +288,7 @@ class EmbeddedForge:
         pr.reviews = reviews
         if pr.head_sha:
             pr.statuses = await self.store.statuses(full, pr.head_sha)
-        if pr.state == "open" and pr.head_sha and pr.base_sha:
-            pr.mergeable, _ = await self.bare(org, repo).merge_tree(pr.base_sha, pr.head_sha)
+        await self._fill_mergeable(pr)
         return pr
 
     async def pr_diff(self, org: str, repo: str, number: int) -> str:
@@ -299,30 +324,46 @@ class EmbeddedForge:
         return await self.get_pr(org, repo, number)
 
     async def review(
-        self, actor: str, org: str, repo: str, number: int, event: str, body: str = "", commit_id: str = ""
+        self,
+        actor: str,
+        org: str,
+        repo: str,
+        number: int,
+        event: str,
+        body: str = "",
+        commit_id: str = "",
+        *,
+        pin: bool = True,
     ) -> Review:
+        """A review, with Gitea's rules (``review_refusal``; an unknown event is PENDING, which never
+        counts). ``pin`` (kswarm's tools): a ``commit_id`` that is not the head is a 409, so a reviewer
+        never approves what they did not read; unpinned (Gitea's API), the review is recorded on that
+        commit and is stale."""
         reviewer = await self.principal(actor)
-        event = "APPROVED" if event.upper() in ("APPROVE", "APPROVED") else event.upper()
-        if event not in REVIEW_EVENTS:
-            raise ForgeError(f"bad review event {event!r}: APPROVED, REQUEST_CHANGES or COMMENT", 422)
+        state = review_state(event)
         pr = await self._fill_shas(await self._stored(org, repo, number))
         if pr.state != "open":
             raise ForgeError(f"PR #{number} is closed", 422)
-        if reviewer.name == pr.author and event != "COMMENT":
-            raise ForgeError("an author cannot approve or reject their own PR", 422)
-        if event != "APPROVED" and not body.strip():
-            raise ForgeError(f"{event} needs a body", 422)
+        refused = review_refusal(event, state, body, reviewer.name == pr.author)
+        if refused:
+            raise ForgeError(refused, 422)
         if pr.head_sha is None:
             raise ForgeError(f"head branch {pr.head!r} is gone", 422)
-        if commit_id and commit_id != pr.head_sha:
+        if pin and commit_id and commit_id != pr.head_sha:
             raise ForgeError(
                 f"head moved to {pr.head_sha[:10]} (you reviewed {commit_id[:10]}): look again", 409
             )
         review = Review(
-            id=0, user=reviewer.name, state=event, body=body, commit_id=pr.head_sha, submitted=time.time()
+            id=0,
+            user=reviewer.name,
+            state=state,
+            body=body,
+            commit_id=commit_id or pr.head_sha,
+            submitted=time.time(),
         )
         review = await self.store.add_review(pr.full_name, number, review)
-        await emit_event(self.redis, "review", pr.full_name, pr=number, actor=actor, state=event)
+        review.stale = review.commit_id != pr.head_sha
+        await emit_event(self.redis, "review", pr.full_name, pr=number, actor=actor, state=state)
         return review
 
     async def comment(self, actor: str, org: str, repo: str, number: int, body: str) -> Comment:
@@ -393,7 +434,9 @@ class EmbeddedForge:
             raise ForgeError(f"head out of date: head is {pr.head_sha}, not {head_sha}", 409)
         policy = await self.get_protection(org, repo, pr.base) or ReviewPolicy()
         # The forge enforces Gitea's part of the rule (reviews, checks); the gate adds reproduction.
-        decision = evaluate(pr, policy.model_copy(update={"require_reproduction": False}))
+        decision = evaluate(
+            pr, policy.model_copy(update={"require_reproduction": False, "human_approvals": 0})
+        )
         if not decision.mergeable:
             raise ForgeError(f"not mergeable: {decision.summary()}", 405)
         bare = self.bare(org, repo)
@@ -411,6 +454,7 @@ class EmbeddedForge:
             raise ForgeError(f"merge push out of date: {pr.base} moved", 409)
         pr.state = "closed"
         pr.merged = True
+        pr.merged_at = pr.closed_at = time.time()
         pr.merge_sha = merge_sha
         pr.merged_by = actor
         pr.merged_head_sha = head_sha
@@ -436,13 +480,3 @@ class EmbeddedForge:
                         review.dismissed = True
                         await self.store.update_review(full, pr.number, review)
             await emit_event(self.redis, "push", full, ref=ref, sha=new, old=old, actor=pusher)
-
-
-def embedded_bare(forge: Forge, org: str, repo: str) -> BareRepo:
-    """The bare repository behind ``org/repo``; 501 when the forge is not the embedded one."""
-    if not isinstance(forge, EmbeddedForge):
-        raise ForgeError("server-side repository access needs the embedded forge", 501)
-    bare = forge.bare(org, repo)
-    if not bare.exists():
-        raise ForgeError(f"no repository {org}/{repo}", 404)
-    return bare

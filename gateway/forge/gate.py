@@ -31,6 +31,7 @@ from gateway.forge.coverage import coverage as kernel_coverage
 from gateway.forge.evidence import kernel_context, parse_check_context
 from gateway.forge.kernels import PRChanges, classify
 from gateway.forge.ledger import EvidenceLedger
+from gateway.forge.locks import branch_lock
 from gateway.forge.models import ChangedFile, PullRequest
 from gateway.forge.policy import GateDecision, Reason, ReviewPolicy, evaluate, short
 from gateway.forge.protocol import Forge
@@ -43,11 +44,6 @@ AUDIT_MAX = 500
 FILES_CACHE = 512  # PRs whose changed-file lists are kept (keyed by repo, base sha, head sha)
 STATUS_DESCRIPTION_MAX = 140
 CLAIM_IDLE_MS = 60_000
-
-_RELEASE = """
-if redis.call('GET', KEYS[1]) == ARGV[1] then return redis.call('DEL', KEYS[1]) end
-return 0
-"""
 
 
 class ReviewGate:
@@ -74,7 +70,6 @@ class ReviewGate:
         self.lock_ttl_ms = int(lock_ttl_s * 1000)
         self.channel = channel
         self.consumer = f"gate-{uuid.uuid4().hex[:12]}"
-        self._release = redis.register_script(_RELEASE)
         self._principal: Principal | None = None
         self._files: dict[tuple[str, str, str], tuple[list[ChangedFile], set[str]]] = {}
 
@@ -88,20 +83,27 @@ class ReviewGate:
     async def decide(self, org: str, repo: str, number: int) -> tuple[PullRequest, GateDecision]:
         pr = await self.forge.get_pr(org, repo, number)
         policy = await self.forge.get_protection(org, repo, pr.base) or ReviewPolicy()
-        trusted = {p.name for p in await self.principals.list(PrincipalKind.worker)}
+        everyone = await self.principals.list()
+        trusted = {p.name for p in everyone if p.kind == PrincipalKind.worker}
         trusted.add((await self.principal()).name)
+        # Humans: operator principals, from the token store (a review's user is the reviewing token's).
+        operators = {p.name for p in everyone if p.kind == PrincipalKind.operator and not p.disabled}
         if not pr.head_sha or not pr.base_sha:
-            return pr, evaluate(pr, policy, status_setters=trusted)
-        changes = await self.changes(pr, policy)
+            return pr, evaluate(pr, policy, status_setters=trusted, operators=operators)
+        changes = await self.changes(pr, policy, operator_author=pr.author in operators)
         evidence = await self.ledger.for_sha(pr.full_name, pr.head_sha)
-        decision = evaluate(pr, policy, changes=changes, evidence=evidence, status_setters=trusted)
+        decision = evaluate(
+            pr, policy, changes=changes, evidence=evidence, status_setters=trusted, operators=operators
+        )
         if pr.state != "open":  # merged or closed: still show what verified its head
             decision.kernels = kernel_coverage(
                 pr.head_sha, changes.candidates, evidence, policy.required_checks
             )
         return pr, decision
 
-    async def changes(self, pr: PullRequest, policy: ReviewPolicy) -> PRChanges:
+    async def changes(
+        self, pr: PullRequest, policy: ReviewPolicy, operator_author: bool = False
+    ) -> PRChanges:
         """The PR's changed files, classified; the file list is cached by (repo, base, head) because
         it depends on nothing else (a push or a moved base changes the key)."""
         key = (pr.full_name, pr.base_sha or "", pr.head_sha or "")
@@ -122,6 +124,7 @@ class ReviewGate:
             trusted_paths=policy.trusted_paths,
             base_changed=base_changed,
             base=pr.base,
+            operator_author=operator_author,
         )
 
     async def publish(self, pr: PullRequest, decision: GateDecision) -> None:
@@ -192,17 +195,9 @@ class ReviewGate:
 
     @contextlib.asynccontextmanager
     async def base_lock(self, repo: str, base: str, wait_s: float = 30.0) -> AsyncIterator[None]:
-        """Serialise merges into one base across gate instances."""
-        key, token = keys.merge_lock(repo, base), uuid.uuid4().hex
-        deadline = time.monotonic() + wait_s
-        while not await self.redis.set(key, token, nx=True, px=self.lock_ttl_ms):
-            if time.monotonic() > deadline:
-                raise TimeoutError(f"merge lock {key} busy for {wait_s}s")
-            await asyncio.sleep(0.05)
-        try:
+        """Serialise merges (and seeding) into one base across gate instances."""
+        async with branch_lock(self.redis, repo, base, self.lock_ttl_ms, wait_s):
             yield
-        finally:
-            await self._release(keys=[key], args=[token])
 
     async def consider(self, org: str, repo: str, number: int, cause: str = "event") -> GateDecision:
         """Evaluate one PR and merge it when every rule holds."""

@@ -1,9 +1,11 @@
 """The Gitea adapter: the Forge protocol over Gitea's REST v1 (httpx, async).
 
 It acts for users with the admin token and ``Sudo: <user>``; a user's own token is created with that
-user's Basic auth (Gitea refuses admin tokens there), after setting a random password. The same code
-is tested against the embedded forge's Gitea-shaped routes; docs/forge.md lists what has not been
-run against a live Gitea.
+user's Basic auth (Gitea refuses admin tokens there), after setting a random password. Repository
+content is ``gitea_content.py``; kswarm's own branch rules live beside Gitea's protection
+(``gitea_policy.py``); with a webhook URL and secret, every ensured repository gets a hook to the
+gateway's receiver (``webhook.py``). The same code is tested against the embedded forge's
+Gitea-shaped routes; docs/forge.md lists what has not been run against a live Gitea.
 """
 
 from __future__ import annotations
@@ -13,9 +15,13 @@ from collections.abc import Sequence
 from typing import Any
 
 import httpx
+from redis.asyncio import Redis
 
 from gateway.errors import ForgeError
 from gateway.forge import gitea_shapes as shapes
+from gateway.forge.gitea_content import GiteaContent
+from gateway.forge.gitea_policy import PolicyExtensions
+from gateway.forge.hooks_out import HOOK_EVENTS
 from gateway.forge.models import (
     ChangedFile,
     Comment,
@@ -27,11 +33,13 @@ from gateway.forge.models import (
     Review,
 )
 from gateway.forge.policy import ReviewPolicy
+from gateway.forge.webhook import repo_secret
 
 TOKEN_SCOPES = ["write:repository", "write:issue", "read:user", "read:organization"]
+PAGE = 50  # Gitea's default MAX_RESPONSE_ITEMS
 
 
-class GiteaForge:
+class GiteaForge(GiteaContent):
     kind = "gitea"
 
     def __init__(
@@ -40,12 +48,20 @@ class GiteaForge:
         admin_token: str,
         *,
         gate_user: str = "gate",
+        gate_email: str = "gate@bots.kswarm",
+        redis: Redis | None = None,
+        webhook_url: str | None = None,
+        webhook_secret: str | None = None,
         client: httpx.AsyncClient | None = None,
         timeout: float = 30.0,
     ) -> None:
         self.base_url = base_url.rstrip("/")
         self.admin_token = admin_token
         self.gate_user = gate_user
+        self.gate_email = gate_email
+        self.extensions = PolicyExtensions(redis) if redis is not None else None
+        self.webhook_url = webhook_url
+        self.webhook_secret = webhook_secret
         self.http = client or httpx.AsyncClient(base_url=f"{self.base_url}/api/v1", timeout=timeout)
 
     async def aclose(self) -> None:
@@ -102,7 +118,40 @@ class GiteaForge:
         )
         return ForgeUser(name=name, email=user.get("email") or email, token=token.json()["sha1"])
 
+    async def ensure_gate(self) -> None:
+        """The gate's Gitea account (no token: the gateway acts for it with Sudo)."""
+        body = {
+            "username": self.gate_user,
+            "email": self.gate_email,
+            "password": secrets.token_urlsafe(24),
+            "must_change_password": False,
+            "visibility": "private",
+            "kswarm_kind": "gate",
+        }
+        await self.call("POST", "/admin/users", json=body, ok=(201, 422))
+
+    async def ensure_hook(self, org: str, name: str) -> None:
+        """One webhook to the gateway's receiver, with this repository's own secret."""
+        if not self.webhook_url or not self.webhook_secret:
+            return
+        hooks = (await self.call("GET", f"/repos/{org}/{name}/hooks")).json()
+        if any((h.get("config") or {}).get("url") == self.webhook_url for h in hooks):
+            return
+        body = {
+            "type": "gitea",
+            "config": {
+                "url": self.webhook_url,
+                "content_type": "json",
+                "secret": repo_secret(self.webhook_secret, f"{org}/{name}"),
+            },
+            "events": list(HOOK_EVENTS),
+            "active": True,
+        }
+        await self.call("POST", f"/repos/{org}/{name}/hooks", json=body)
+
     async def ensure_repo(self, org: str, name: str, default_branch: str = "main") -> RepoInfo:
+        """The org, the repository (with an initial commit), the gate as its collaborator (the gate
+        merges and seeds; Gitea wants write access for both) and the webhook."""
         await self.call("POST", "/orgs", json={"username": org, "visibility": "public"}, ok=(201, 422))
         reply = await self.call("GET", f"/repos/{org}/{name}", ok=(200, 404))
         if reply.status_code == 404:
@@ -116,11 +165,21 @@ class GiteaForge:
             reply = await self.call("POST", f"/orgs/{org}/repos", json=body, ok=(201, 409))
             if reply.status_code == 409:
                 reply = await self.call("GET", f"/repos/{org}/{name}")
-        return shapes.parse_repo(reply.json())
+        info = shapes.parse_repo(reply.json())
+        await self.ensure_gate()
+        await self.add_collaborator(org, name, self.gate_user, "write")
+        await self.ensure_hook(org, name)
+        return info
 
     async def list_repos(self, query: str = "") -> list[RepoInfo]:
-        reply = await self.call("GET", "/repos/search", params={"q": query, "limit": 50})
-        return [shapes.parse_repo(x) for x in reply.json().get("data", [])]
+        out: list[RepoInfo] = []
+        for page in range(1, 1000):
+            reply = await self.call("GET", "/repos/search", params={"q": query, "page": page, "limit": PAGE})
+            batch = reply.json().get("data", [])
+            out.extend(shapes.parse_repo(x) for x in batch)
+            if len(batch) < PAGE:
+                break
+        return out
 
     async def add_collaborator(self, org: str, repo: str, user: str, permission: str = "write") -> None:
         await self.call("PUT", f"/repos/{org}/{repo}/collaborators/{user}", json={"permission": permission})
@@ -135,10 +194,17 @@ class GiteaForge:
             body.pop("rule_name")
             body.pop("branch_name")
             await self.call("PATCH", f"{path}/{branch}", json=body)
+        if self.extensions is not None:
+            await self.extensions.save(f"{org}/{repo}", branch, policy)
 
     async def get_protection(self, org: str, repo: str, branch: str) -> ReviewPolicy | None:
         reply = await self.call("GET", f"/repos/{org}/{repo}/branch_protections/{branch}", ok=(200, 404))
-        return shapes.parse_protection(reply.json()) if reply.status_code == 200 else None
+        if reply.status_code != 200:
+            return None
+        gitea = shapes.parse_protection(reply.json())
+        if self.extensions is None:
+            return gitea
+        return await self.extensions.merged(f"{org}/{repo}", branch, gitea)
 
     # -- pull requests ----------------------------------------------------------------------
 
@@ -158,8 +224,14 @@ class GiteaForge:
         return shapes.parse_pr(reply.json(), org, repo)
 
     async def list_prs(self, org: str, repo: str, state: str = "open") -> list[PullRequest]:
-        reply = await self.call("GET", f"/repos/{org}/{repo}/pulls", params={"state": state, "limit": 50})
-        return [shapes.parse_pr(x, org, repo) for x in reply.json()]
+        out: list[PullRequest] = []
+        for page in range(1, 1000):
+            params = {"state": state, "page": page, "limit": PAGE}
+            batch = (await self.call("GET", f"/repos/{org}/{repo}/pulls", params=params)).json()
+            out.extend(shapes.parse_pr(x, org, repo) for x in batch)
+            if len(batch) < PAGE:
+                break
+        return out
 
     async def get_pr(self, org: str, repo: str, number: int) -> PullRequest:
         base = f"/repos/{org}/{repo}"
@@ -202,8 +274,19 @@ class GiteaForge:
     async def review(
         self, actor: str, org: str, repo: str, number: int, event: str, body: str = "", commit_id: str = ""
     ) -> Review:
-        event = "APPROVED" if event.upper() in ("APPROVE", "APPROVED") else event.upper()
+        """Gitea's events as they are (an unknown one is PENDING there). A ``commit_id`` pins the review:
+        Gitea records a review on any commit (stale when it is not the head), so the adapter checks the
+        head first and answers 409 as the embedded forge does; a push racing the check leaves a stale
+        review, which never counts."""
         path = f"/repos/{org}/{repo}/pulls/{number}/reviews"
+        if commit_id:
+            current = shapes.parse_pr(
+                (await self.call("GET", f"/repos/{org}/{repo}/pulls/{number}")).json(), org, repo
+            )
+            if current.head_sha and current.head_sha != commit_id:
+                raise ForgeError(
+                    f"head moved to {current.head_sha[:10]} (you reviewed {commit_id[:10]}): look again", 409
+                )
         payload = {"event": event, "body": body, **({"commit_id": commit_id} if commit_id else {})}
         return shapes.parse_review((await self.call("POST", path, actor=actor, json=payload)).json())
 

@@ -1,26 +1,29 @@
 """The embedded forge's Gitea-v1-shaped REST routes under ``/api/v1`` (see docs/forge.md for the list).
 
-Paths, field names and status codes follow Gitea for the endpoints kswarm uses, so the Gitea adapter
-(and any Gitea client) talks to the embedded forge unchanged. Auth: ``Authorization: token|Bearer``,
-``Sudo: <user>`` for operators (Gitea's admins), Basic user:password for token creation only.
+Paths, field names, status codes and error words follow Gitea's (its swagger and its handlers) for the
+endpoints kswarm uses, so the Gitea adapter (and any Gitea client) talks to the embedded forge
+unchanged; repository content (branches, commits, contents, trees, blobs, change-files) and webhooks
+are in ``gitea_api_content.py``. Auth: ``Authorization: token|Bearer``, ``Sudo: <user>`` for
+operators (Gitea's admins), Basic user:password for token creation only. Where kswarm is stricter
+than Gitea (docs/forge.md lists it) the stricter rule wins.
 """
 
 from __future__ import annotations
 
-import base64
-import binascii
 from typing import Annotated, Any
 
-from fastapi import APIRouter, Depends, Query, Request, Response
+from fastapi import APIRouter, Query, Response
 from fastapi.responses import PlainTextResponse
 from pydantic import BaseModel, ConfigDict, Field
 
-from gateway.auth import current_principal
-from gateway.deps import Ctx, ctx_of
+from gateway.deps import Ctx
 from gateway.errors import ForgeError
 from gateway.forge import gitea_shapes as shapes
 from gateway.forge.embedded import EmbeddedForge
+from gateway.forge.gitea_api_content import add_content_routes
+from gateway.forge.gitea_auth import BASIC_CHALLENGE, Actor, Admin, Basic
 from gateway.forge.notices import notify_review_request
+from gateway.forge.policy import ReviewPolicy
 from gateway.principals import Principal, PrincipalKind
 
 
@@ -91,62 +94,19 @@ class CreateStatus(_Body):
 
 
 class Protection(_Body):
+    """The fields of Gitea's ``CreateBranchProtectionOption`` that kswarm's gate reads; the push and
+    merge whitelists are always the gate's (kswarm's rule), whatever a client sends."""
+
     rule_name: str | None = None
     branch_name: str | None = None
     required_approvals: int = 0
     enable_status_check: bool = False
     status_check_contexts: list[str] = Field(default_factory=list)
-    kswarm_require_reproduction: bool = False
-    kswarm_dataset: bool = False
-    kswarm_trusted_paths: list[str] | None = None
 
 
 class Merge(_Body):
     Do: str = "merge"
     head_commit_id: str = ""
-
-
-async def acting(request: Request) -> Principal:
-    """The caller, or the user named by ``Sudo`` when the caller is an operator (Gitea's admin)."""
-    principal = await current_principal(request)
-    sudo = request.headers.get("sudo")
-    if not sudo:
-        return principal
-    if principal.kind != PrincipalKind.operator:
-        raise ForgeError("only admins may use Sudo", 403)
-    target = await ctx_of(request).principals.get(sudo)
-    if target is None or target.disabled:
-        raise ForgeError(f"user {sudo!r} does not exist", 404)
-    return target
-
-
-async def admin(request: Request) -> Principal:
-    """The caller when an operator (Gitea's admin); 403 in Gitea's words otherwise."""
-    principal = await current_principal(request)
-    if principal.kind != PrincipalKind.operator:
-        raise ForgeError("admin (operator) only", 403)
-    return principal
-
-
-# Gitea's own principals: any principal (an operator may act as another with Sudo), and its admins.
-Actor = Annotated[Principal, Depends(acting)]
-Admin = Annotated[Principal, Depends(admin)]
-BASIC_CHALLENGE = {"WWW-Authenticate": "Basic"}
-
-
-def basic_credentials(request: Request) -> tuple[str, str]:
-    """Dependency: (user, password) from Basic auth, or 401 (a token does not do here, as in Gitea)."""
-    scheme, _, value = request.headers.get("authorization", "").partition(" ")
-    if scheme.lower() != "basic":
-        raise ForgeError("token creation needs Basic auth as the user", 401, headers=BASIC_CHALLENGE)
-    try:
-        user, _, password = base64.b64decode(value.strip(), validate=True).decode().partition(":")
-    except (binascii.Error, UnicodeDecodeError) as exc:
-        raise ForgeError("bad Basic credentials", 401, headers=BASIC_CHALLENGE) from exc
-    return user, password
-
-
-Basic = Annotated[tuple[str, str], Depends(basic_credentials)]
 
 
 def build_gitea_router(forge: EmbeddedForge) -> APIRouter:
@@ -159,7 +119,10 @@ def build_gitea_router(forge: EmbeddedForge) -> APIRouter:
 
     @r.get("/version")
     async def version(_: Actor) -> dict[str, str]:
-        return {"version": "kswarm-embedded-1"}
+        """Gitea's ``ServerVersion``: the Gitea API level these routes follow, as a version string
+        (with a token: every kswarm route but /healthz needs one, as a Gitea with
+        ``REQUIRE_SIGNIN_VIEW`` does)."""
+        return {"version": shapes.GITEA_VERSION}
 
     @r.get("/user")
     async def me(actor: Actor) -> dict[str, Any]:
@@ -201,14 +164,14 @@ def build_gitea_router(forge: EmbeddedForge) -> APIRouter:
     @r.post("/orgs", status_code=201)
     async def create_org(body: CreateOrg, _: Admin) -> dict[str, Any]:
         if not await forge.store.add_org(body.username):
-            raise ForgeError(f"organization {body.username!r} already exists", 422)
-        return shapes.user_json(body.username)
+            raise ForgeError(f"user already exists [name: {body.username}]", 422)
+        return shapes.org_json(body.username)
 
     @r.get("/orgs/{org}")
     async def get_org(org: str, _: Actor) -> dict[str, Any]:
         if not await forge.store.org_exists(org):
             raise ForgeError(f"no organization {org!r}", 404)
-        return shapes.user_json(org)
+        return shapes.org_json(org)
 
     @r.post("/orgs/{org}/repos", status_code=201)
     async def create_repo(org: str, body: CreateRepo, _: Admin) -> dict[str, Any]:
@@ -219,9 +182,17 @@ def build_gitea_router(forge: EmbeddedForge) -> APIRouter:
         return shapes.repo_json(await forge.ensure_repo(org, body.name, body.default_branch), base_url)
 
     @r.get("/repos/search")
-    async def search(_: Actor, q: str = "", limit: int = 50) -> dict[str, Any]:
+    async def search(
+        response: Response,
+        _: Actor,
+        q: str = "",
+        page: Annotated[int, Query(ge=1)] = 1,
+        limit: Annotated[int, Query(ge=1, le=50)] = 30,
+    ) -> dict[str, Any]:
         repos = await forge.list_repos(q)
-        return {"ok": True, "data": [shapes.repo_json(x, base_url) for x in repos[:limit]]}
+        response.headers["X-Total-Count"] = str(len(repos))
+        chosen = repos[(page - 1) * limit : page * limit]
+        return {"ok": True, "data": [shapes.repo_json(x, base_url) for x in chosen]}
 
     @r.get(R)
     async def get_repo(owner: str, repo: str, _: Actor) -> dict[str, Any]:
@@ -234,9 +205,17 @@ def build_gitea_router(forge: EmbeddedForge) -> APIRouter:
 
     @r.get(R + "/pulls")
     async def list_pulls(
-        owner: str, repo: str, _: Actor, state: Annotated[str, Query()] = "open"
+        owner: str,
+        repo: str,
+        response: Response,
+        _: Actor,
+        state: Annotated[str, Query(pattern="^(open|closed|all)$")] = "open",
+        page: Annotated[int, Query(ge=1)] = 1,
+        limit: Annotated[int, Query(ge=1, le=50)] = 30,
     ) -> list[dict[str, Any]]:
-        return [shapes.pr_json(p, base_url) for p in await forge.list_prs(owner, repo, state)]
+        prs = sorted(await forge.list_prs(owner, repo, state), key=lambda p: -p.number)  # newest first
+        response.headers["X-Total-Count"] = str(len(prs))
+        return [shapes.pr_json(p, base_url) for p in prs[(page - 1) * limit : page * limit]]
 
     @r.post(R + "/pulls", status_code=201)
     async def open_pull(owner: str, repo: str, body: CreatePull, actor: Actor, ctx: Ctx) -> dict[str, Any]:
@@ -281,18 +260,26 @@ def build_gitea_router(forge: EmbeddedForge) -> APIRouter:
     ) -> list[dict[str, Any]]:
         pr = await forge.request_reviewers(actor.name, owner, repo, index, body.reviewers)
         await notify_review_request(ctx, actor, pr, body.reviewers)
-        return [shapes.user_json(n) for n in body.reviewers]
+        return [shapes.review_request_json(n) for n in body.reviewers]
 
     @r.get(R + "/pulls/{index}/reviews")
-    async def list_reviews(owner: str, repo: str, index: int, _: Actor) -> list[dict[str, Any]]:
+    async def list_reviews(owner: str, repo: str, index: int, actor: Actor) -> list[dict[str, Any]]:
+        """As Gitea: a PENDING review is shown only to its reviewer and to admins."""
         pr = await forge.get_pr(owner, repo, index)
-        return [shapes.review_json(x) for x in pr.reviews]
+        admin = actor.kind == PrincipalKind.operator
+        return [
+            shapes.review_json(x) for x in pr.reviews if x.state != "PENDING" or admin or x.user == actor.name
+        ]
 
     @r.post(R + "/pulls/{index}/reviews")
     async def create_review(
         owner: str, repo: str, index: int, body: CreateReview, actor: Actor
     ) -> dict[str, Any]:
-        review = await forge.review(actor.name, owner, repo, index, body.event, body.body, body.commit_id)
+        """Gitea's event words only: GitHub's ``APPROVE`` is no approval here (Gitea records it as a
+        PENDING review when it has a body, and refuses it without one)."""
+        review = await forge.review(
+            actor.name, owner, repo, index, body.event, body.body, body.commit_id, pin=False
+        )
         return shapes.review_json(review)
 
     @r.get(R + "/pulls/{index}/merge")
@@ -330,9 +317,7 @@ def build_gitea_router(forge: EmbeddedForge) -> APIRouter:
         return shapes.status_json(status)
 
     async def resolve(owner: str, repo: str, ref: str) -> str:
-        await forge.repo_info(owner, repo)
-        bare = forge.bare(owner, repo)
-        sha = await bare.branch_sha(ref) or await bare.rev_parse(ref)
+        sha = await forge.resolve_ref(owner, repo, ref)
         if sha is None:
             raise ForgeError(f"no commit {ref!r}", 404)
         return sha
@@ -362,7 +347,13 @@ def build_gitea_router(forge: EmbeddedForge) -> APIRouter:
         return shapes.protection_json(name, policy)
 
     async def save_protection(owner: str, repo: str, branch: str, fields: dict[str, Any]) -> dict[str, Any]:
-        policy = shapes.parse_protection({**fields, "rule_name": branch})
+        """Gitea's fields over the branch's current policy: kswarm's own rules (set through
+        /api/forge) are not Gitea fields and stay as they were."""
+        current = await forge.get_protection(owner, repo, branch) or ReviewPolicy(protected_branches=[branch])
+        gitea = shapes.parse_protection({**fields, "rule_name": branch})
+        policy = current.model_copy(
+            update={"required_approvals": gitea.required_approvals, "required_checks": gitea.required_checks}
+        )
         await forge.protect_branch(owner, repo, branch, policy)
         return shapes.protection_json(branch, policy)
 
@@ -389,4 +380,5 @@ def build_gitea_router(forge: EmbeddedForge) -> APIRouter:
             raise ForgeError(f"no branch protection {name!r}", 404)
         return Response(status_code=204)
 
+    add_content_routes(r, forge)
     return r

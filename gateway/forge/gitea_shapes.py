@@ -30,15 +30,40 @@ def user_id(name: str) -> int:
     return int(hashlib.sha1(name.encode()).hexdigest()[:8], 16)  # stable ids without a table
 
 
+GITEA_VERSION = "1.22.0+kswarm-embedded"  # the Gitea API level these routes follow (ServerVersion)
+
+
 def user_json(name: str, email: str = "", admin: bool = False) -> dict[str, Any]:
     return {
         "id": user_id(name),
         "login": name,
+        "login_name": "",
         "username": name,
         "full_name": name,
         "email": email,
+        "avatar_url": "",
         "is_admin": admin,
         "active": True,
+        "restricted": False,
+        "prohibit_login": False,
+        "visibility": "public",
+    }
+
+
+def org_json(name: str) -> dict[str, Any]:
+    """Gitea's ``Organization`` (``name`` and ``username``, no ``login``)."""
+    return {
+        "id": user_id(name),
+        "name": name,
+        "username": name,
+        "full_name": name,
+        "email": "",
+        "avatar_url": "",
+        "description": "",
+        "website": "",
+        "location": "",
+        "visibility": "public",
+        "repo_admin_change_team_access": False,
     }
 
 
@@ -51,9 +76,15 @@ def repo_json(info: RepoInfo, base_url: str) -> dict[str, Any]:
         "default_branch": info.default_branch,
         "clone_url": info.clone_url,
         "html_url": f"{base_url}/{info.full_name}",
+        "url": f"{base_url}/api/v1/repos/{info.full_name}",
         "private": False,
+        "fork": False,
+        "mirror": False,
+        "archived": False,
         "empty": False,
+        "has_pull_requests": True,
         "created_at": iso(info.created),
+        "updated_at": iso(info.created),
     }
 
 
@@ -69,16 +100,38 @@ def parse_repo(data: dict[str, Any]) -> RepoInfo:
 
 
 def review_json(review: Review) -> dict[str, Any]:
+    """Gitea's ``PullReview``."""
     return {
         "id": review.id,
         "user": user_json(review.user),
+        "team": None,
         "state": review.state,
         "body": review.body,
         "commit_id": review.commit_id,
         "stale": review.stale,
         "dismissed": review.dismissed,
-        "official": True,
+        "official": review.state in ("APPROVED", "REQUEST_CHANGES"),
+        "comments_count": 0,
         "submitted_at": iso(review.submitted),
+        "updated_at": iso(review.submitted),
+    }
+
+
+def review_request_json(name: str) -> dict[str, Any]:
+    """What ``POST …/requested_reviewers`` answers per reviewer: a ``PullReview`` in REQUEST_REVIEW."""
+    return {
+        "id": user_id(f"request:{name}"),
+        "user": user_json(name),
+        "team": None,
+        "state": "REQUEST_REVIEW",
+        "body": "",
+        "commit_id": "",
+        "stale": False,
+        "dismissed": False,
+        "official": False,
+        "comments_count": 0,
+        "submitted_at": None,
+        "updated_at": None,
     }
 
 
@@ -98,6 +151,7 @@ def parse_review(data: dict[str, Any]) -> Review:
 def status_json(status: CommitStatus) -> dict[str, Any]:
     return {
         "id": status.id,
+        "url": "",
         "status": status.state,
         "context": status.context,
         "description": status.description,
@@ -135,6 +189,8 @@ def combined_json(sha: str, statuses: list[CommitStatus]) -> dict[str, Any]:
         "sha": sha,
         "total_count": len(statuses),
         "statuses": [status_json(s) for s in statuses],
+        "commit_url": "",
+        "url": "",
     }
 
 
@@ -144,6 +200,7 @@ def comment_json(comment: Comment) -> dict[str, Any]:
         "user": user_json(comment.user),
         "body": comment.body,
         "created_at": iso(comment.created),
+        "updated_at": iso(comment.created),
     }
 
 
@@ -157,25 +214,39 @@ def parse_comment(data: dict[str, Any]) -> Comment:
 
 
 def pr_json(pr: PullRequest, base_url: str) -> dict[str, Any]:
+    """Gitea's ``PullRequest``; the list and the single view render the same (``mergeable`` included)."""
+    repo_id = user_id(pr.full_name)
     return {
         "id": user_id(f"{pr.full_name}#{pr.number}"),
+        "url": f"{base_url}/{pr.full_name}/pulls/{pr.number}",
         "number": pr.number,
         "title": pr.title,
         "body": pr.body,
         "state": pr.state,
         "user": user_json(pr.author),
-        "head": {"ref": pr.head, "sha": pr.head_sha, "label": pr.head},
-        "base": {"ref": pr.base, "sha": pr.base_sha, "label": pr.base},
+        "labels": [],
+        "milestone": None,
+        "assignee": None,
+        "assignees": [],
+        "is_locked": False,
+        "draft": False,
+        "comments": 0,
+        "head": {"ref": pr.head, "sha": pr.head_sha, "label": pr.head, "repo_id": repo_id},
+        "base": {"ref": pr.base, "sha": pr.base_sha, "label": pr.base, "repo_id": repo_id},
         "mergeable": bool(pr.mergeable),
         "merged": pr.merged,
+        "merged_at": iso(pr.merged_at),
         "merge_commit_sha": pr.merge_sha,
         "merged_by": user_json(pr.merged_by) if pr.merged_by else None,
         "merge_base": pr.merge_base,
         "requested_reviewers": [user_json(n) for n in pr.requested_reviewers],
         "html_url": f"{base_url}/{pr.full_name}/pulls/{pr.number}",
-        "diff_url": f"{base_url}/api/v1/repos/{pr.full_name}/pulls/{pr.number}.diff",
+        "diff_url": f"{base_url}/{pr.full_name}/pulls/{pr.number}.diff",
+        "patch_url": f"{base_url}/{pr.full_name}/pulls/{pr.number}.patch",
+        "due_date": None,
         "created_at": iso(pr.created),
         "updated_at": iso(pr.updated),
+        "closed_at": iso(pr.closed_at),
     }
 
 
@@ -196,6 +267,8 @@ def parse_pr(data: dict[str, Any], org: str, repo: str) -> PullRequest:
         merge_sha=data.get("merge_commit_sha"),
         merged_by=merged_by.get("login"),
         merge_base=data.get("merge_base"),
+        merged_at=from_iso(data.get("merged_at")) or None,
+        closed_at=from_iso(data.get("closed_at")) or None,
         requested_reviewers=[u.get("login", "") for u in data.get("requested_reviewers") or []],
         created=from_iso(data.get("created_at")),
         updated=from_iso(data.get("updated_at")),
@@ -206,34 +279,53 @@ def parse_pr(data: dict[str, Any], org: str, repo: str) -> PullRequest:
 
 
 def protection_json(branch: str, policy: ReviewPolicy, gate: str = "gate") -> dict[str, Any]:
+    """Gitea's ``BranchProtection`` for a kswarm-protected branch: only ``gate`` pushes (kswarm's
+    server-side writes: seeding, task definitions) and merges; approvals and status checks as the
+    policy says. kswarm's own rules (reproduction, dataset paths, human approvals) are not Gitea
+    fields: the adapter keeps them in the gateway's Redis (``gitea_policy.py``)."""
     return {
         "rule_name": branch,
         "branch_name": branch,
-        "required_approvals": policy.required_approvals,
-        "dismiss_stale_approvals": True,
-        "block_on_rejected_reviews": True,
-        "enable_status_check": bool(policy.required_checks),
-        "status_check_contexts": list(policy.required_checks),
-        "enable_push": False,
+        "priority": 0,
+        "enable_push": True,
+        "enable_push_whitelist": True,
+        "push_whitelist_usernames": [gate],
+        "push_whitelist_teams": [],
+        "push_whitelist_deploy_keys": False,
+        "enable_force_push": False,
+        "enable_force_push_allowlist": False,
+        "force_push_allowlist_usernames": [],
+        "force_push_allowlist_teams": [],
+        "force_push_allowlist_deploy_keys": False,
         "enable_merge_whitelist": True,
         "merge_whitelist_usernames": [gate],
+        "merge_whitelist_teams": [],
+        "enable_status_check": bool(policy.required_checks),
+        "status_check_contexts": list(policy.required_checks),
+        "required_approvals": policy.required_approvals,
+        "enable_approvals_whitelist": False,
+        "approvals_whitelist_username": [],
+        "approvals_whitelist_teams": [],
+        "block_on_rejected_reviews": True,
+        "block_on_official_review_requests": False,
+        "block_on_outdated_branch": False,
+        "dismiss_stale_approvals": True,
+        "ignore_stale_approvals": False,
+        "require_signed_commits": False,
+        "protected_file_patterns": "",
+        "unprotected_file_patterns": "",
         "block_admin_merge_override": True,
-        "kswarm_require_reproduction": policy.require_reproduction,
-        "kswarm_dataset": policy.dataset,
-        "kswarm_trusted_paths": list(policy.trusted_paths),
     }
 
 
 def parse_protection(data: dict[str, Any]) -> ReviewPolicy:
+    """The part of a ``ReviewPolicy`` that Gitea stores (approvals, required status checks)."""
     checks = (data.get("status_check_contexts") or []) if data.get("enable_status_check", True) else []
     branch = data.get("rule_name") or data.get("branch_name") or "main"
     return ReviewPolicy(
         required_approvals=int(data.get("required_approvals") or 0),
         required_checks=list(checks),
-        require_reproduction=bool(data.get("kswarm_require_reproduction", False)),
         protected_branches=[branch],
-        dataset=bool(data.get("kswarm_dataset", False)),
-        **({"trusted_paths": list(trusted)} if (trusted := data.get("kswarm_trusted_paths")) else {}),
     )
 
 

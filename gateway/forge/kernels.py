@@ -10,7 +10,9 @@ definitions the workers load (``tasks/``), references, CI and configuration file
 them is blocked, naming the file; so is a file under ``kernels/`` that is not a candidate (a nested
 helper, a data file), a candidate that is not named after the PR's author (``<author>_<variant>.py``:
 agents add and replace their own kernels, never another agent's) and the deletion of a kernel (the
-dataset keeps accepted kernels; removing one is an operator's change on main).
+dataset keeps accepted kernels; removing one is an operator's change on main). These are rules for
+agents' PRs: a PR an operator opened (``kswarm tasks add`` adds a task definition that way, versioned
+and reviewed) may change those paths; its kernels still need their verification.
 
 A candidate the base changed too since the PR forked is **stale** (any branch): the merge would hold a
 three-way merge of two versions, a file no job verified.
@@ -114,6 +116,7 @@ def classify(
     trusted_paths: list[str],
     base_changed: set[str] | None = None,
     base: str = "main",
+    operator_author: bool = False,
 ) -> PRChanges:
     """Sort ``files`` into candidates and (for a dataset branch) blocked paths; a candidate that the
     base also changed since the merge base (``base_changed``) is stale: verifying the head's file
@@ -131,7 +134,7 @@ def classify(
                     "(or rebase), then verify the new head"
                 )
                 changes.stale.append(BlockedPath(path=path, why=why))
-        if not dataset:
+        if not dataset or operator_author:
             continue
         why = _blocked_reason(changed, found, author, trusted_paths)
         if why:

@@ -6,7 +6,7 @@ from typing import Any
 
 from gateway.context import GatewayContext
 from gateway.forge.notices import notify_review_request
-from gateway.forge.service import forge_of, gate_of, pr_view, resolve_repo, summary
+from gateway.forge.service import forge_of, gate_of, pr_view, resolve_repo, review_event, summary
 from gateway.mcp_server import GatewayMCP, caller
 from gateway.services import FORGE_SETTINGS
 
@@ -71,7 +71,7 @@ def register_pr_tools(mcp: GatewayMCP, ctx: GatewayContext) -> None:
     ) -> dict[str, Any]:
         me = caller()
         org, name = await resolve_repo(ctx, repo)
-        review = await forge_of(ctx).review(me.name, org, name, number, event, body, head_sha)
+        review = await forge_of(ctx).review(me.name, org, name, number, review_event(event), body, head_sha)
         return {"id": review.id, "state": review.state, "commit_id": review.commit_id}
 
     @mcp.tool(name="pr_comment", description="Comment on a PR (discussion; not a review verdict).")

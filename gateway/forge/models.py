@@ -7,9 +7,12 @@ from typing import Literal
 from pydantic import BaseModel, Field
 
 StatusState = Literal["pending", "success", "error", "failure", "warning"]
-ReviewEvent = Literal["APPROVED", "REQUEST_CHANGES", "COMMENT"]
+ReviewEvent = Literal["APPROVED", "REQUEST_CHANGES", "COMMENT", "PENDING"]
 STATUS_STATES: tuple[str, ...] = ("pending", "success", "error", "failure", "warning")
-REVIEW_EVENTS: tuple[str, ...] = ("APPROVED", "REQUEST_CHANGES", "COMMENT")
+# Gitea's review events (ReviewStateType): any other word is recorded as PENDING, as Gitea does.
+REVIEW_EVENTS: tuple[str, ...] = ("APPROVED", "REQUEST_CHANGES", "COMMENT", "PENDING")
+VERDICT_EVENTS: tuple[str, ...] = ("APPROVED", "REQUEST_CHANGES")
+MAX_FILE_BYTES = 512 * 1024  # the largest file read_tree returns (larger ones are left out)
 
 
 class ForgeUser(BaseModel):
@@ -33,7 +36,7 @@ class RepoInfo(BaseModel):
 class Review(BaseModel):
     id: int
     user: str = Field(description="Reviewer (from the token).")
-    state: str = Field(description="APPROVED, REQUEST_CHANGES or COMMENT.")
+    state: str = Field(description="APPROVED, REQUEST_CHANGES, COMMENT or PENDING (never counts).")
     body: str = ""
     commit_id: str = Field(description="Head sha the review was given on.")
     submitted: float = 0.0
@@ -76,6 +79,8 @@ class PullRequest(BaseModel):
     merged_by: str | None = None
     merged_head_sha: str | None = Field(None, description="Head sha at merge time.")
     merge_base: str | None = Field(None, description="Base sha the merge was made on.")
+    merged_at: float | None = Field(None, description="When the gate merged it.")
+    closed_at: float | None = Field(None, description="When it was closed (merged or not).")
     requested_reviewers: list[str] = Field(default_factory=list)
     created: float = 0.0
     updated: float = 0.0
@@ -112,3 +117,28 @@ class MergeResult(BaseModel):
 
 
 STORED_PR_FIELDS = {"head_sha", "base_sha", "mergeable", "reviews", "statuses"}
+
+
+class CommitInfo(BaseModel):
+    """One commit, as ``get_commit`` reads it."""
+
+    sha: str
+    parents: list[str] = Field(default_factory=list, description="Empty for a branch's initial commit.")
+    tree: str = ""
+    message: str = ""
+    author_name: str = ""
+    author_email: str = ""
+    committer_email: str = ""
+    created: float = 0.0
+
+
+class RepoFile(BaseModel):
+    """A regular file at a commit: its path, git blob sha and bytes."""
+
+    path: str
+    sha: str = Field(description="The git blob sha (what a cache of the file is keyed by).")
+    size: int
+    content: bytes = b""
+
+    def text(self) -> str:
+        return self.content.decode(errors="replace")

@@ -1,8 +1,9 @@
 """``ForgePlugin`` (``forge``): the forge, its HTTP routes, MCP tools and the gate bot, in the gateway.
 
 Provides the forge, its settings, the review gate and the evidence ledger (``gateway.services``). With
-``KSWARM_FORGE_GITEA_URL`` set the gateway talks to Gitea (no /git or /api/v1 routes are served then);
-otherwise it is the embedded forge.
+``KSWARM_FORGE_GITEA_URL`` set the gateway talks to Gitea (no /git or /api/v1 routes are served then)
+and, with a webhook secret, receives Gitea's webhooks at ``/api/forge/gitea/hook``; otherwise it is the
+embedded forge, which delivers webhooks to the hooks registered on its repositories.
 """
 
 from __future__ import annotations
@@ -10,22 +11,27 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Awaitable, Callable
+from typing import Any
 
 from fastapi import FastAPI
 
 from gateway.context import GatewayContext
 from gateway.errors import ForgeError
+from gateway.forge import gitea_shapes as shapes
+from gateway.forge.defaults import DefaultRepo
 from gateway.forge.embedded import EmbeddedForge
 from gateway.forge.gate import ReviewGate
 from gateway.forge.git_http import build_git_router
 from gateway.forge.gitea import GiteaForge
 from gateway.forge.gitea_api import build_gitea_router
+from gateway.forge.hooks_out import HookDeliverer
 from gateway.forge.ledger import EvidenceLedger
 from gateway.forge.mcp_tools import register_pr_tools
 from gateway.forge.protocol import Forge
 from gateway.forge.routes import build_forge_router
 from gateway.forge.settings import ForgeSettings
+from gateway.forge.webhook import build_webhook_router
 from gateway.mcp_server import GatewayMCP
 from gateway.plugin import Lifespan, Plugin
 from gateway.principals import PrincipalKind
@@ -39,7 +45,17 @@ def build_forge(ctx: GatewayContext, settings: ForgeSettings) -> Forge:
         token = settings.admin_token()
         if not token:
             raise ValueError("KSWARM_FORGE_GITEA_URL needs KSWARM_FORGE_GITEA_ADMIN_TOKEN(_FILE)")
-        return GiteaForge(settings.gitea_url, token)
+        secret = settings.webhook_secret()
+        if settings.gitea_webhook_url and not secret:
+            raise ValueError("KSWARM_FORGE_GITEA_WEBHOOK_URL needs KSWARM_FORGE_GITEA_WEBHOOK_SECRET(_FILE)")
+        return GiteaForge(
+            settings.gitea_url,
+            token,
+            gate_email=f"gate@bots.{ctx.settings.swarm}",
+            redis=ctx.redis,
+            webhook_url=settings.gitea_webhook_url,
+            webhook_secret=secret,
+        )
     return EmbeddedForge(
         ctx.redis, ctx.settings.home / "forge", ctx.principals, ctx.settings.swarm, ctx.settings.url()
     )
@@ -69,9 +85,13 @@ class ForgePlugin(Plugin[ForgeSettings]):
         ctx.services.provide(REVIEW_GATE, gate)
         ctx.services.provide(EVIDENCE_LEDGER, ledger)
 
+        deliverer: HookDeliverer | None = None
         if isinstance(forge, EmbeddedForge):
             app.include_router(build_git_router(forge))
             app.include_router(build_gitea_router(forge))
+            deliverer = HookDeliverer(ctx.redis, hook_renderer(forge))
+        elif (secret := settings.webhook_secret()) is not None:
+            app.include_router(build_webhook_router(secret))
         app.include_router(build_forge_router())
         register_pr_tools(mcp, ctx)
 
@@ -84,16 +104,36 @@ class ForgePlugin(Plugin[ForgeSettings]):
                 org, _, name = full.partition("/")
                 try:
                     await forge.ensure_repo(org, name)
+                    await DefaultRepo(ctx.redis).claim(full)  # the first one, unless one is set
                 except ForgeError as exc:
                     log.error("cannot ensure repo %s: %s", full, exc)
-            task = asyncio.create_task(gate.run(), name="kswarm-gate") if settings.gate_enabled else None
+            tasks = [asyncio.create_task(gate.run(), name="kswarm-gate")] if settings.gate_enabled else []
+            if deliverer is not None:
+                tasks.append(asyncio.create_task(deliverer.run(), name="kswarm-forge-hooks"))
             try:
                 yield
             finally:
-                if task is not None:
+                for task in tasks:
                     task.cancel()
+                for task in tasks:
                     with contextlib.suppress(asyncio.CancelledError):
                         await task
                 await forge.aclose()
 
         return lifespan
+
+
+def hook_renderer(
+    forge: EmbeddedForge,
+) -> Callable[[str, dict[str, str]], Awaitable[tuple[dict[str, Any], dict[str, Any] | None]]]:
+    """Gitea's repository and pull request JSON for a forge event (what a hook payload carries)."""
+
+    async def render(repo: str, fields: dict[str, str]) -> tuple[dict[str, Any], dict[str, Any] | None]:
+        org, _, name = repo.partition("/")
+        repo_json = shapes.repo_json(await forge.repo_info(org, name), forge.base_url)
+        pr_json = None
+        if fields.get("pr"):
+            pr_json = shapes.pr_json(await forge.get_pr(org, name, int(fields["pr"])), forge.base_url)
+        return repo_json, pr_json
+
+    return render

@@ -22,7 +22,18 @@ from gateway.forge.models import PullRequest, Review
 class ReviewPolicy(BaseModel):
     """What a protected branch requires before the gate merges into it."""
 
-    required_approvals: int = Field(1, ge=0, description="Approvals on the head sha, never by the author.")
+    required_approvals: int = Field(
+        1,
+        ge=0,
+        description="Approvals on the head sha by reviewers other than the author; operators' approvals "
+        "count toward human_approvals instead (when the gate knows who the operators are).",
+    )
+    human_approvals: int = Field(
+        0,
+        ge=0,
+        description="Approvals on the head sha by operator principals (humans), counted apart from the "
+        "agents' approvals.",
+    )
     required_checks: list[str] = Field(
         default_factory=list,
         description="Status contexts that must be success on the head sha. kswarm/<kind>:<pool> (e.g. "
@@ -62,6 +73,9 @@ class GateDecision(BaseModel):
     mergeable: bool
     reasons: list[Reason] = Field(default_factory=list)
     approvals: list[str] = Field(default_factory=list, description="Reviewers whose approval counts.")
+    human_approvals: list[str] = Field(
+        default_factory=list, description="Operators whose approval on the head counts as a human one."
+    )
     notes: list[str] = Field(default_factory=list, description="Things ignored, and why.")
     kernels: list[KernelCoverage] = Field(
         default_factory=list, description="Per changed kernel: its verification on each required check."
@@ -114,6 +128,7 @@ def evaluate(
     changes: PRChanges | None = None,
     evidence: list[Verification] | None = None,
     status_setters: set[str] | None = None,
+    operators: set[str] | None = None,
 ) -> GateDecision:
     """Why ``pr`` may or may not be merged now.
 
@@ -121,7 +136,9 @@ def evaluate(
     decided per changed kernel from the verification records, dataset rules apply, and reproduction is
     checked per kernel; without them (the embedded forge refusing a merge as Gitea would) required
     checks are plain commit statuses. ``status_setters``, when given, are the principals whose statuses
-    count; statuses by anyone else are ignored with a note.
+    count; statuses by anyone else are ignored with a note. ``operators``, when given, are the
+    operator principals: their approvals count toward ``human_approvals`` and not toward
+    ``required_approvals`` (without it every approval counts toward the latter, as in Gitea).
     """
     head = pr.head_sha
     decision = GateDecision(repo=pr.full_name, number=pr.number, head_sha=head, mergeable=False)
@@ -167,6 +184,7 @@ def evaluate(
     if any(r.user == pr.author and r.state == "APPROVED" for r in pr.reviews):
         decision.notes.append(f"approval by the author @{pr.author} ignored")
     approvals: list[str] = []
+    humans: list[str] = []
     for user, review in sorted(verdicts.items()):
         if review.state != "APPROVED":
             continue
@@ -174,6 +192,9 @@ def evaluate(
             decision.notes.append(
                 f"approval by @{user} was on {short(review.commit_id)}, not the head {short(head)}"
             )
+            continue
+        if operators is not None and user in operators:
+            humans.append(user)  # a human's approval: counted apart, never as an agent's review
             continue
         if policy.require_reproduction:
             missing = (
@@ -191,13 +212,22 @@ def evaluate(
                 continue
         approvals.append(user)
     decision.approvals = approvals
+    decision.human_approvals = humans
     if len(approvals) < policy.required_approvals:
         stale = [n for n in decision.notes if "not the head" in n]
         extra = f" ({'; '.join(stale)})" if stale else ""
+        who = "agents" if operators is not None else "reviewers"
         add(
             "approvals",
             f"{len(approvals)} of {policy.required_approvals} approval(s) on head {short(head)} "
-            f"from reviewers other than @{pr.author}{extra}",
+            f"from {who} other than @{pr.author}{extra}",
+        )
+    if policy.human_approvals and len(humans) < policy.human_approvals:
+        have = f" (so far: {', '.join('@' + h for h in humans)})" if humans else ""
+        add(
+            "human-approvals",
+            f"{len(humans)} of {policy.human_approvals} human approval(s) on head {short(head)}: an "
+            f"operator approves with `kswarm pr review {pr.number} --approve` or in the UI{have}",
         )
 
     if by_kernel:

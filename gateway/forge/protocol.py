@@ -5,20 +5,27 @@ from the caller's token and never from a request field. The embedded forge looks
 the Gitea adapter acts with its admin token and ``Sudo: <actor>``. Errors are ``ForgeError`` with
 Gitea's HTTP status for the case (403 not allowed, 404 missing, 405 merge refused, 409 head out of
 date or conflict, 422 invalid, e.g. self-approval).
+
+Repository content (``resolve_ref``, ``get_commit``, ``read_file``, ``read_tree``, ``commit_files``) is
+what the knowledge base, the task seeding and definitions and the job runner need: no code outside the
+embedded forge touches a repository on disk, so every component works the same with Gitea.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Protocol, runtime_checkable
 
 from gateway.forge.models import (
+    MAX_FILE_BYTES,
     ChangedFile,
     Comment,
+    CommitInfo,
     CommitStatus,
     ForgeUser,
     MergeResult,
     PullRequest,
+    RepoFile,
     RepoInfo,
     Review,
 )
@@ -110,6 +117,59 @@ class Forge(Protocol):
 
     async def merge(self, actor: str, org: str, repo: str, number: int, head_sha: str) -> MergeResult:
         """Merge at exactly ``head_sha`` (409 if the head moved); refused (405) while protection is unmet."""
+        ...
+
+    # -- repository content -------------------------------------------------------------------
+
+    async def resolve_ref(self, org: str, repo: str, ref: str) -> str | None:
+        """The commit ``ref`` names: a branch first (``refs/heads/<ref>``), then a tag or a full sha;
+        None when it names no commit (404 when the repository does not exist)."""
+        ...
+
+    async def get_commit(self, org: str, repo: str, sha: str) -> CommitInfo:
+        """One commit (its parents: none for a branch's initial commit); 404 when missing."""
+        ...
+
+    async def read_file(self, org: str, repo: str, ref: str, path: str) -> RepoFile | None:
+        """The regular file ``path`` at ``ref`` (a branch or a sha); None when there is none there (a
+        missing path, a directory, a submodule); 404 when ``ref`` names no commit."""
+        ...
+
+    async def read_tree(
+        self,
+        org: str,
+        repo: str,
+        ref: str,
+        prefix: str = "",
+        suffixes: Sequence[str] = (),
+        max_bytes: int = MAX_FILE_BYTES,
+        max_files: int = 2000,
+    ) -> list[RepoFile]:
+        """Every regular file at ``ref`` under ``prefix`` whose name ends in one of ``suffixes`` (any,
+        when empty), with its content; files over ``max_bytes`` are left out."""
+        ...
+
+    async def commit_files(
+        self,
+        actor: str,
+        org: str,
+        repo: str,
+        branch: str,
+        files: Mapping[str, bytes | None],
+        message: str,
+        *,
+        expected_head: str | None = None,
+        new_branch: str | None = None,
+    ) -> str:
+        """One commit by ``actor`` (its identity, author and committer) on ``branch``, or on
+        ``new_branch`` created from it, writing ``files`` (None deletes a path); returns its sha.
+
+        The push rules hold as for a push: a protected branch takes commits from the gate only (403),
+        an agent writes only its own ``<agent>/...`` branches (403). ``expected_head``: only while
+        ``branch`` still points there (409 otherwise); the embedded forge compares and swaps the ref,
+        Gitea (whose API has no such check) gets every changed path's blob sha as of that head, so a
+        concurrent change of any of those paths fails there (callers needing more hold the branch's
+        merge lock, ``gateway/forge/locks.py``)."""
         ...
 
     async def aclose(self) -> None: ...

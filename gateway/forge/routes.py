@@ -6,19 +6,51 @@ from __future__ import annotations
 from typing import Annotated, Any
 
 from fastapi import APIRouter, Query
-from pydantic import BaseModel
+from pydantic import BaseModel, ConfigDict, Field
 
 from gateway.deps import AnyPrincipal, Ctx, OperatorOnly
 from gateway.errors import ForgeError
+from gateway.forge.defaults import DefaultRepo
 from gateway.forge.models import ForgeUser, RepoInfo
 from gateway.forge.policy import ReviewPolicy
-from gateway.forge.service import forge_of, gate_of, pr_view, resolve_repo, summary
+from gateway.forge.service import (
+    default_repo,
+    forge_of,
+    gate_of,
+    pr_view,
+    resolve_repo,
+    review_event,
+    summary,
+)
 
 
-class RepoCreate(BaseModel):
+class _Body(BaseModel):
+    model_config = ConfigDict(extra="forbid")  # an identity field in a body is an error, not ignored
+
+
+class RepoCreate(_Body):
     org: str
     name: str
     default_branch: str = "main"
+    default: bool | None = Field(
+        None,
+        description="true: this is the default repo from now on; omitted: it is when none is set yet "
+        "(the first work repo); false: never make it the default.",
+    )
+
+
+class DefaultRepoBody(_Body):
+    repo: str = Field(description="org/name")
+
+
+class ReviewBody(_Body):
+    event: str = Field(description="APPROVED (or APPROVE), REQUEST_CHANGES or COMMENT.")
+    body: str = ""
+    head_sha: str = Field("", description="The head you reviewed: 409 when the PR has moved on since.")
+
+
+class CommentBody(_Body):
+    body: str
 
 
 def build_forge_router() -> APIRouter:
@@ -37,7 +69,25 @@ def build_forge_router() -> APIRouter:
 
     @r.post("/repos", response_model=RepoInfo, status_code=201)
     async def create_repo(body: RepoCreate, ctx: Ctx, _: OperatorOnly) -> RepoInfo:
-        return await forge_of(ctx).ensure_repo(body.org, body.name, body.default_branch)
+        info = await forge_of(ctx).ensure_repo(body.org, body.name, body.default_branch)
+        if body.default:
+            await DefaultRepo(ctx.redis).set(info.full_name)
+        elif body.default is None:
+            await DefaultRepo(ctx.redis).claim(info.full_name)
+        return info
+
+    @r.get("/default-repo")
+    async def get_default_repo(ctx: Ctx, _: AnyPrincipal) -> dict[str, str | None]:
+        """The repo the PR tools and job submissions use when they name none (null: they must name one)."""
+        return {"repo": await default_repo(ctx)}
+
+    @r.put("/default-repo")
+    async def set_default_repo(body: DefaultRepoBody, ctx: Ctx, _: OperatorOnly) -> dict[str, str | None]:
+        org, name = await resolve_repo(ctx, body.repo)
+        if not any(x.full_name == f"{org}/{name}" for x in await forge_of(ctx).list_repos(name)):
+            raise ForgeError(f"no repository {org}/{name}", 404)
+        await DefaultRepo(ctx.redis).set(f"{org}/{name}")
+        return {"repo": await default_repo(ctx)}
 
     @r.put("/repos/{org}/{repo}/policy", response_model=ReviewPolicy)
     async def set_policy(
@@ -82,6 +132,24 @@ def build_forge_router() -> APIRouter:
                 else:
                     out.append(summary(pr))
         return out
+
+    @r.post("/repos/{org}/{repo}/pulls/{number}/reviews", status_code=201)
+    async def review(
+        org: str, repo: str, number: int, body: ReviewBody, ctx: Ctx, who: AnyPrincipal
+    ) -> dict[str, Any]:
+        """A review as the token's principal: an operator's approval is a human one (the policy's
+        ``human_approvals``), an agent's an agent's; nothing in the body says who reviews."""
+        found = await forge_of(ctx).review(
+            who.name, org, repo, number, review_event(body.event), body.body, body.head_sha
+        )
+        return {"id": found.id, "user": found.user, "state": found.state, "commit_id": found.commit_id}
+
+    @r.post("/repos/{org}/{repo}/pulls/{number}/comments", status_code=201)
+    async def comment(
+        org: str, repo: str, number: int, body: CommentBody, ctx: Ctx, who: AnyPrincipal
+    ) -> dict[str, Any]:
+        found = await forge_of(ctx).comment(who.name, org, repo, number, body.body)
+        return {"id": found.id, "user": found.user}
 
     @r.get("/repos/{org}/{repo}/pulls/{number}")
     async def pull(

@@ -6,6 +6,7 @@ from typing import Any
 
 from gateway.context import GatewayContext
 from gateway.errors import ForgeError
+from gateway.forge.defaults import DefaultRepo
 from gateway.forge.gate import ReviewGate
 from gateway.forge.models import PullRequest
 from gateway.forge.policy import GateDecision
@@ -21,18 +22,42 @@ def gate_of(ctx: GatewayContext) -> ReviewGate:
     return ctx.services.get(REVIEW_GATE)
 
 
+REVIEW_WORDS = {
+    "APPROVE": "APPROVED",
+    "APPROVED": "APPROVED",
+    "REQUEST_CHANGES": "REQUEST_CHANGES",
+    "COMMENT": "COMMENT",
+}
+
+
+def review_event(event: str) -> str:
+    """kswarm's tools take the three verdict words, GitHub's ``APPROVE`` as ``APPROVED`` too (what an
+    agent types); the forge itself speaks Gitea's words only."""
+    word = REVIEW_WORDS.get(event.strip().upper())
+    if word is None:
+        raise ForgeError(f"bad review event {event!r}: APPROVED, REQUEST_CHANGES or COMMENT", 422)
+    return word
+
+
+async def default_repo(ctx: GatewayContext) -> str | None:
+    """The default repo (``gateway/forge/defaults.py``): the setting, else the recorded one."""
+    return ctx.services.get(FORGE_SETTINGS).default_repo or await DefaultRepo(ctx.redis).get()
+
+
 async def resolve_repo(ctx: GatewayContext, repo: str | None) -> tuple[str, str]:
-    """``org/name`` -> (org, name); with none given: the configured default, else the only repo."""
+    """``org/name`` -> (org, name); with none given, the default repo, which never depends on which
+    other repos exist (``defaults.py``)."""
     if not repo:
-        repo = ctx.services.get(FORGE_SETTINGS).default_repo
+        repo = await default_repo(ctx)
     if not repo:
-        repos = await forge_of(ctx).list_repos()
-        if len(repos) != 1:
-            names = ", ".join(r.full_name for r in repos) or "none"
-            raise ForgeError(f"name the repo as org/name (repos: {names})", 422)
-        return repos[0].org, repos[0].name
+        names = ", ".join(r.full_name for r in await forge_of(ctx).list_repos()) or "none"
+        raise ForgeError(
+            f"name the repo as org/name: no default repo is set (KSWARM_FORGE_DEFAULT_REPO or "
+            f"PUT /api/forge/default-repo); repos: {names}",
+            422,
+        )
     org, _, name = repo.partition("/")
-    if not org or not name:
+    if not org or not name or "/" in name:
         raise ForgeError(f"repo must be org/name, not {repo!r}", 422)
     return org, name
 

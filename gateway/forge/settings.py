@@ -16,6 +16,15 @@ class ForgeSettings(BaseSettings):
     )
     gitea_admin_token: str | None = Field(None, description="Gitea admin token (acts for users via Sudo).")
     gitea_admin_token_file: Path | None = Field(None, description="File holding the admin token instead.")
+    gitea_webhook_url: str | None = Field(
+        None,
+        description="The receiver's URL as Gitea reaches it (e.g. http://gateway:8765/api/forge/gitea/hook): "
+        "every ensured repo gets a webhook to it.",
+    )
+    gitea_webhook_secret: str | None = Field(
+        None, description="Secret the per-repo hook secrets are derived from (HMAC-SHA256)."
+    )
+    gitea_webhook_secret_file: Path | None = Field(None, description="File holding the webhook secret.")
     repos: list[str] = Field(
         default_factory=list, description='Repos ensured at start-up, e.g. ["kswarm/dataset"].'
     )
@@ -34,4 +43,11 @@ class ForgeSettings(BaseSettings):
             return self.gitea_admin_token
         if self.gitea_admin_token_file:
             return self.gitea_admin_token_file.read_text().strip() or None
+        return None
+
+    def webhook_secret(self) -> str | None:
+        if self.gitea_webhook_secret:
+            return self.gitea_webhook_secret
+        if self.gitea_webhook_secret_file:
+            return self.gitea_webhook_secret_file.read_text().strip() or None
         return None

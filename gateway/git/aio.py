@@ -1,16 +1,15 @@
 """The asyncio side of the git layer: git as asyncio subprocesses, for the gateway, which must not
-block its event loop (the embedded forge's bare repositories, smart HTTP, the KB's reads).
+block its event loop (the embedded forge's bare repositories and smart HTTP).
 
-``BareRepo`` reads and seeds a bare repository with plumbing, never through the receive check:
-reading is harmless, and seeding is how an operator-provided initial tree (the dataset template, the
-knowledge base's first notes) lands on a protected ``main`` without a window in which the branch is
-unprotected. Seeding only ever happens while the branch holds nothing but its initial commit, so it
-can never overwrite reviewed work.
+``BareRepo`` reads and writes a bare repository with plumbing, never through the receive check; only
+the embedded forge uses it (``gateway/forge/embedded*.py``), which applies the push rules to its
+server-side writes itself. Every other component reaches repositories through the Forge protocol.
 """
 
 from __future__ import annotations
 
 import asyncio
+import secrets
 import shlex
 import sys
 from collections.abc import Mapping
@@ -20,14 +19,31 @@ from pathlib import Path
 from gateway.git.core import GitError, git_env
 
 ZERO_SHA = "0" * 40
-MAX_FILE_BYTES = 512 * 1024  # the largest file read_tree returns
 RECEIVE_SCRIPT = Path(__file__).resolve().parents[1] / "forge" / "receive.py"
 
 
 @dataclass(frozen=True)
-class RepoFile:
+class TreeEntry:
+    """A blob in a commit's tree."""
+
     path: str
-    text: str
+    mode: str  # 100644, 100755 or 120000 (a symlink)
+    sha: str
+    size: int
+
+
+@dataclass(frozen=True)
+class CommitMeta:
+    sha: str
+    parents: list[str]
+    tree: str
+    author_name: str
+    author_email: str
+    authored: float
+    committer_name: str
+    committer_email: str
+    committed: float
+    message: str
 
 
 @dataclass
@@ -174,88 +190,174 @@ class BareRepo:
         text = await self.git("diff", "--no-color", "--no-ext-diff", f"{base}...{head}")
         return text[:max_bytes]
 
-    async def read_tree(
-        self, sha: str, suffixes: tuple[str, ...] = (".md",), max_files: int = 2000
-    ) -> list[RepoFile]:
-        """Text files of commit ``sha`` whose names end in one of ``suffixes`` (each up to 512 KiB)."""
-        listing = await self.git("ls-tree", "-r", "-z", "--long", sha)
-        wanted: list[tuple[str, str]] = []
+    async def resolve(self, ref: str) -> str | None:
+        """The commit ``ref`` names, a branch first (``refs/heads/<ref>``), then a tag or a sha, as a
+        forge resolves it; None when it names no commit. One git process."""
+        if not ref or "\n" in ref or ref.startswith("-"):
+            return None
+        names = [f"refs/heads/{ref}^{{commit}}", f"{ref}^{{commit}}"]
+        result = await run_git(
+            "cat-file", "--batch-check", git_dir=self.path, stdin="".join(f"{n}\n" for n in names).encode()
+        )
+        for line in result.out.splitlines():
+            parts = line.split()
+            if len(parts) == 3 and parts[1] == "commit":
+                return parts[0]
+        return None
+
+    async def commit_info(self, sha: str) -> CommitMeta | None:
+        """Parents, tree, author, committer and message of commit ``sha``; None when it is none."""
+        if await self.rev_parse(sha) != sha:
+            return None
+        fmt = "%H%x00%P%x00%T%x00%an%x00%ae%x00%at%x00%cn%x00%ce%x00%ct%x00%B"
+        out = await self.git("show", "-s", f"--format={fmt}", sha)
+        fields = out.split("\0", 9)
+        return CommitMeta(
+            sha=fields[0],
+            parents=fields[1].split(),
+            tree=fields[2],
+            author_name=fields[3],
+            author_email=fields[4],
+            authored=float(fields[5] or 0),
+            committer_name=fields[6],
+            committer_email=fields[7],
+            committed=float(fields[8] or 0),
+            message=fields[9].rstrip("\n") + "\n" if fields[9].strip() else "",
+        )
+
+    async def tree_entries(self, sha: str, prefix: str = "") -> list[TreeEntry]:
+        """Every blob of commit ``sha`` (recursively, under ``prefix`` when given), with its blob sha
+        and size; submodules and trees are left out, symlinks kept with their mode."""
+        args = ["ls-tree", "-r", "-z", "--long", sha]
+        if prefix:
+            args += ["--", prefix.rstrip("/") + "/"]
+        listing = await self.git(*args)
+        entries: list[TreeEntry] = []
         for entry in listing.split("\0"):
             if not entry:
                 continue
             meta, _, path = entry.partition("\t")
             parts = meta.split()
-            if len(parts) != 4 or parts[1] != "blob" or not path.lower().endswith(suffixes):
+            if len(parts) != 4 or parts[1] != "blob":
                 continue
-            if parts[3] == "-" or int(parts[3]) > MAX_FILE_BYTES:
-                continue
-            wanted.append((parts[2], path))
-            if len(wanted) >= max_files:
-                break
-        if not wanted:
+            size = int(parts[3]) if parts[3] != "-" else 0
+            entries.append(TreeEntry(path=path, mode=parts[0], sha=parts[2], size=size))
+        return entries
+
+    async def tree_listing(
+        self, sha: str, recursive: bool, directory: str = ""
+    ) -> list[tuple[str, str, str, int, str]]:
+        """(mode, type, sha, size, path) of the tree of ``sha`` (a commit or a tree): its top level (or
+        ``directory``'s), or every blob and subtree when ``recursive`` (Gitea's git trees API)."""
+        args = ["ls-tree", "-z", "--long", *(["-r", "-t"] if recursive else []), sha]
+        if directory:
+            args += ["--", directory.strip("/") + "/"]
+        out: list[tuple[str, str, str, int, str]] = []
+        for item in (await self.git(*args)).split("\0"):
+            meta, _, path = item.partition("\t")
+            parts = meta.split()
+            if len(parts) == 4:
+                out.append((parts[0], parts[1], parts[2], int(parts[3]) if parts[3] != "-" else 0, path))
+        return out
+
+    async def object_type(self, sha: str) -> str | None:
+        result = await run_git("cat-file", "-t", sha, git_dir=self.path)
+        return result.out.strip() if result.rc == 0 else None
+
+    async def commits_with_files(
+        self, base: str, head: str, limit: int = 250
+    ) -> list[tuple[str, list[tuple[str, str]]]]:
+        """The commits ``head`` adds since its merge base with ``base`` (newest first), each with the
+        (status, path) it changes against its first parent (renames split as D + A)."""
+        out = await self.git(
+            "log", f"--max-count={limit}", "--no-renames", "--name-status", "-z", "--format=%x01%H",
+            f"{base}...{head}", "--right-only", "--no-merges",
+        )  # fmt: skip
+        commits: list[tuple[str, list[tuple[str, str]]]] = []
+        for chunk in out.split("\x01")[1:]:
+            sha, _, rest = chunk.partition("\0")
+            fields = [f for f in rest.lstrip("\n").split("\0") if f]
+            files = [
+                ("M" if status[0] == "T" else status[0], path)
+                for status, path in zip(fields[0::2], fields[1::2], strict=False)
+            ]
+            commits.append((sha.strip(), files))
+        return commits
+
+    async def entry(self, sha: str, path: str) -> TreeEntry | None:
+        """The blob at ``path`` in commit ``sha`` (None: no such path, or a tree or submodule)."""
+        if not path or "\n" in path:
+            return None
+        found = await run_git("ls-tree", "-z", "--long", sha, "--", path, git_dir=self.path)
+        if found.rc != 0:
+            return None
+        for item in found.out.split("\0"):
+            meta, _, name = item.partition("\t")
+            parts = meta.split()
+            if name == path and len(parts) == 4 and parts[1] == "blob":
+                return TreeEntry(path=name, mode=parts[0], sha=parts[2], size=int(parts[3]))
+        return None
+
+    async def read_blobs(self, shas: list[str]) -> list[bytes]:
+        """The contents of blobs ``shas``, in order (one ``git cat-file --batch``)."""
+        if not shas:
             return []
         batch = await run_git_bytes(
-            "cat-file", "--batch", git_dir=self.path, stdin="".join(f"{b}\n" for b, _ in wanted).encode()
+            "cat-file", "--batch", git_dir=self.path, stdin="".join(f"{b}\n" for b in shas).encode()
         )
-        return [RepoFile(path, text) for (_, path), text in zip(wanted, _split_batch(batch), strict=True)]
+        return _split_batch(batch)
 
-    async def read_file(self, sha: str, path: str) -> str | None:
-        try:
-            return await self.git("show", f"{sha}:{path}")
-        except GitError:
-            return None
-
-    async def seed_branch(
-        self,
-        branch: str,
-        files: Mapping[str, bytes],
-        message: str,
-        name: str,
-        email: str,
-    ) -> str | None:
-        """Commit ``files`` on top of ``branch`` when it holds only its initial commit; else do nothing.
-
-        Returns the new commit, or None when the branch already has history (seeded or changed by PRs).
-        The ref moves by compare-and-swap, so a concurrent seeder or merge makes this a no-op too."""
-        head = await self.branch_sha(branch)
-        if head is None:
-            raise GitError(f"branch {branch} does not exist")
-        if int((await self.git("rev-list", "--count", head)).strip()) != 1:
-            return None
+    async def write_commit(
+        self, parent: str, files: Mapping[str, bytes | None], message: str, name: str, email: str
+    ) -> str:
+        """A new commit on top of ``parent`` with ``files`` written (None: deleted), through a private
+        index: nothing else of the tree changes and no ref moves (the caller compares and swaps)."""
         index_lines = []
         for path, content in sorted(files.items()):
-            if path.startswith("/") or ".." in path.split("/"):
-                raise ValueError(f"bad path in seed tree: {path!r}")
+            check_tree_path(path)
+            if content is None:
+                index_lines.append(f"0 {ZERO_SHA}\t{path}\n")
+                continue
             blob = (await self.git("hash-object", "-w", "--stdin", stdin=content)).strip()
             index_lines.append(f"100644 {blob}\t{path}\n")
-        index = self.path / f"kswarm-seed-{head[:12]}.index"
+        index = self.path / f"kswarm-commit-{secrets.token_hex(8)}.index"
         env = {"GIT_INDEX_FILE": str(index)}
         try:
-            await self.git("read-tree", head, env=env)
+            await self.git("read-tree", parent, env=env)
             await self.git("update-index", "--index-info", env=env, stdin="".join(index_lines).encode())
             tree = (await self.git("write-tree", env=env)).strip()
         finally:
             index.unlink(missing_ok=True)
-        commit = await self.commit_tree(tree, [head], message, name, email)
-        if not await self.update_ref(f"refs/heads/{branch}", commit, head, "kswarm seed"):
-            return None
-        return commit
+        return await self.commit_tree(tree, [parent], message, name, email)
 
 
-def _split_batch(data: bytes) -> list[str]:
+def check_tree_path(path: str) -> None:
+    """A path a commit may write: relative, normalised, never into ``.git``."""
+    parts = path.split("/")
+    if (
+        not path
+        or path.startswith("/")
+        or any(p in ("", ".", "..") for p in parts)
+        or any(p.lower() == ".git" for p in parts)
+        or any(c in path for c in "\0\n\r\\")
+    ):
+        raise ValueError(f"bad path {path!r}: a relative path inside the repository")
+
+
+def _split_batch(data: bytes) -> list[bytes]:
     """The contents from ``git cat-file --batch`` output: per object a header line ``sha type size``,
     ``size`` bytes of content and a newline."""
-    texts: list[str] = []
+    texts: list[bytes] = []
     pos = 0
     while pos < len(data):
         end = data.index(b"\n", pos)
         header = data[pos:end].split()
         start = end + 1
         if len(header) != 3:  # "<sha> missing": no content follows
-            texts.append("")
+            texts.append(b"")
             pos = start
             continue
         size = int(header[2])
-        texts.append(data[start : start + size].decode(errors="replace"))
+        texts.append(data[start : start + size])
         pos = start + size + 1
     return texts

@@ -3,7 +3,9 @@
 Notes change like code: a branch, a PR, a review, the gate's merge. Search reads the branch the gate
 protects (``main``) and nothing else, so a note on an unmerged branch is never returned. The index
 is keyed by that branch's head commit and rebuilt when the head moves (checked on every search: one
-``git rev-parse``), so a merge is searchable on the next call.
+``resolve_ref``), so a merge is searchable on the next call. Everything goes through the Forge protocol
+(``resolve_ref``, ``read_tree``, ``read_file``; seeding: ``gateway/forge/seed.py``), so the knowledge
+base works the same on the embedded forge and on Gitea.
 """
 
 from __future__ import annotations
@@ -18,9 +20,9 @@ from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from gateway.context import GatewayContext
 from gateway.errors import ForgeError
-from gateway.forge.embedded import embedded_bare
 from gateway.forge.models import RepoInfo
 from gateway.forge.protocol import Forge
+from gateway.forge.seed import seed_branch
 from gateway.kb.index import Bm25Index, split_passages
 from gateway.services import FORGE
 
@@ -79,10 +81,14 @@ class KnowledgeBase:
         info = await self.forge.ensure_repo(self.org, self.name, self.settings.branch)
         seeded = None
         if self.settings.seed:
-            bare = embedded_bare(self.forge, self.org, self.name)
-            gate = f"gate@bots.{self.ctx.settings.swarm}"
-            seeded = await bare.seed_branch(
-                self.settings.branch, self.seed_files(), "Seed the knowledge base\n", "gate", gate
+            seeded = await seed_branch(
+                self.forge,
+                self.ctx.redis,
+                self.org,
+                self.name,
+                self.settings.branch,
+                self.seed_files(),
+                "Seed the knowledge base\n",
             )
             if seeded:
                 log.info("seeded %s with %s", self.settings.repo, seeded)
@@ -101,7 +107,7 @@ class KnowledgeBase:
                 "the knowledge base serves only a branch the review gate guards",
                 409,
             )
-        sha = await embedded_bare(self.forge, self.org, self.name).branch_sha(branch)
+        sha = await self.forge.resolve_ref(self.org, self.name, branch)
         if sha is None:
             raise ForgeError(f"{self.settings.repo} has no branch {self.settings.branch}", 404)
         return sha
@@ -115,9 +121,10 @@ class KnowledgeBase:
         async with self._lock:
             if self._cache is not None and self._cache[0] == sha:
                 return self._cache
-            bare = embedded_bare(self.forge, self.org, self.name)
-            files = await bare.read_tree(sha, tuple(s.lower() for s in self.settings.suffixes))
-            passages = [p for f in files for p in split_passages(f.path, f.text)]
+            files = await self.forge.read_tree(
+                self.org, self.name, sha, suffixes=tuple(s.lower() for s in self.settings.suffixes)
+            )
+            passages = [p for f in files for p in split_passages(f.path, f.text())]
             self._cache = (sha, Bm25Index(passages))
             log.info(
                 "indexed %s@%s: %d files, %d passages",
@@ -146,9 +153,10 @@ class KnowledgeBase:
 
     async def read(self, path: str) -> dict[str, Any]:
         sha = await self.head()
-        text = await embedded_bare(self.forge, self.org, self.name).read_file(sha, path.strip("/"))
-        if text is None:
+        found = await self.forge.read_file(self.org, self.name, sha, path.strip("/"))
+        if found is None:
             raise ForgeError(f"no note {path!r} on {self.settings.branch} of {self.settings.repo}", 404)
+        text = found.text()
         limit = self.settings.read_max_chars
         return {
             "repo": self.settings.repo,

@@ -31,6 +31,11 @@ class TasksSettings(BaseSettings):
         default_factory=list, description="Agents allowed to post tasks (besides operators)."
     )
     dataset_repo: str = Field("kswarm/dataset", description="org/name of the dataset repo the tasks live in.")
+    sync_from_main: bool = Field(
+        True,
+        description="Post tasks that appear on the dataset repo's protected main (kswarm tasks add, once "
+        "merged) on the board, checked every sweep.",
+    )
 
 
 class TaskSpec(BaseModel):
@@ -76,3 +81,33 @@ class SeedBody(BaseModel):
     repo: str | None = Field(None, description="org/name of the dataset repo (default: settings).")
     post_tasks: bool = Field(True, description="Also post every catalogue task on the board.")
     only: list[str] | None = Field(None, description="Post only these catalogue tasks.")
+
+
+class TaskDefinition(BaseModel):
+    """Where a job's task definition comes from, and (unless asked without) its source text."""
+
+    task: str
+    source: Literal["repo", "catalogue"] = Field(
+        description="repo: tasks/<task>/task.py on the repo's protected main (a dataset branch, where only "
+        "operators' reviewed PRs change tasks/); catalogue: the gateway's own catalogue (the repo does "
+        "not define the task, or its main is not a trusted dataset branch)."
+    )
+    repo: str | None = Field(None, description="org/name it was read from (source repo).")
+    branch: str | None = None
+    commit: str | None = Field(None, description="The main commit it was read at (source repo).")
+    path: str = Field(description="tasks/<task>/task.py")
+    blob_sha: str = Field(description="The git blob sha of task.py: what workers cache it by and record.")
+    size: int
+    content: str | None = Field(None, description="task.py (left out with content=false).")
+
+
+class AddTaskBody(BaseModel):
+    """``kswarm tasks add DIR``: an operator's task definition, proposed as a PR to the dataset repo."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    name: str = Field(pattern=TASK_ID_PATTERN, description="The task's name (its directory).")
+    task_py: str = Field(min_length=1, max_length=512 * 1024, description="The text of task.py.")
+    repo: str | None = Field(None, description="org/name of the dataset repo (default: settings).")
+    reviewers: list[str] = Field(default_factory=list, max_length=20, description="Who reviews the PR.")
+    message: str = Field("", max_length=2000, description="Commit message and PR body.")

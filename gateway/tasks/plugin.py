@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import re
 from collections.abc import AsyncIterator
 from typing import Annotated, Any
 
@@ -16,11 +17,21 @@ from fastapi import APIRouter, Depends, FastAPI, Query, Response
 
 from gateway.context import GatewayContext
 from gateway.deps import AnyPrincipal, OperatorOnly, provided
-from gateway.errors import NotFound
+from gateway.errors import BadRequest, NotFound
 from gateway.mcp_server import GatewayMCP, caller
 from gateway.plugin import Lifespan, Plugin
 from gateway.services import FORGE, TASK_BOARD
-from gateway.tasks.models import BoardTask, DoneBody, SeedBody, TaskSpec, TasksSettings
+from gateway.tasks.definitions import add_task, task_definition
+from gateway.tasks.models import (
+    TASK_ID_PATTERN,
+    AddTaskBody,
+    BoardTask,
+    DoneBody,
+    SeedBody,
+    TaskDefinition,
+    TaskSpec,
+    TasksSettings,
+)
 from gateway.tasks.seeding import seed_dataset
 from gateway.tasks.service import BoardService
 
@@ -61,6 +72,28 @@ def build_tasks_router() -> APIRouter:
     @r.post("/seed", summary="Seed the dataset repo from the catalogue and post its tasks (operators)")
     async def seed(body: SeedBody, svc: Svc, who: OperatorOnly) -> dict[str, Any]:
         return await seed_dataset(svc, who, body)
+
+    @r.post("/definitions", status_code=201, summary="Propose a task definition as a PR (operators)")
+    async def add_definition(body: AddTaskBody, svc: Svc, who: OperatorOnly) -> dict[str, Any]:
+        """``kswarm tasks add DIR``: task.py on a new branch of the dataset repo and a PR into main."""
+        return await add_task(svc.ctx, who, body, svc.settings.dataset_repo)
+
+    @r.get(
+        "/{task_id}/definition",
+        response_model=TaskDefinition,
+        summary="A job's task definition: the dataset repo's protected main, else the catalogue",
+    )
+    async def definition(
+        task_id: str,
+        svc: Svc,
+        _: AnyPrincipal,
+        repo: Annotated[str | None, Query(description="org/name (default: the dataset repo)")] = None,
+        content: Annotated[bool, Query(description="false: only where it is and its blob sha")] = True,
+    ) -> TaskDefinition:
+        if not re.fullmatch(TASK_ID_PATTERN.strip("^$"), task_id):
+            raise BadRequest(f"bad task id {task_id!r}")
+        forge = svc.ctx.services.find(FORGE)
+        return await task_definition(forge, repo or svc.settings.dataset_repo, task_id, content)
 
     @r.get("/{task_id}", response_model=BoardTask, summary="One task")
     async def get(task_id: str, svc: Svc, _: AnyPrincipal) -> BoardTask:

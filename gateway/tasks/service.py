@@ -16,8 +16,10 @@ from gateway import keys as gateway_keys
 from gateway.context import GatewayContext
 from gateway.errors import BoardError
 from gateway.principals import Principal, PrincipalKind
+from gateway.services import FORGE
 from gateway.tasks.board import TaskBoard
 from gateway.tasks.models import BoardTask, TaskSpec, TasksSettings
+from gateway.tasks.sync import new_tasks_on_main
 
 log = logging.getLogger("kswarm.tasks")
 
@@ -120,6 +122,29 @@ class BoardService:
             )
         return lapsed
 
+    async def sync_from_main(self) -> list[str]:
+        """Post the tasks that appeared on the dataset repo's protected main (``sync.py``)."""
+        forge = self.ctx.services.find(FORGE)
+        if forge is None or not self.settings.sync_from_main:
+            return []
+        specs = await new_tasks_on_main(self.ctx.redis, forge, self.settings.dataset_repo)
+        bot = await self.bot()
+        posted = []
+        for spec in specs:
+            try:
+                await self.board.post(spec, bot.name)
+                posted.append(spec.id)
+            except BoardError as exc:
+                if exc.status != 409:  # already on the board (posted by hand): fine
+                    raise
+        if posted:
+            await self.announce(
+                f"New on {self.settings.dataset_repo}'s main, now on the board: "
+                + ", ".join(f"`{t}`" for t in posted)
+                + " (task_claim to take one)."
+            )
+        return posted
+
     async def sweeper(self) -> None:
         while True:
             try:
@@ -128,4 +153,10 @@ class BoardService:
                 raise
             except Exception:  # keep sweeping: a Redis hiccup must not end lease expiry
                 log.exception("task board sweep failed")
+            try:
+                await self.sync_from_main()
+            except asyncio.CancelledError:
+                raise
+            except Exception:  # the forge may be away (Gitea restarting): the next sweep retries
+                log.exception("task board sync from main failed")
             await asyncio.sleep(self.settings.sweep_s)

@@ -66,16 +66,39 @@ def wrong_solution_path(name: str) -> Path:
 
 
 def task_info(name: str) -> TaskInfo:
-    """Metadata from the task file's literal assignments and docstring (no import, no torch)."""
-    source = (task_dir(name) / "task.py").read_text()
-    tree = ast.parse(source)
+    """Metadata from the catalogue task file's literal assignments and docstring (no import, no torch)."""
+    return task_info_from_source(name, (task_dir(name) / "task.py").read_text())
+
+
+REQUIRED_NAMES = ("ENTRY", "reference", "make_inputs")
+
+
+def task_info_from_source(name: str, source: str) -> TaskInfo:
+    """Metadata of a task file's source (a catalogue file, or one read from a dataset repo's main);
+    ValueError when it is not a task file: not Python, ``NAME`` not the directory's name, or no
+    ``ENTRY``, ``reference`` and ``make_inputs``."""
+    try:
+        tree = ast.parse(source)
+    except SyntaxError as exc:
+        raise ValueError(f"tasks/{name}/task.py is not Python: {exc.msg} (line {exc.lineno})") from None
     values: dict[str, object] = {}
+    defined: set[str] = set()
     for node in tree.body:
+        if isinstance(node, ast.FunctionDef):
+            defined.add(node.name)
         if isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.targets[0], ast.Name):
+            defined.add(node.targets[0].id)
             try:
                 values[node.targets[0].id] = ast.literal_eval(node.value)
             except ValueError:
                 continue
+    missing = [n for n in REQUIRED_NAMES if n not in defined]
+    if missing:
+        raise ValueError(f"tasks/{name}/task.py does not define {', '.join(missing)} (docs/verification.md)")
+    if values.get("NAME", name) != name:
+        raise ValueError(
+            f"tasks/{name}/task.py says NAME = {values.get('NAME')!r}: it must be its directory's"
+        )
     doc = (ast.get_docstring(tree) or name).strip().splitlines()[0]
     return TaskInfo(
         name=str(values.get("NAME", name)),

@@ -9,15 +9,20 @@ from __future__ import annotations
 import re
 import shutil
 import tempfile
-from collections.abc import Iterator
+from collections.abc import AsyncIterator, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
 import redis as redis_sync
 from forgekit import ForgeGateway, Swarm
+from redis.asyncio import Redis
 
+from gateway.forge.embedded import EmbeddedForge
+from gateway.forge.gitea import GiteaForge
+from gateway.forge.protocol import Forge
 from gateway.forge.settings import ForgeSettings
+from gateway.principals import PrincipalStore
 
 AGENTS = ("alice", "bob", "carol")
 
@@ -69,3 +74,25 @@ def swarm(forge_gw: ForgeGateway, short_tmp: Path, request: pytest.FixtureReques
     s = Swarm(forge_gw, short_tmp, "kswarm", name, forge_gw.tokens)
     s.set_policy(required_approvals=1, required_checks=["kswarm/verify:cpu"])
     return s
+
+
+@pytest.fixture(params=["embedded", "gitea"])
+async def forge(  # the Forge protocol suite's two implementations
+    request: pytest.FixtureRequest, quiet_gw: ForgeGateway
+) -> AsyncIterator[Forge]:
+    redis = Redis.from_url(quiet_gw.redis_url, decode_responses=True)
+    if request.param == "gitea":
+        impl: Forge = GiteaForge(
+            quiet_gw.url, quiet_gw.operator_token, redis=redis, gate_email=f"gate@bots.{quiet_gw.swarm}"
+        )
+    else:
+        impl = EmbeddedForge(
+            redis,
+            quiet_gw.home / "forge",
+            PrincipalStore(redis, quiet_gw.swarm),
+            quiet_gw.swarm,
+            quiet_gw.url,
+        )
+    yield impl
+    await impl.aclose()
+    await redis.aclose()

@@ -1,26 +1,37 @@
-"""A gateway in Gitea mode: its MCP tools, REST and gate bot drive the Gitea adapter.
+"""A gateway in Gitea mode: its MCP tools, REST, KB, task seeding and gate bot drive the Gitea adapter,
+and Gitea's webhooks make the gate act at once.
 
-Gateway A serves the embedded forge (standing in for Gitea; no gate of its own). Gateway B has its own
-principals (another Redis database, as a production gateway's are not Gitea's) and
-``KSWARM_FORGE_GITEA_URL`` pointing at A; B's gate learns of reviews from its sweep, reads the PR's
-changed files through the adapter, and publishes the kswarm statuses to A.
+Gateway A serves the embedded forge (standing in for Gitea; no gate of its own; it delivers webhooks as
+Gitea does). Gateway B has its own principals (another Redis database, as a production gateway's are
+not Gitea's), ``KSWARM_FORGE_GITEA_URL`` pointing at A and a webhook secret; every repo B ensures gets
+a hook to B's receiver. B's gate sweeps only once an hour here, so whatever it does after start-up it
+does because a signed hook (or one of B's own events) told it.
 """
 
 from __future__ import annotations
 
+import json
 import shutil
 import tempfile
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
+import httpx
 import pytest
+import redis as redis_sync
 from forgekit import ForgeGateway, Git, wait_for
 from redis.asyncio import Redis
 
+from gateway.forge import keys
 from gateway.forge.evidence import Verification
+from gateway.forge.hooks_out import signature
 from gateway.forge.ledger import EvidenceLedger
 from gateway.forge.settings import ForgeSettings
+from gateway.forge.webhook import HOOK_PATH, repo_secret
 from kstest.mcp_client import call, mcp_session
+
+SECRET = "test-webhook-master-secret"
 
 
 @pytest.fixture(scope="module")
@@ -29,7 +40,11 @@ def gitea_mode(quiet_gw: ForgeGateway) -> Iterator[ForgeGateway]:
     sep = "&" if "?" in quiet_gw.redis_url else "?"
     gw = ForgeGateway(tmp / "home", f"{quiet_gw.redis_url}{sep}db=1")
     gw.forge_settings = ForgeSettings(
-        gitea_url=quiet_gw.url, gitea_admin_token=quiet_gw.operator_token, gate_sweep_s=0.3
+        gitea_url=quiet_gw.url,
+        gitea_admin_token=quiet_gw.operator_token,
+        gitea_webhook_url=f"{gw.url}{HOOK_PATH}",
+        gitea_webhook_secret=SECRET,
+        gate_sweep_s=3600,
     )
     gw.start()
     gw.tokens = {n: gw.add_principal(n) for n in ("alice", "bob")}
@@ -41,7 +56,20 @@ def gitea_mode(quiet_gw: ForgeGateway) -> Iterator[ForgeGateway]:
         shutil.rmtree(tmp, ignore_errors=True)
 
 
-async def test_gate_merges_through_the_gitea_adapter(
+def events_len(gw: ForgeGateway) -> int:
+    client = redis_sync.Redis.from_url(gw.redis_url)
+    try:
+        return int(client.xlen(keys.EVENTS))
+    finally:
+        client.close()
+
+
+def agent_git(gitea: ForgeGateway, tmp: Path, who: str) -> Git:
+    """git as ``who`` against "Gitea" (A), with A's token: git never goes through B."""
+    return Git(tmp / f"h-{who}", gitea.tokens[who], who, f"{who}@agents.{gitea.swarm}")
+
+
+async def test_gate_merges_on_a_gitea_webhook(
     quiet_gw: ForgeGateway, gitea_mode: ForgeGateway, short_tmp: Path
 ) -> None:
     with gitea_mode.op() as op:
@@ -50,27 +78,21 @@ async def test_gate_merges_through_the_gitea_adapter(
         policy = {"required_approvals": 1, "required_checks": ["kswarm/verify:cpu"]}
         assert op.put("/api/forge/repos/gm/kernels/policy", json=policy).status_code == 200
     assert info["clone_url"] == f"{quiet_gw.url}/git/gm/kernels.git"
-    # git goes to "Gitea" (A) with A's token for alice
-    git = Git(short_tmp / "h", quiet_gw.tokens["alice"], "alice", "alice@agents.test")
+    with quiet_gw.gitea(quiet_gw.operator_token) as admin:
+        hooks = admin.get("/repos/gm/kernels/hooks").json()
+    assert [h["config"]["url"] for h in hooks] == [f"{gitea_mode.url}{HOOK_PATH}"], "B registered its hook"
+    git = agent_git(quiet_gw, short_tmp, "alice")
     work = git.clone(info["clone_url"], short_tmp / "w")
     git.run("checkout", "-q", "-b", "alice/gm", cwd=work)
     kernel = "kernels/add/alice_k.py"
     sha = git.commit(work, kernel, "k\n", "k")
     assert git.push(work, "alice/gm").returncode == 0
-    # agents use B's MCP tools with B's tokens; B acts on Gitea with Sudo
+    # agents use B's MCP tools with B's tokens; B acts on Gitea with Sudo; no repo named: B's default
     async with mcp_session(gitea_mode.url, gitea_mode.tokens["alice"]) as alice:
-        opened = await call(
-            alice, "pr_open", head="alice/gm", title="via gitea", reviewers=["bob"], repo="gm/kernels"
-        )
+        opened = await call(alice, "pr_open", head="alice/gm", title="via gitea", reviewers=["bob"])
     number = opened["number"]
-    async with mcp_session(gitea_mode.url, gitea_mode.tokens["bob"]) as bob:
-        assert any("gm/kernels#" in i["text"] for i in await call(bob, "inbox"))
-        await call(bob, "pr_review", number=number, event="APPROVED", repo="gm/kernels")
-        view = await call(bob, "pr_view", number=number, repo="gm/kernels")
-        assert {r["code"] for r in view["gate"]["reasons"]} == {"kernel-unverified"}
-        assert [k["path"] for k in view["gate"]["kernels"]] == [kernel], "changed files read from Gitea"
-    # B's job runner records the verification in B's ledger; B's gate publishes the statuses to
-    # "Gitea" and merges as `gate` (Gitea's own merge check reads the aggregate status)
+    assert opened["repo"] == "gm/kernels"
+    # B's job runner records a pass in B's ledger (B's own event); the gate still waits for a review
     record = Verification(
         job_id="j1", repo="gm/kernels", sha=sha, kernel=kernel, task="add", pool="cpu", kind="verify",
         submitter="alice", state="succeeded", verdict="pass",
@@ -78,21 +100,138 @@ async def test_gate_merges_through_the_gitea_adapter(
     redis = Redis.from_url(gitea_mode.redis_url, decode_responses=True)
     await EvidenceLedger(redis).record(record)
     await redis.aclose()
+    async with mcp_session(gitea_mode.url, gitea_mode.tokens["bob"]) as bob:
+        assert any("gm/kernels#" in i["text"] for i in await call(bob, "inbox"))
+        view = await call(bob, "pr_view", number=number, repo="gm/kernels")
+        assert [k["path"] for k in view["gate"]["kernels"]] == [kernel], "changed files read from Gitea"
+    # bob approves in Gitea itself (A), which only a webhook can tell B about: no sweep for an hour
+    with quiet_gw.gitea(quiet_gw.tokens["bob"]) as bob_in_gitea:
+        bob_in_gitea.post(
+            f"/repos/gm/kernels/pulls/{number}/reviews", json={"event": "APPROVED"}
+        ).raise_for_status()
     with quiet_gw.gitea(quiet_gw.operator_token) as admin:
         merged = wait_for(
             lambda: (pr := admin.get(f"/repos/gm/kernels/pulls/{number}").json())["merged"] and pr
         )
-    assert merged["merged_by"]["login"] == "gate"
-    with quiet_gw.gitea(quiet_gw.operator_token) as admin:
         combined = admin.get(f"/repos/gm/kernels/commits/{sha}/status").json()
+    assert merged["merged_by"]["login"] == "gate" and merged["merged_at"]
     published = {(x["context"], x["status"], x["creator"]["login"]) for x in combined["statuses"]}
     assert published == {
         ("kswarm/verify:cpu", "success", "gate"),
         ("kswarm/verify:cpu/add/alice_k.py", "success", "gate"),
     }
     with gitea_mode.op() as op:
+        audit = op.get(f"/api/forge/repos/gm/kernels/pulls/{number}").json()["audit"]
         texts = [m["text"] for m in op.get("/api/channels/reviews/messages").json()["messages"]]
+    assert audit[-1]["action"] == "merged" and audit[-1]["cause"] == "review", (
+        "a hook's review event merged it"
+    )
     assert any(f"@alice gm/kernels#{number}" in t and "merged into main" in t for t in texts)
+
+
+def hook_body(repo: str, number: int = 1) -> bytes:
+    return json.dumps(
+        {
+            "action": "reviewed",
+            "number": number,
+            "repository": {"full_name": repo},
+            "sender": {"login": "bob"},
+        }
+    ).encode()
+
+
+def deliver(
+    gw: ForgeGateway, body: bytes, sig: str | None, event: str = "pull_request_approved"
+) -> httpx.Response:
+    headers = {"Content-Type": "application/json", "X-Gitea-Event": event}
+    if sig is not None:
+        headers["X-Gitea-Signature"] = sig
+    return httpx.post(f"{gw.url}{HOOK_PATH}", content=body, headers=headers)
+
+
+def test_forged_and_replayed_hooks_are_refused_and_change_nothing(gitea_mode: ForgeGateway) -> None:
+    with gitea_mode.op() as op:
+        for name in ("hooked", "other"):
+            assert op.post("/api/forge/repos", json={"org": "gm", "name": name}).status_code == 201
+    good = hook_body("gm/hooked")
+    hooked_secret = repo_secret(SECRET, "gm/hooked")
+    before = events_len(gitea_mode)
+    attacks: dict[str, tuple[bytes, str | None]] = {
+        "unsigned": (good, None),
+        "empty signature": (good, ""),
+        "signed with a guessed secret": (good, signature("kswarm", good)),
+        "signed with the master secret itself": (good, signature(SECRET, good)),
+        # a delivery captured for gm/hooked, its repository changed to gm/other, signature kept
+        "replayed to another repo": (hook_body("gm/other"), signature(hooked_secret, good)),
+        # gm/hooked's secret (say, read from its hook settings) signing a body about gm/other
+        "one repo's secret for another": (
+            hook_body("gm/other"),
+            signature(hooked_secret, hook_body("gm/other")),
+        ),
+        "not a payload": (b"[]", signature(hooked_secret, b"[]")),
+    }
+    for what, (body, sig) in attacks.items():
+        reply = deliver(gitea_mode, body, sig)
+        assert reply.status_code == 401, (what, reply.status_code, reply.text)
+    unknown = hook_body("gm/not-ours")
+    assert (
+        deliver(gitea_mode, unknown, signature(repo_secret(SECRET, "gm/not-ours"), unknown)).status_code
+        == 404
+    )
+    assert events_len(gitea_mode) == before, "no refused hook reached the gate"
+    accepted = deliver(gitea_mode, good, signature(hooked_secret, good))
+    assert accepted.status_code == 200 and accepted.json()["queued"] is True
+    assert events_len(gitea_mode) == before + 1
+    replay = deliver(gitea_mode, good, signature(hooked_secret, good))
+    assert replay.status_code == 409, "the same signed delivery twice"
+    assert events_len(gitea_mode) == before + 1
+
+
+def kb_search(gw: ForgeGateway, token: str, q: str) -> dict[str, Any]:
+    with gw.client(token) as c:
+        reply = c.get("/api/kb/search", params={"q": q})
+    assert reply.status_code == 200, reply.text
+    return reply.json()
+
+
+def test_kb_and_task_seeding_in_gitea_mode(
+    quiet_gw: ForgeGateway, gitea_mode: ForgeGateway, short_tmp: Path
+) -> None:
+    alice_b = gitea_mode.tokens["alice"]
+    found = kb_search(gitea_mode, alice_b, "mask non-multiple sizes")  # the first use creates and seeds
+    with quiet_gw.gitea(quiet_gw.operator_token) as admin:
+        main = admin.get("/repos/kswarm/kb/branches/main").json()
+    assert (
+        found["commit"] == main["commit"]["id"] and found["results"][0]["file"] == "notes/triton-masking.md"
+    )
+    with gitea_mode.op() as op:
+        assert op.get("/api/forge/default-repo").json()["repo"] != "kswarm/kb", "the KB is never a default"
+    # a note through review: pushed to Gitea, PR through B, approved in Gitea, merged by B's gate
+    git = agent_git(quiet_gw, short_tmp, "alice")
+    work = git.clone(f"{quiet_gw.url}/git/kswarm/kb.git", short_tmp / "kb")
+    git.run("checkout", "-q", "-b", "alice/kb-zebra", cwd=work)
+    git.commit(work, "notes/zebra.md", "# Zebra\n\nThe quokka flag on xylophone tensors.\n", "zebra")
+    assert git.push(work, "alice/kb-zebra").returncode == 0
+    assert kb_search(gitea_mode, alice_b, "quokka xylophone")["results"] == [], "unmerged: not searched"
+    with quiet_gw.gitea(quiet_gw.tokens["alice"]) as alice:
+        number = alice.post(
+            "/repos/kswarm/kb/pulls", json={"head": "alice/kb-zebra", "base": "main", "title": "zebra"}
+        ).json()["number"]
+    with quiet_gw.gitea(quiet_gw.tokens["bob"]) as bob:
+        bob.post(f"/repos/kswarm/kb/pulls/{number}/reviews", json={"event": "APPROVED"}).raise_for_status()
+    wait_for(lambda: kb_search(gitea_mode, alice_b, "quokka xylophone")["results"], timeout=20)
+    # the dataset repo: created, made a dataset branch and seeded on Gitea, its tasks on B's board
+    with gitea_mode.op() as op:
+        seeded = op.post("/api/tasks/seed", json={}).json()
+        definition = op.get("/api/tasks/add/definition").json()
+        policy = op.get("/api/forge/repos/kswarm/dataset/policy/main").json()
+    assert seeded["seeded"] and "add" in seeded["posted"] and policy["dataset"] is True
+    with quiet_gw.gitea(quiet_gw.operator_token) as admin:
+        in_gitea = admin.get("/repos/kswarm/dataset/contents/tasks/add/task.py").json()
+        log = admin.get(f"/repos/kswarm/dataset/git/commits/{seeded['seeded']}").json()
+    assert definition["source"] == "repo" and definition["blob_sha"] == in_gitea["sha"]
+    assert log["commit"]["author"]["email"] == f"gate@bots.{quiet_gw.swarm}" and len(log["parents"]) == 1
+    assert definition["commit"] == seeded["seeded"]
 
 
 def test_provisioning_creates_the_agents_gitea_account(

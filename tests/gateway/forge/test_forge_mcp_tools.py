@@ -23,7 +23,7 @@ async def test_pr_tools_round_trip(swarm: Swarm) -> None:
         )
         number = opened["number"]
         assert (opened["author"], opened["head_sha"], opened["state"]) == ("alice", sha, "open")
-        with pytest.raises(ToolFailed, match="cannot approve or reject their own PR"):
+        with pytest.raises(ToolFailed, match="approve your own pull is not allowed"):
             await call(alice, "pr_review", number=number, event="APPROVED", repo=repo)
         with pytest.raises(ToolFailed, match="own branches"):
             await call(alice, "pr_open", head="main", title="sneaky", repo=repo)

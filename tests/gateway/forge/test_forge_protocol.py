@@ -1,41 +1,24 @@
 """One Forge protocol suite, run against both implementations.
 
 ``embedded``: the EmbeddedForge class in this process (same Redis and repositories as the gateway).
-``gitea``: the Gitea adapter over HTTP against the embedded forge's Gitea-shaped ``/api/v1`` routes.
-The gateway runs without its gate bot here, so that merges happen only when a test asks for one.
+``gitea``: the Gitea adapter over HTTP against the embedded forge's Gitea-shaped ``/api/v1`` routes
+(with a Redis for kswarm's own branch rules, as the plugin builds it). The gateway runs without its gate
+bot here, so that merges happen only when a test asks for one. Repository content (refs, commits,
+files, server-side commits, seeding) is in ``test_forge_protocol_content.py``, on the same fixture.
 """
 
 from __future__ import annotations
 
 import uuid
-from collections.abc import AsyncIterator
 from pathlib import Path
 
 import httpx
 import pytest
 from forgekit import ForgeGateway, Git
-from redis.asyncio import Redis
 
 from gateway.errors import ForgeError
-from gateway.forge.embedded import EmbeddedForge
-from gateway.forge.gitea import GiteaForge
 from gateway.forge.policy import ReviewPolicy
 from gateway.forge.protocol import Forge
-from gateway.principals import PrincipalStore
-
-
-@pytest.fixture(params=["embedded", "gitea"])
-async def forge(request: pytest.FixtureRequest, quiet_gw: ForgeGateway) -> AsyncIterator[Forge]:
-    if request.param == "gitea":
-        impl: Forge = GiteaForge(quiet_gw.url, quiet_gw.operator_token)
-        yield impl
-        await impl.aclose()
-        return
-    redis = Redis.from_url(quiet_gw.redis_url, decode_responses=True)
-    yield EmbeddedForge(
-        redis, quiet_gw.home / "forge", PrincipalStore(redis, quiet_gw.swarm), quiet_gw.swarm, quiet_gw.url
-    )
-    await redis.aclose()
 
 
 def unique(prefix: str, forge: Forge) -> str:
@@ -86,7 +69,10 @@ async def test_branch_protection_round_trip(forge: Forge) -> None:
     )
     got = await forge.get_protection("proto", name, "release")
     assert got is not None and got.required_approvals == 1 and got.required_checks == []
-    assert got.require_reproduction  # a kswarm extension field; a live Gitea drops it (docs/forge.md)
+    assert got.require_reproduction  # kswarm's rule: kept beside Gitea's protection (gitea_policy.py)
+    await forge.protect_branch("proto", name, "release", ReviewPolicy(dataset=True, human_approvals=2))
+    got = await forge.get_protection("proto", name, "release")
+    assert got is not None and got.dataset and got.human_approvals == 2 and not got.require_reproduction
     assert await forge.get_protection("proto", name, "unprotected") is None
 
 
