@@ -19,8 +19,9 @@ a machine that shares the home writes them itself. The gateway never touches the
 from __future__ import annotations
 
 import logging
+import threading
 import time
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import FIRST_COMPLETED, ThreadPoolExecutor, wait
 from pathlib import Path
 from typing import Literal
 
@@ -229,6 +230,29 @@ class Reconciler:
         for rec in records.values():
             save_record(self.layout, rec)
         return records
+
+    def stop_all(self, force: threading.Event | None = None, timeout: float = 10.0) -> list[str]:
+        """Stop every agent of the spec side by side (TERM, KILL after ``timeout``; at once when
+        ``force`` is set meanwhile), leaving records that the next start reads as a clean stop."""
+        names = [a.name for a in self.spec.expand() if self.runtime.status(a.name).running]
+        force = force or threading.Event()
+        if names:
+            with ThreadPoolExecutor(
+                max_workers=min(16, 2 * len(names)), thread_name_prefix="kswarm-stop"
+            ) as pool:
+                pending = {pool.submit(self.runtime.stop, n, timeout) for n in names}
+                killed = False
+                while pending:
+                    _, pending = wait(pending, timeout=0.2, return_when=FIRST_COMPLETED)
+                    if pending and force.is_set() and not killed:
+                        killed = True  # KILL what is still running; the graceful stops then return
+                        pending |= {pool.submit(self.runtime.stop, n, 0.0) for n in names}
+        for agent in self.spec.expand():
+            rec = load_record(self.layout, agent.name, self.runtime.backend)
+            if rec.state not in ("quarantined", "crash-loop", "backoff"):
+                rec.state, rec.started_at, rec.next_start_at = "new", None, None  # not a crash
+                save_record(self.layout, rec)
+        return names
 
     def _running(self, rec: AgentRecord, now: float) -> None:
         if rec.started_at is None:

@@ -1,8 +1,14 @@
-"""The swarm spec (``swarm.yaml``): pydantic models, a line-aware loader and agent expansion.
+"""The swarm spec (``swarm.yaml``): the one source of truth for a swarm, checked strictly.
+
+The spec embeds each component's own configuration model, so there is one model per concept and no
+translation: ``pools:`` entries are the job runner's ``PoolConfig``, ``review:`` is the review gate's
+``ReviewPolicy``, ``budgets:`` is the LLM proxy's ``BudgetSettings``. Every field takes effect or is
+refused: unknown keys at every level, keys given twice, a ``role`` that is not one of the roles, a
+check that names no pool of the spec, a CPU share the process backend cannot apply.
 
 Errors name the field and the line it is on (``swarm.yaml:12: agents[1].count: ...``): the YAML is
-composed into nodes first, so every mapping key and list item keeps its start line, and pydantic's
-error locations are mapped back onto them.
+composed into nodes first (``orchestrator.spec_yaml``), so every mapping key and list item keeps its
+start line, and pydantic's error locations are mapped back onto them.
 """
 
 from __future__ import annotations
@@ -10,22 +16,41 @@ from __future__ import annotations
 import json
 import re
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, Literal, get_args
 
-import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    PrivateAttr,
+    ValidationError,
+    field_validator,
+    model_validator,
+)
 
+from gateway.forge.evidence import parse_check_context
+from gateway.forge.policy import ReviewPolicy
+from gateway.jobs.pools import PoolConfig
 from gateway.llm.config import BudgetSettings
+from orchestrator.spec_yaml import Loc, SpecError, compose_with_lines, dotted, line_of
+
+__all__ = ["AgentSpec", "Role", "SpecError", "SwarmSpec", "load_spec", "parse_spec", "template_text"]
 
 NAME_RE = re.compile(r"^[a-z][a-z0-9-]{0,38}$")  # the gateway's principal names
 RESERVED = {"all", "here", "everyone", "operator"}
 SIZE_RE = re.compile(r"^(\d+(?:\.\d+)?)\s*([kmgt]?)i?b?$", re.IGNORECASE)
 # Never accepted in a spec's env: the agent holds only its own token; the gateway injects model keys.
 FORBIDDEN_ENV = {"ANTHROPIC_API_KEY", "ANTHROPIC_AUTH_TOKEN", "KSWARM_TOKEN", "KSWARM_OPERATOR_TOKEN"}
-
-
-class SpecError(ValueError):
-    """A swarm.yaml that does not parse or validate; the message lists ``file:line: field: problem``."""
+Role = Literal["lead", "developer", "reviewer"]
+RuntimeKind = Literal["loop", "claude-code"]
+DEFAULT_CPUS = 1.0
+# Keys of earlier spec versions: refused like any unknown key, with what to write instead.
+RENAMED = {
+    ("review", "approvals"): "renamed required_approvals",
+    ("review", "dismiss_on_push"): "not a setting: a new push always dismisses earlier approvals",
+    ("pools", "cards_per_node"): "describe the nodes instead: nodes: [{name: node0, devices: [0, 1, ...]}]",
+    ("repos", "protected"): "moved into the repo's policy: review: {protected_branches: [main]}",
+}
 
 
 class _Model(BaseModel):
@@ -48,7 +73,7 @@ class Resources(_Model):
 
     memory: int | str = Field("2g", description="Memory limit (rlimit AS for processes, cgroup for Docker).")
     cpus: float = Field(
-        1.0, gt=0, description="CPU share (Docker nano_cpus); ignored by the process backend."
+        DEFAULT_CPUS, gt=0, description="CPU share (Docker nano_cpus); the docker backend only."
     )
     pids: int = Field(256, ge=8, description="Maximum processes/threads (RLIMIT_NPROC or pids cgroup).")
     cpu_time_s: int | None = Field(None, ge=1, description="CPU-seconds limit (RLIMIT_CPU); none by default.")
@@ -66,16 +91,26 @@ class Resources(_Model):
 
 
 class RuntimeOptions(_Model):
-    """How one agent's process is launched."""
+    """How one agent's process is launched. ``runtime: claude-code`` is short for ``{kind: claude-code}``."""
 
     command: list[str] | None = Field(None, description="Argv; default: the Python interpreter -m agents.")
     env: dict[str, str] = Field(
         default_factory=dict, description="Extra environment (an allow-list adds it)."
     )
     heartbeat_s: float = Field(5.0, gt=0, description="Seconds between the agent's heartbeats.")
-    kind: Literal["loop", "claude-code"] = Field(
+    kind: RuntimeKind = Field(
         "loop", description="loop = kswarm's agent loop; claude-code = the Claude Code CLI as the agent."
     )
+
+    @model_validator(mode="before")
+    @classmethod
+    def _shorthand(cls, data: Any) -> Any:
+        if isinstance(data, str):
+            if data not in get_args(RuntimeKind):
+                choices = ", ".join(get_args(RuntimeKind))
+                raise ValueError(f"runtime {data!r} is not one of {choices} (or a mapping with kind:)")
+            return {"kind": data}
+        return data
 
     @field_validator("env")
     @classmethod
@@ -93,7 +128,10 @@ class AgentEntry(_Model):
     pattern: str | None = Field(None, description="Name pattern with {i}, e.g. dev-{i}; needs count.")
     count: int | None = Field(None, ge=1, le=512, description="How many agents the pattern makes.")
     start: int = Field(1, ge=0, description="First value of {i}.")
-    role: str = Field("developer", description="Role named in the prompt (developer, reviewer, lead, ...).")
+    role: Role = Field(
+        "developer",
+        description="lead (may post tasks on the board), developer or reviewer: the agent's prompt.",
+    )
     model: str | None = Field(None, description="Model id; default: defaults.model.")
     prompt: str | None = Field(None, description="Prompt template path (relative to swarm.yaml) or text.")
     runtime: RuntimeOptions | None = Field(None, description="Launch options; default: defaults.runtime.")
@@ -135,40 +173,22 @@ class ChannelSpec(_Model):
 
 
 class RepoSpec(_Model):
-    """A forge repository the swarm works in."""
+    """A forge repository the swarm works in, created under the swarm's name (``<swarm>/<name>``)."""
 
     name: str = Field(pattern=r"^[a-z0-9][a-z0-9._-]{0,63}$", description="Repository name.")
-    kind: Literal["code", "dataset"] = Field("code", description="dataset = curated accepted kernels.")
-    description: str = Field("", description="One line for humans.")
-    protected: list[str] = Field(
-        default_factory=lambda: ["main"], description="Branches only the gate merges."
+    kind: Literal["code", "dataset"] = Field(
+        "code",
+        description="dataset = curated accepted kernels: the gate's dataset rules apply to it, and the task "
+        "board lives in it.",
     )
-
-
-class PoolSpec(_Model):
-    """A job pool of the swarm (the gateway's job runner serves it; docs/jobs.md)."""
-
-    name: str = Field(pattern=r"^[a-z0-9][a-z0-9_-]{0,63}$", description="Pool (queue) name.")
-    kind: Literal["local", "docker", "slurm"] = Field("local", description="Worker backend.")
-    device: Literal["cpu", "cuda", "npu"] = Field("cpu", description="Device the jobs run on.")
-    workers: int = Field(1, ge=0, description="Worker count (local/docker).")
-    cards_per_node: int = Field(0, ge=0, description="Cards per node; a job takes a whole node.")
-    timeout_s: int = Field(600, ge=1, description="Longest job.")
-
-
-class ReviewPolicy(_Model):
-    """What the gate requires before merging into the spec's repos (docs/forge.md)."""
-
-    approvals: int = Field(1, ge=0, description="Approvals on the head commit, never by the author.")
-    required_checks: list[str] = Field(
-        default_factory=lambda: ["kswarm/verify:cpu"],
-        description="Status contexts that must be success on the head (workers set kswarm/verify:<pool>).",
+    description: str = Field("", description="One line for humans (kswarm validate, the banner).")
+    review: ReviewPolicy | None = Field(
+        None, description="This repo's merge policy (the gate's model); default: the swarm's review."
     )
-    dismiss_on_push: bool = Field(True, description="A new push dismisses earlier approvals.")
 
 
 class Lifecycle(_Model):
-    """Reconcile-loop timing: restarts, crash loops, stalls."""
+    """Reconcile-loop timing: restarts, crash loops, stalls (agents and job workers alike)."""
 
     reconcile_s: float = Field(1.0, gt=0, description="Seconds between reconcile passes.")
     backoff_base_s: float = Field(1.0, gt=0, description="First restart delay after a crash.")
@@ -204,20 +224,36 @@ class ProcessOptions(_Model):
     )
 
 
+def _default_pools() -> list[PoolConfig]:
+    return [PoolConfig(name="cpu")]
+
+
+def _default_review(data: dict[str, Any]) -> ReviewPolicy:
+    """One approval and a passing verify job on the spec's first pool, for every changed kernel."""
+    pools: list[PoolConfig] = data.get("pools") or []
+    return ReviewPolicy(required_checks=[f"kswarm/verify:{pools[0].name}"] if pools else [])
+
+
 class SwarmSpec(_Model):
     """A whole swarm: who runs, where they talk, what they work on, and the rules."""
 
     swarm: str = Field(
-        pattern=r"^[a-z][a-z0-9-]{0,38}$", description="Swarm name; e-mails: <agent>@agents.<swarm>."
+        pattern=r"^[a-z][a-z0-9-]{0,38}$",
+        description="Swarm name; the forge org of its repos; e-mails: <agent>@agents.<swarm>.",
     )
     backend: Literal["process", "docker"] = Field("process", description="Default runtime backend.")
     defaults: Defaults = Field(default_factory=Defaults, description="Per-agent defaults.")
     agents: list[AgentEntry] = Field(min_length=1, description="Agents, by name or by pattern × count.")
     channels: list[ChannelSpec] = Field(default_factory=list, description="Extra channels.")
     repos: list[RepoSpec] = Field(default_factory=list, description="Forge repositories.")
-    pools: list[PoolSpec] = Field(default_factory=lambda: [PoolSpec(name="cpu")], description="Job pools.")
+    pools: list[PoolConfig] = Field(
+        default_factory=_default_pools,
+        description="Job pools (the job runner's PoolConfig): where kernels are verified, and the "
+        "worker processes `kswarm up -f` runs for each.",
+    )
     review: ReviewPolicy = Field(
-        default_factory=ReviewPolicy, description="Merge policy of the spec's repos."
+        default_factory=_default_review,
+        description="The gate's merge policy of the spec's repos (a repo's own review: wins).",
     )
     budgets: BudgetSettings = Field(
         default_factory=BudgetSettings, description="Model spend limits, enforced by the gateway's LLM proxy."
@@ -225,12 +261,19 @@ class SwarmSpec(_Model):
     lifecycle: Lifecycle = Field(default_factory=Lifecycle, description="Restart and stall timing.")
     docker: DockerOptions = Field(default_factory=DockerOptions, description="Docker backend options.")
     process: ProcessOptions = Field(default_factory=ProcessOptions, description="Process backend options.")
-    source: Path | None = Field(
-        None, exclude=True, description="File it was loaded from (set by the loader)."
-    )
+    _source: Path | None = PrivateAttr(None)
+
+    @property
+    def source(self) -> Path | None:
+        """The file it was loaded from (set by the loader), if any."""
+        return self._source
+
+    @source.setter
+    def source(self, path: Path | None) -> None:
+        self._source = path
 
     @model_validator(mode="after")
-    def _unique_names(self) -> SwarmSpec:
+    def _coherent(self) -> SwarmSpec:
         seen: set[str] = set()
         for i, entry in enumerate(self.agents):
             for name in entry.names():
@@ -248,6 +291,38 @@ class SwarmSpec(_Model):
                     f"no agent {name!r} in this spec (an agent added later gets its own budget with "
                     f"PUT /api/usage/{name}/budget)",
                 )
+        _unique([p.name for p in self.pools], "pools", "pool")
+        _unique([r.name for r in self.repos], "repos", "repo")
+        pools = [p.name for p in self.pools]
+        policies: list[tuple[Loc, ReviewPolicy, bool]] = [(("review",), self.review, False)]
+        policies += [
+            (("repos", i, "review"), r.review, r.kind == "dataset")
+            for i, r in enumerate(self.repos)
+            if r.review is not None
+        ]
+        for loc, policy, is_dataset in policies:
+            if policy.dataset and not is_dataset:
+                raise _ItemError((*loc, "dataset"), "a repo is a dataset by its kind: dataset, not here")
+            for check in policy.required_checks:
+                parsed = parse_check_context(check)
+                if parsed is not None and parsed[1] not in pools:
+                    raise _ItemError(
+                        (*loc, "required_checks"),
+                        f"{check} names no pool of this spec (pools: {', '.join(pools) or 'none'}): "
+                        "no job could ever set it",
+                    )
+        if self.backend == "process":
+            entries: list[tuple[Loc, Resources | None]] = [
+                (("defaults", "resources"), self.defaults.resources)
+            ]
+            entries += [(("agents", i, "resources"), a.resources) for i, a in enumerate(self.agents)]
+            for loc, res in entries:
+                if res is not None and res.cpus != DEFAULT_CPUS:
+                    raise _ItemError(
+                        (*loc, "cpus"),
+                        "the process backend cannot limit a CPU share (backend: docker can); "
+                        "cpu_time_s limits CPU seconds",
+                    )
         return self
 
     @property
@@ -272,12 +347,23 @@ class SwarmSpec(_Model):
                 )
         return out
 
+    def repo_policy(self, repo: RepoSpec) -> ReviewPolicy:
+        """The policy the gate gets for ``repo``: its own review or the swarm's, dataset by its kind."""
+        return (repo.review or self.review).model_copy(update={"dataset": repo.kind == "dataset"})
+
+    def dataset_repo(self) -> str | None:
+        """``<swarm>/<name>`` of the spec's dataset repo (the task board's), if it has one."""
+        return next((f"{self.swarm}/{r.name}" for r in self.repos if r.kind == "dataset"), None)
+
+    def leads(self) -> list[str]:
+        return [a.name for a in self.expand() if a.role == "lead"]
+
 
 class AgentSpec(BaseModel):
     """One concrete agent after expansion: what the runtimes get."""
 
     name: str = Field(description="Agent name.")
-    role: str = Field(description="Role.")
+    role: Role = Field(description="Role.")
     model: str = Field(description="Model id.")
     prompt: str | None = Field(None, description="Prompt template path or text.")
     runtime: RuntimeOptions = Field(description="Launch options.")
@@ -287,67 +373,47 @@ class AgentSpec(BaseModel):
 class _ItemError(ValueError):
     """Raised inside validators to point at a location deeper than the validator's own."""
 
-    def __init__(self, loc: tuple[Any, ...], message: str) -> None:
+    def __init__(self, loc: Loc, message: str) -> None:
         super().__init__(message)
         self.loc = loc
 
 
-# -- line-aware loading -------------------------------------------------------------------------
+def _unique(names: list[str], section: str, what: str) -> None:
+    for i, name in enumerate(names):
+        if name in names[:i]:
+            raise _ItemError((section, i), f"{what} {name!r} is defined twice")
 
 
-def _construct(node: yaml.Node, loc: tuple[Any, ...], lines: dict[tuple[Any, ...], int]) -> Any:
-    """Node tree -> plain data, recording the 1-based start line of every key and item."""
-    lines.setdefault(loc, node.start_mark.line + 1)
-    if isinstance(node, yaml.MappingNode):
-        out: dict[Any, Any] = {}
-        for key_node, value_node in node.value:
-            key = yaml.safe_load(yaml.serialize(key_node))
-            lines[(*loc, key)] = key_node.start_mark.line + 1
-            out[key] = _construct(value_node, (*loc, key), lines)
-        return out
-    if isinstance(node, yaml.SequenceNode):
-        return [_construct(item, (*loc, i), lines) for i, item in enumerate(node.value)]
-    return yaml.safe_load(yaml.serialize(node))
+# -- loading ------------------------------------------------------------------------------------
 
 
-def _line_of(loc: tuple[Any, ...], lines: dict[tuple[Any, ...], int]) -> int:
-    # Pydantic inserts validator names into locations; drop non-data parts and walk up to a known key.
-    clean = tuple(p for p in loc if isinstance(p, int) or not str(p).startswith(("function-", "union")))
-    while clean and clean not in lines:
-        clean = clean[:-1]
-    return lines.get(clean, 1)
-
-
-def _dotted(loc: tuple[Any, ...]) -> str:
-    out = ""
-    for part in loc:
-        out += f"[{part}]" if isinstance(part, int) else (f".{part}" if out else str(part))
-    return out or "(top level)"
+def _hint(loc: Loc) -> str | None:
+    section = loc[0] if loc else None
+    return RENAMED.get((str(section), str(loc[-1]))) if len(loc) >= 2 else None
 
 
 def parse_spec(text: str, filename: str = "swarm.yaml") -> SwarmSpec:
+    """Validate a spec's text; ``SpecError`` lists every problem as ``file:line: field: problem``."""
+    data, lines = compose_with_lines(text, filename)
+    if not isinstance(data, dict):
+        raise SpecError([f"{filename}:1: the spec must be a mapping with swarm: and agents:"])
     try:
-        node = yaml.compose(text, Loader=yaml.SafeLoader)
-    except yaml.MarkedYAMLError as exc:
-        mark = exc.problem_mark or exc.context_mark
-        line = mark.line + 1 if mark else 1
-        raise SpecError(f"{filename}:{line}: not valid YAML: {exc.problem or exc}") from exc
-    if node is None or not isinstance(node, yaml.MappingNode):
-        raise SpecError(f"{filename}:1: the spec must be a mapping with swarm: and agents:")
-    lines: dict[tuple[Any, ...], int] = {}
-    data = _construct(node, (), lines)
-    try:
-        return SwarmSpec.model_validate(data)
+        return SwarmSpec.model_validate(data, extra="forbid")  # unknown keys in embedded models too
     except ValidationError as exc:
         problems = []
         for err in exc.errors():
+            if err["type"] == "default_factory_not_called":
+                continue  # a default that depends on a field with its own error: that error says it
             loc = tuple(err["loc"])
             cause = err.get("ctx", {}).get("error")
             if isinstance(cause, _ItemError):
                 loc = cause.loc
             msg = err["msg"].removeprefix("Value error, ")
-            problems.append(f"{filename}:{_line_of(loc, lines)}: {_dotted(loc)}: {msg}")
-        raise SpecError("\n".join(problems)) from None
+            hint = _hint(tuple(p for p in loc if not isinstance(p, int)))
+            if err["type"] == "extra_forbidden" and hint:
+                msg += f" ({hint})"
+            problems.append(f"{filename}:{line_of(loc, lines)}: {dotted(loc)}: {msg}")
+        raise SpecError(problems) from None
 
 
 def load_spec(path: Path) -> SwarmSpec:
@@ -355,6 +421,34 @@ def load_spec(path: Path) -> SwarmSpec:
     spec = parse_spec(path.read_text(), str(path))
     spec.source = path.resolve()
     return spec
+
+
+def spec_schema() -> dict[str, Any]:
+    """The JSON Schema of ``swarm.yaml`` (``kswarm schema``, for editors): unknown keys are refused at
+    every level, and ``runtime:`` may be a kind's name."""
+    schema = SwarmSpec.model_json_schema(mode="validation")
+
+    def close(node: Any) -> None:
+        if isinstance(node, dict):
+            if node.get("type") == "object" and "properties" in node:
+                node.setdefault("additionalProperties", False)
+            for value in node.values():
+                close(value)
+        elif isinstance(node, list):
+            for value in node:
+                close(value)
+
+    close(schema)
+    defs = schema.get("$defs", {})
+    if "RuntimeOptions" in defs:
+        runtime = defs["RuntimeOptions"]
+        defs["RuntimeOptions"] = {
+            "anyOf": [runtime, {"enum": list(get_args(RuntimeKind))}],
+            "title": runtime.get("title", "RuntimeOptions"),
+            "description": runtime.get("description", ""),
+        }
+    schema["$schema"] = "https://json-schema.org/draft/2020-12/schema"
+    return schema
 
 
 def template_text() -> str:

@@ -1,134 +1,70 @@
-"""The orchestrator's entry points: ``Supervisor`` (runs the reconcile loop) and the operator actions
-that ``kswarm down``, ``agent restart``, ``agent quarantine`` and ``agent release`` perform on a
-machine that shares the home.
+"""The orchestrator's entry point: ``Supervisor`` runs the reconcile loop (``python -m
+orchestrator.supervisor``). The operator actions (``kswarm down``, ``agent restart|quarantine|release``,
+``ps``) are ``orchestrator/operations.py``, re-exported here.
 
 At most one supervisor runs per ``$KSWARM_HOME``: it holds an ``flock`` on ``swarm/.supervisor.lock``
 for its whole life, and a second one fails fast instead of duplicating agents. With the gateway's
 Redis it also holds the swarm seam (orchestrator/control.py): a heartbeat, the published view and the
-control stream through which the UI and ``/api/swarm`` reach it.
+control stream through which the UI and ``/api/swarm`` reach it. With ``workers=True`` (what
+``kswarm up -f`` asks for) it also runs the spec's pools' job workers (``orchestrator/workers.py``).
+
+Under ``kswarm up`` the supervisor is a process of its own (``python -m orchestrator.supervisor``,
+tethered to ``kswarm up``), never a thread of the gateway's process: the reconcile loop's work (``/proc``
+scans, memory summaries, provisioning) then costs the gateway neither memory nor event-loop time.
 """
 
 from __future__ import annotations
 
-import fcntl
-import json
 import logging
 import os
 import signal
+import sys
 import threading
 import time
-from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 from gateway.client.http import GatewayClient, GatewayError, GatewayTarget
 from orchestrator.control import ControlHandler, SwarmSeam
 from orchestrator.control_link import seam_redis_url
-from orchestrator.provision import SwarmLayout
-from orchestrator.reconcile import (
-    AgentRecord,
-    Reconciler,
-    control_dir,
-    hold,
-    load_record,
-    mark_restart,
-    unhold,
+from orchestrator.operations import (
+    SupervisorError,
+    SupervisorLock,
+    SwarmInfo,
+    agent_rows,
+    agent_uid_base,
+    make_runtime,
+    quarantine,
+    release,
+    request_restart,
+    say,
+    stop_supervisor,
+    stop_swarm,
+    uses_uids,
 )
-from orchestrator.runtime.base import AgentRuntime
+from orchestrator.provision import SwarmLayout
+from orchestrator.reconcile import AgentRecord, Reconciler
 from orchestrator.spec import SwarmSpec
-from orchestrator.uid_ranges import uid_base_for
+from orchestrator.workers import WorkerFleet
+
+__all__ = [
+    "Supervisor",
+    "SupervisorError",
+    "SupervisorLock",
+    "SwarmInfo",
+    "agent_rows",
+    "main",
+    "make_runtime",
+    "quarantine",
+    "release",
+    "request_restart",
+    "stop_supervisor",
+    "stop_swarm",
+]
 
 log = logging.getLogger("kswarm.supervisor")
 
 HEARTBEAT_TTL_S = 15.0
 REQUEST_WAIT_S = 0.5  # longest block on the control stream: how soon a stop is noticed
-
-
-class SupervisorError(RuntimeError):
-    """The swarm cannot be supervised (already supervised, unknown backend, ...)."""
-
-
-def make_runtime(backend: str, layout: SwarmLayout, spec: SwarmSpec) -> AgentRuntime:
-    if backend == "process":
-        from orchestrator.runtime.process import ProcessRuntime
-
-        return ProcessRuntime(layout, spec.swarm, spec.process.isolation)
-    if backend == "docker":
-        from orchestrator.runtime.docker import DockerRuntime
-
-        return DockerRuntime(layout, spec.swarm, spec.docker)
-    raise SupervisorError(f"unknown backend {backend!r}: use process or docker")
-
-
-def uses_uids(backend: str, runtime: AgentRuntime) -> bool:
-    if backend == "docker":
-        return True  # containers always get a non-root uid of their own
-    return bool(getattr(runtime, "own_uids", False))
-
-
-def agent_uid_base(spec: SwarmSpec, backend: str, layout: SwarmLayout) -> int:
-    """The spec's pinned ``uid_base``, else this home's block from the machine-wide registry."""
-    pinned = spec.docker.uid_base if backend == "docker" else spec.process.uid_base
-    return pinned if pinned is not None else uid_base_for(layout.root)
-
-
-@dataclass(frozen=True)
-class SwarmInfo:
-    """``swarm/swarm.json``: which swarm runs here, and how to reach its pieces from another terminal."""
-
-    swarm: str
-    backend: str
-    spec_path: str | None
-    supervisor_pid: int
-    started_at: float
-    gateway_url: str | None
-    gateway_socket: str | None
-    agents: list[str]
-    spec: dict[str, Any] | None = None  # the spec as it was started: the CLI needs no file
-
-    @classmethod
-    def load(cls, layout: SwarmLayout) -> SwarmInfo | None:
-        try:
-            return cls(**json.loads(layout.swarm_file.read_text()))
-        except (OSError, ValueError, TypeError):
-            return None
-
-    def save(self, layout: SwarmLayout) -> None:
-        layout.root.mkdir(parents=True, exist_ok=True)
-        tmp = layout.swarm_file.with_suffix(".tmp")
-        tmp.write_text(json.dumps(self.__dict__, indent=1))
-        tmp.replace(layout.swarm_file)
-
-
-class SupervisorLock:
-    """Held for a supervisor's lifetime; ``held_elsewhere`` tells whether one runs."""
-
-    def __init__(self, layout: SwarmLayout) -> None:
-        self.path = layout.root / ".supervisor.lock"
-        self.fh: Any = None
-
-    def acquire(self) -> bool:
-        self.path.parent.mkdir(parents=True, exist_ok=True)
-        self.fh = open(self.path, "a+")
-        try:
-            fcntl.flock(self.fh, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            self.fh.close()
-            self.fh = None
-            return False
-        return True
-
-    def release(self) -> None:
-        if self.fh is not None:
-            fcntl.flock(self.fh, fcntl.LOCK_UN)
-            self.fh.close()
-            self.fh = None
-
-    def held_elsewhere(self) -> bool:
-        if self.acquire():
-            self.release()
-            return False
-        return True
 
 
 class Supervisor:
@@ -145,6 +81,7 @@ class Supervisor:
         socket_path: Path,
         redis_url: str | None = None,
         heartbeat_ttl_s: float = HEARTBEAT_TTL_S,
+        workers: bool = False,
     ) -> None:
         self.spec = spec
         self.backend = backend
@@ -169,6 +106,11 @@ class Supervisor:
         self.redis_url = seam_redis_url(home, redis_url)
         self.heartbeat_ttl_s = heartbeat_ttl_s
         self.seam: SwarmSeam | None = None
+        self.fleet: WorkerFleet | None = None
+        if workers:
+            if not gateway_url:
+                raise SupervisorError("job workers need the gateway's URL (they clone over HTTP)")
+            self.fleet = WorkerFleet(spec, self.layout, self.client, gateway_url, self.reconciler.notice)
 
     @property
     def warning(self) -> str | None:
@@ -195,15 +137,10 @@ class Supervisor:
         ).save(self.layout)
 
     def _provision_repos(self) -> None:
-        """The spec's repos in the forge (org = the swarm's name), each protected by the review policy."""
-        review = self.spec.review
+        """The spec's repos in the forge (org = the swarm's name), each protected by its review policy
+        (the gate's own model, as the spec holds it)."""
         for repo in self.spec.repos:
-            policy = {
-                "required_approvals": review.approvals,
-                "required_checks": review.required_checks,
-                "protected_branches": repo.protected,
-                "dataset": repo.kind == "dataset",
-            }
+            policy = self.spec.repo_policy(repo).model_dump(mode="json")
             try:
                 self.client.request(
                     "POST", "/api/forge/repos", json={"org": self.spec.swarm, "name": repo.name}
@@ -214,10 +151,20 @@ class Supervisor:
             except GatewayError as exc:
                 log.warning("repo %s/%s: %s", self.spec.swarm, repo.name, exc)
 
-    def run(self, stop: threading.Event) -> None:
+    def run(
+        self, stop: threading.Event, stop_swarm_on_exit: bool = False, force: threading.Event | None = None
+    ) -> None:
+        """Supervise until ``stop`` is set. The job workers always stop with it (they are its
+        children); the agents keep running (the next supervisor adopts them) unless
+        ``stop_swarm_on_exit``: then they are stopped first, side by side (``force``: killed at once)."""
         if not self.lock.acquire():
             raise SupervisorError(f"another orchestrator already supervises {self.layout.root}")
         try:
+            if self.fleet is not None:
+                from orchestrator.workers import kill_orphans
+
+                for pid in kill_orphans(self.layout):
+                    log.warning("killed worker pid %s left running by an earlier orchestrator", pid)
             self._setup()
             if self.redis_url is None:
                 log.warning("no Redis of the gateway known: the UI does not see this swarm (redis_url)")
@@ -232,14 +179,33 @@ class Supervisor:
                 except Exception:  # one bad pass (Docker hiccup, full disk) must not end supervision
                     log.exception("reconcile pass failed")
                     records = {}
+                if self.fleet is not None:
+                    try:
+                        self.fleet.reconcile_once()
+                    except Exception:
+                        log.exception("worker pass failed")
                 if self.seam is not None:
                     self.seam.passed(records)
                 self._wait(stop)
         finally:
+            self._stop_children(stop_swarm_on_exit, force or threading.Event())
             if self.seam is not None:
                 self.seam.stop()
             self.lock.release()
             self.client.close()
+
+    def _stop_children(self, stop_agents: bool, force: threading.Event) -> None:
+        """Agents first (they may still submit jobs), then the workers, each step said on stderr."""
+        if stop_agents:
+            began = time.monotonic()
+            names = self.reconciler.stop_all(force)
+            if names:
+                say(f"stopped {len(names)} agent(s) in {time.monotonic() - began:.1f} s")
+        if self.fleet is not None:
+            began = time.monotonic()
+            count = self.fleet.stop_all(force.is_set())
+            if count:
+                say(f"stopped {count} job worker(s) in {time.monotonic() - began:.1f} s")
 
     def _wait(self, stop: threading.Event) -> None:
         """Until the next pass; a control request cuts the wait short (its restart happens at once)."""
@@ -263,109 +229,16 @@ class Supervisor:
         stop_swarm(self.layout, self.runtime, purge)
 
 
-# -- operator actions (another terminal; no supervisor object needed) ---------------------------
-
-
-def request_restart(layout: SwarmLayout, name: str) -> None:
-    mark_restart(layout, name)
-
-
-def quarantine(layout: SwarmLayout, runtime: AgentRuntime, client: GatewayClient | None, name: str) -> int:
-    """Stop the agent, revoke its tokens, keep its files; returns how many tokens were revoked."""
-    hold(layout, name)  # first: the supervisor must not restart it meanwhile
-    runtime.stop(name)
-    revoked = 0
-    if client is not None:
-        revoked = client.revoke_tokens(name)
-        client.set_disabled(name, True)
-    return revoked
-
-
-def release(layout: SwarmLayout, client: GatewayClient | None, name: str) -> None:
-    """Undo quarantine: the supervisor issues a fresh token and starts the agent on its next pass."""
-    if client is not None:
-        client.set_disabled(name, False)
-    unhold(layout, name)
-
-
-def stop_supervisor(layout: SwarmLayout, pid: int | None, timeout: float = 30.0) -> bool:
-    """SIGTERM the process that supervises this home (``kswarm up``) and wait until its lock is free."""
-    lock = SupervisorLock(layout)
-    if not lock.held_elsewhere():
-        return True
-    if pid and pid != os.getpid():
-        try:
-            os.kill(pid, signal.SIGTERM)
-        except ProcessLookupError:
-            pass
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if not lock.held_elsewhere():
-            return True
-        time.sleep(0.1)
-    return False
-
-
-def stop_swarm(layout: SwarmLayout, runtime: AgentRuntime, purge: bool) -> list[str]:
-    """Stop every agent the backend knows of (and the recorded ones); purge deletes their files too."""
-    info = SwarmInfo.load(layout)
-    names = set(runtime.list()) | set(info.agents if info else [])
-    names |= {
-        p.name.removesuffix(".json")
-        for p in (layout.root / "agents").glob("*.json")
-        if not p.name.endswith(".proc.json")
-    }
-    for name in sorted(names):
-        runtime.remove(name, purge=purge)
-        if purge:
-            layout.state_file(name).unlink(missing_ok=True)
-    if purge:
-        for kind in ("requests", "quarantine"):
-            for p in control_dir(layout, kind).glob("*"):
-                p.unlink()
-        layout.swarm_file.unlink(missing_ok=True)
-    return sorted(names)
-
-
-def agent_rows(
-    layout: SwarmLayout, runtime: AgentRuntime, beats: dict[str, float | None]
-) -> list[dict[str, Any]]:
-    """What ``kswarm ps`` prints: agent, backend, state, uptime, restarts, last heartbeat."""
-    info = SwarmInfo.load(layout)
-    actual = runtime.list()
-    names = sorted(set(info.agents if info else []) | set(actual))
-    now = time.time()
-    rows = []
-    for name in names:
-        rec = load_record(layout, name, runtime.backend)
-        status = actual.get(name) or runtime.status(name)
-        state = (
-            rec.state
-            if status.running or rec.state in ("backoff", "crash-loop", "quarantined")
-            else "stopped"
-        )
-        started = status.started_at or rec.started_at
-        beat = beats.get(name, rec.last_heartbeat)
-        rows.append(
-            {
-                "agent": name,
-                "backend": runtime.backend,
-                "state": state,
-                "uptime_s": round(now - started, 1) if status.running and started else None,
-                "restarts": rec.restarts,
-                "last_heartbeat_s": round(now - beat, 1) if beat else None,
-            }
-        )
-    return rows
-
-
-def main(argv: list[str] | None = None) -> None:
+def main(argv: list[str] | None = None) -> int:
     """``python -m orchestrator.supervisor -f swarm.yaml``: the orchestrator alone, next to a running
-    gateway found through $KSWARM_URL/$KSWARM_TOKEN or $KSWARM_HOME (compose's orchestrator service)."""
+    gateway found through $KSWARM_URL/$KSWARM_TOKEN or $KSWARM_HOME (compose's orchestrator service,
+    and the child process ``kswarm up -f`` runs it as, with ``--workers --stop-swarm-on-exit``).
+
+    SIGTERM or SIGINT ends it (a second one, with ``--stop-swarm-on-exit``, kills instead of waiting)."""
     import argparse
 
     from gateway.client.http import kswarm_home, target_from_env
-    from orchestrator.spec import load_spec
+    from orchestrator.spec import SpecError, load_spec
 
     parser = argparse.ArgumentParser(prog="python -m orchestrator.supervisor")
     parser.add_argument("-f", "--file", type=Path, default=Path("swarm.yaml"), help="The swarm spec.")
@@ -384,31 +257,75 @@ def main(argv: list[str] | None = None) -> None:
         default=HEARTBEAT_TTL_S,
         help="Seconds after its last heartbeat that the UI takes this orchestrator for gone.",
     )
+    parser.add_argument(
+        "--workers", action="store_true", help="Also run the spec's pools' job workers (kswarm up -f)."
+    )
+    parser.add_argument(
+        "--stop-swarm-on-exit",
+        action="store_true",
+        help="On SIGTERM/SIGINT stop the agents too (default: they keep running, the next one adopts them).",
+    )
+    parser.add_argument("--log-file", type=Path, help="Also log INFO and above to this file.")
+    parser.add_argument(
+        "--log-level", default="INFO", choices=["DEBUG", "INFO", "WARNING", "ERROR"], help="On stderr."
+    )
     args = parser.parse_args(argv)
-    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(levelname)s %(message)s")
+    configure_logging(args.log_level, args.log_file)
     home = kswarm_home()
     target = target_from_env(home)
     if not target.token:
-        raise SystemExit("no operator token: set KSWARM_TOKEN or write $KSWARM_HOME/operator.token")
-    spec = load_spec(args.file)
+        print("no operator token: set KSWARM_TOKEN or write $KSWARM_HOME/operator.token", file=sys.stderr)
+        return 2
+    try:
+        spec = load_spec(args.file)
+    except (SpecError, OSError) as exc:
+        print(f"cannot load the spec: {exc}", file=sys.stderr)
+        return 2
     socket = args.socket or target.socket or home / "run" / "gateway.sock"
-    supervisor = Supervisor(
-        spec,
-        args.backend or spec.backend,
-        home,
-        target.url,
-        target.token,
-        socket,
-        redis_url=args.redis_url,
-        heartbeat_ttl_s=args.heartbeat_ttl,
-    )
-    if supervisor.warning:
-        log.warning("%s", supervisor.warning)
-    stop = threading.Event()
+    stop, force = threading.Event(), threading.Event()
+
+    def signalled(*_: object) -> None:
+        (force if stop.is_set() else stop).set()
+
     for sig in (signal.SIGTERM, signal.SIGINT):
-        signal.signal(sig, lambda *_: stop.set())
-    supervisor.run(stop)
+        signal.signal(sig, signalled)
+    try:
+        supervisor = Supervisor(
+            spec,
+            args.backend or spec.backend,
+            home,
+            target.url,
+            target.token,
+            socket,
+            redis_url=args.redis_url,
+            heartbeat_ttl_s=args.heartbeat_ttl,
+            workers=args.workers,
+        )
+        if supervisor.warning:
+            log.warning("%s", supervisor.warning)
+        supervisor.run(stop, stop_swarm_on_exit=args.stop_swarm_on_exit, force=force)
+    except SupervisorError as exc:
+        print(f"orchestrator: {exc}", file=sys.stderr)
+        return 1
+    return 0
+
+
+def configure_logging(level: str, log_file: Path | None) -> None:
+    handlers: list[logging.Handler] = []
+    console = logging.StreamHandler()
+    console.setLevel(level)
+    handlers.append(console)
+    if log_file is not None:
+        log_file.parent.mkdir(parents=True, exist_ok=True)
+        to_file = logging.FileHandler(log_file)
+        to_file.setLevel(logging.INFO)
+        handlers.append(to_file)
+    logging.basicConfig(
+        level=min(logging.INFO, logging.getLevelName(level)),
+        format="%(asctime)s %(name)s %(levelname)s %(message)s",
+        handlers=handlers,
+    )
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(main())

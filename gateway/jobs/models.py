@@ -226,6 +226,14 @@ class FinishRequest(BaseModel):
     log: str = Field("", max_length=65_536, description="Output not sent by heartbeats yet.")
 
 
+class WorkerToken(BaseModel):
+    """A pool's worker principal and a fresh token for it (shown once; stored as a hash only)."""
+
+    pool: str = Field(description="The pool this principal serves, and no other.")
+    principal: str = Field(description="The worker principal (worker-<pool>).")
+    token: str = Field(description="A new token of that principal.")
+
+
 class FinishReply(BaseModel):
     recorded: bool = Field(description="True exactly once per job: the first finish of a live attempt.")
     state: JobState = Field(description="The job's state after the call.")

@@ -28,6 +28,7 @@ from gateway.jobs.models import (
     JobKind,
     JobRequest,
     TakeRequest,
+    WorkerToken,
 )
 from gateway.jobs.pools import JobsSettings
 from gateway.jobs.service import JobService
@@ -73,6 +74,22 @@ def build_jobs_router() -> APIRouter:
     async def dead(pool: str, svc: Svc, _: OperatorOnly) -> list[dict[str, str]]:
         svc.pool(pool)
         return await svc.queue.dead_letters(pool)
+
+    @r.post(
+        "/pools/{pool}/workers",
+        response_model=WorkerToken,
+        summary="A token for a worker of this pool (operators): its principal serves this pool only",
+    )
+    async def worker_token(pool: str, svc: Svc, _: OperatorOnly) -> WorkerToken:
+        return await svc.workers.provision(svc.pool(pool))
+
+    @r.delete(
+        "/pools/{pool}/leases/{node}",
+        summary="Release a node whose worker is known dead (operators), so that its successor serves it now",
+    )
+    async def release_lease(pool: str, node: str, svc: Svc, _: OperatorOnly) -> dict[str, Any]:
+        svc.pool(pool)
+        return {"pool": pool, "node": node, "holder": await svc.queue.release_lease(pool, node)}
 
     @r.post("/pools/{pool}/take", response_model=Assignment, summary="Next job for a worker (long poll)")
     async def take(pool: str, body: TakeRequest, request: Request, svc: Svc, principal: WorkerOnly) -> Any:

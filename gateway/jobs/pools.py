@@ -8,12 +8,14 @@ names the rule (``allowed_device_counts``, ``single_node``, ``node_capacity``, `
 
 from __future__ import annotations
 
+import hashlib
 import json
+import re
 from pathlib import Path
 from typing import Any, Literal
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import AliasChoices, BaseModel, ConfigDict, Field, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from gateway.errors import RuleViolation
@@ -67,15 +69,37 @@ class JobLimits(_Model):
     cpus: float = Field(2.0, gt=0, description="CPU share for containers (docker nano_cpus).")
 
 
+def _default_nodes(data: dict[str, Any]) -> list[NodeConfig]:
+    """One node per worker (``local``, ``local-2``, ...), two job slots (devices) each."""
+    count = 1 if data.get("executor") == "slurm" else max(1, int(data.get("workers") or 1))
+    return [NodeConfig(name="local" if i == 0 else f"local-{i + 1}", devices=[0, 1]) for i in range(count)]
+
+
 class PoolConfig(_Model):
-    """A job pool: device type, nodes, executor, rules and the verification command."""
+    """A job pool: device type, nodes, executor, rules, the verification command, and how many worker
+    processes ``kswarm up -f`` runs for it. The swarm spec's ``pools:`` entries are this model."""
 
     name: str = Field(pattern=r"^[a-z0-9][a-z0-9_-]{0,63}$", description="Pool name, e.g. cpu, gpu-h100.")
     device: DeviceType = Field("cpu", description="Device type the jobs run on.")
-    executor: Literal["local", "docker", "slurm"] = Field("local", description="How workers run a job.")
+    executor: Literal["local", "docker", "slurm"] = Field(
+        "local",
+        validation_alias=AliasChoices("executor", "kind"),
+        description="How workers run a job: local (the sandbox), docker (a container per job), slurm "
+        "(sbatch). `kind` is accepted as the same field.",
+    )
+    workers: int = Field(
+        1,
+        ge=0,
+        le=64,
+        description="Worker processes `kswarm up -f` starts and supervises, one per node (the first "
+        "`workers` nodes); a slurm pool has at most 1 (it submits every job with sbatch); 0: its "
+        "workers run elsewhere, started with a token from `kswarm worker token POOL`.",
+    )
     nodes: list[NodeConfig] = Field(
-        default_factory=lambda: [NodeConfig(name="local", devices=[0, 1])],
-        description="Nodes and their device ids (Slurm: what the cluster has).",
+        default_factory=_default_nodes,
+        min_length=1,
+        description="Nodes and their device ids (CPU pools: job slots; Slurm: what the cluster has); "
+        "default: one node per worker, local, local-2, ..., with 2 slots each.",
     )
     default_devices: int | None = Field(None, ge=0, description="Devices when a job names none.")
     timeout_s: int = Field(600, ge=1, description="Default wall-clock limit of one attempt.")
@@ -98,25 +122,6 @@ class PoolConfig(_Model):
     partition: str | None = Field(None, description="Slurm partition; default: the cluster's default.")
     image: str = Field("kswarm/empty", description="Docker image; host binaries are bind-mounted read-only.")
 
-    @model_validator(mode="before")
-    @classmethod
-    def _from_swarm_spec(cls, data: Any) -> Any:
-        """Accept the swarm spec's short pool shape (kind, cards_per_node, workers) as well."""
-        if not isinstance(data, dict) or not ({"kind", "cards_per_node", "workers"} & set(data)):
-            return data
-        data = dict(data)
-        kind = data.pop("kind", None)
-        if kind and "executor" not in data:
-            data["executor"] = kind
-        cards = int(data.pop("cards_per_node", 0) or 0)
-        workers = int(data.pop("workers", 1) or 1)
-        if cards and "nodes" not in data:
-            data["nodes"] = [{"name": f"node{i}", "devices": list(range(cards))} for i in range(workers)]
-            rules = dict(data.get("rules") or {})
-            rules.setdefault("allowed_device_counts", [cards])  # "a job takes a whole node"
-            data["rules"] = rules
-        return data
-
     @model_validator(mode="after")
     def _consistent(self) -> PoolConfig:
         if self.device == "cpu" and "rules" not in self.model_fields_set:
@@ -124,7 +129,23 @@ class PoolConfig(_Model):
         names = [n.name for n in self.nodes]
         if len(set(names)) != len(names):
             raise ValueError(f"pool {self.name}: node names repeat")
+        if self.executor == "slurm" and self.workers > 1:
+            raise ValueError(
+                f"pool {self.name}: a slurm pool has one worker (it submits every job with sbatch); "
+                f"workers: {self.workers}"
+            )
+        if self.executor != "slurm" and self.workers > len(self.nodes):
+            raise ValueError(
+                f"pool {self.name}: workers: {self.workers} needs {self.workers} nodes (one worker serves "
+                f"one node); it has {len(self.nodes)}: {', '.join(names)}"
+            )
         return self
+
+    def worker_nodes(self) -> list[str | None]:
+        """The node each of the pool's ``workers`` serves (None: a Slurm worker, the whole cluster)."""
+        if self.executor == "slurm":
+            return [None] * self.workers
+        return [n.name for n in self.nodes[: self.workers]]
 
     @property
     def node_capacity(self) -> int:
@@ -195,6 +216,15 @@ class PoolConfig(_Model):
 
     def _unit(self) -> str:
         return "slots" if self.device == "cpu" else "devices"
+
+
+def worker_principal(pool: str) -> str:
+    """The worker principal of a pool (``worker-<pool>``); a pool name that is no principal name
+    (``_``, too long) gets a short hash, so that two pools never share one."""
+    if re.fullmatch(r"[a-z0-9-]{1,32}", pool):
+        return f"worker-{pool}"
+    tag = hashlib.sha256(pool.encode()).hexdigest()[:6]
+    return f"worker-{re.sub(r'[^a-z0-9-]', '-', pool)[:24].strip('-')}-{tag}"
 
 
 def default_pools() -> list[PoolConfig]:

@@ -11,6 +11,7 @@ recorded once per job: ``finish`` applies only to the live attempt of the consum
 
 from __future__ import annotations
 
+import builtins
 import json
 import time
 from collections.abc import Iterable
@@ -337,6 +338,36 @@ class JobQueue:
                 if cursor == "0-0":
                     break
         return actions
+
+    async def live_workers(self, pool: str) -> builtins.list[dict[str, Any]]:
+        """The workers serving ``pool`` now: one per node lease (a worker renews its node's lease on
+        every take and heartbeat; a dead worker's lease lapses after ``claim_idle_s``)."""
+        out: builtins.list[dict[str, Any]] = []
+        async for key in self.redis.scan_iter(match=self.key("lease", pool, "*"), count=100):
+            node = key.removeprefix(self.key("lease", pool, ""))
+            async with self.redis.pipeline(transaction=False) as pipe:
+                pipe.get(key)
+                pipe.pttl(key)
+                consumer, ttl_ms = await pipe.execute()
+            if consumer:
+                out.append({"node": node, "worker": consumer, "lease_left_s": max(0, ttl_ms) / 1000})
+        return sorted(out, key=lambda w: w["node"])
+
+    async def release_lease(self, pool: str, node: str) -> str | None:
+        """Drop the node's lease (its worker is known dead); returns who held it."""
+        key = self.key("lease", pool, node)
+        async with self.redis.pipeline(transaction=True) as pipe:
+            pipe.get(key)
+            pipe.delete(key)
+            holder, _ = await pipe.execute()
+        return holder
+
+    async def bind_worker(self, principal: str, pool: str) -> None:
+        """``principal`` (a pool's worker principal) may serve ``pool`` only."""
+        await self.redis.set(self.key("worker-pool", principal), pool)
+
+    async def bound_pool(self, principal: str) -> str | None:
+        return await self.redis.get(self.key("worker-pool", principal))
 
     # -- views ------------------------------------------------------------------------------
 

@@ -36,6 +36,7 @@ from gateway.jobs.outcomes import JobOutcomes
 from gateway.jobs.pools import JobsSettings, PoolConfig
 from gateway.jobs.queue import JobQueue
 from gateway.jobs.refs import ForgeRefs
+from gateway.jobs.workers import PoolWorkers
 from gateway.principals import Principal, PrincipalKind
 
 log = logging.getLogger("kswarm.jobs")
@@ -51,6 +52,7 @@ class JobService:
         )
         self.refs = ForgeRefs(ctx, settings.default_repo)
         self.outcomes = JobOutcomes(ctx, self.queue)
+        self.workers = PoolWorkers(ctx, self.queue, settings.claim_idle_s)
 
     def pool(self, name: str) -> PoolConfig:
         try:
@@ -112,6 +114,7 @@ class JobService:
             await self.outcomes.refused(job)
             raise
         await self.announce(queued)
+        await self.workers.notify_waiting(queued)
         return queued
 
     async def announce(self, job: Job) -> None:
@@ -173,7 +176,9 @@ class JobService:
             for listing in ("running_jobs", "recent"):
                 jobs = [Job.model_validate(j) for j in depth[listing]]
                 depth[listing] = [j.public(with_result=False) for j in await access.visible(principal, jobs)]
-            out.append({**depth, "config": pool.model_dump(mode="json", exclude={"harness_command"})})
+            workers = await self.workers.view(pool)
+            config = pool.model_dump(mode="json", exclude={"harness_command"})
+            out.append({**depth, **workers, "config": config})
         return out
 
     # -- workers ----------------------------------------------------------------------------
@@ -196,6 +201,7 @@ class JobService:
         reclaimed)."""
         consumer = self.consumer(principal, body.instance)
         pool = self.pool(pool_name)
+        await self.workers.check_serves(principal, pool.name)
         node = pool.node(body.node) if pool.executor != "slurm" else None
         capacity = len(node.devices) if node is not None else None
         deadline = time.monotonic() + body.wait_s

@@ -4,7 +4,7 @@
 from __future__ import annotations
 
 import time
-from typing import Annotated
+from typing import Annotated, Literal
 
 import typer
 from rich.table import Table
@@ -15,10 +15,13 @@ from orchestrator.cli import agent_remote
 from orchestrator.cli.commands import HomeOpt, JsonOpt, command, connect
 from orchestrator.cli.output import colour_of, console, fail, print_json
 from orchestrator.cli.swarm import Name, load_ctx
+from orchestrator.operations import SupervisorLock, quarantine, release, request_restart
 from orchestrator.provision import SwarmLayout
-from orchestrator.supervisor import SupervisorLock, quarantine, release, request_restart
 
-RestartOpt = Annotated[bool, typer.Option(help="Restart the agent so that it rereads memory.")]
+RestartOpt = Annotated[
+    bool, typer.Option("--restart/--no-restart", help="Restart the agent so that it rereads memory.")
+]
+Kind = Literal["agent", "operator", "worker", "gate"]
 
 
 def supervised(layout: SwarmLayout) -> bool:
@@ -40,7 +43,7 @@ def register_principal_verbs(agent_app: typer.Typer) -> None:
     @command(agent_app, "add")
     def add(
         name: Annotated[str, typer.Argument(help="Agent name (a-z, 0-9, '-').")],
-        kind: Annotated[str, typer.Option(help="agent, operator, worker or gate.")] = "agent",
+        kind: Annotated[Kind, typer.Option("--kind", help="agent, operator, worker or gate.")] = "agent",
         home: HomeOpt = None,
         as_json: Annotated[
             bool, typer.Option("--json", help="Print the principal and token as JSON.")

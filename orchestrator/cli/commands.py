@@ -35,6 +35,31 @@ HomeOpt = Annotated[
 JsonOpt = Annotated[bool, typer.Option("--json", help="Print JSON instead of a table.")]
 
 
+def version() -> str:
+    from importlib.metadata import PackageNotFoundError
+    from importlib.metadata import version as installed
+
+    try:
+        return installed("kswarm")
+    except PackageNotFoundError:
+        return "unknown (not installed)"
+
+
+def _print_version(value: bool) -> None:
+    if value:
+        typer.echo(f"kswarm {version()}")
+        raise typer.Exit(0)
+
+
+def root_options(
+    show_version: Annotated[
+        bool,
+        typer.Option("--version", help="Print the version and exit.", callback=_print_version, is_eager=True),
+    ] = False,
+) -> None:
+    """kswarm: a swarm of LLM agents that write, verify and review kernels."""
+
+
 def handle_gateway_errors(fn: Callable[P, R]) -> Callable[P, R]:
     """``fn`` with the client's errors turned into ``error: <line>`` and the class's exit code."""
 

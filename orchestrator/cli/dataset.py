@@ -14,8 +14,6 @@ from typing import Annotated
 import typer
 
 from gateway.client import find_gateway, kswarm_home
-from gateway.dataset.build import build_dataset_at
-from gateway.dataset.sources import FileJobSource
 from orchestrator.cli.commands import HomeOpt, command
 from orchestrator.cli.output import console, fail, print_json
 from orchestrator.spec import agent_models
@@ -42,6 +40,10 @@ def register(app: typer.Typer) -> None:
         as_json: Annotated[bool, typer.Option("--json", help="Print the summary as JSON.")] = False,
     ) -> None:
         """Write data/records.jsonl, data/records.parquet, summary.json and README.md (the card)."""
+        # Here, not at the top: pyarrow and numpy cost every other kswarm command ~50 MB and 0.4 s.
+        from gateway.dataset.build import build_dataset_at
+        from gateway.dataset.sources import FileJobSource
+
         target = dataclasses.replace(find_gateway(home), timeout=BUILD_TIMEOUT_S)
         home_dir = kswarm_home(home)
         source = FileJobSource(jobs_file) if jobs_file else None

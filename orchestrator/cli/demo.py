@@ -14,7 +14,7 @@ import os
 import shutil
 import socket
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Literal
 
 import typer
 import uvloop
@@ -35,7 +35,9 @@ from orchestrator.demo.spec import (
 
 DEFAULT_HOME = Path("~/.kswarm-demo")
 DEFAULT_PORT = 8765
-KEY_VARS = ("KSWARM_LLM_API_KEY", "ANTHROPIC_API_KEY", "KSWARM_LLM_UPSTREAM_URL")
+KEY_VARS = ("KSWARM_LLM_API_KEY", "ANTHROPIC_API_KEY", "KSWARM_LLM_UPSTREAM_URL", "KSWARM_LLM_URL")
+Model = Literal["scripted", "anthropic"]
+Backend = Literal["process", "docker"]
 
 
 class HomeError(RuntimeError):
@@ -103,6 +105,7 @@ def run_demo(
     timeout_s: float | None,
     model_id: str,
     console: Console,
+    llm_url: str | None = None,
 ) -> int:
     from gateway.client.home import ensure_home
     from orchestrator.demo.flow import DemoError, DemoOptions, drive
@@ -115,10 +118,14 @@ def run_demo(
         raise DemoSpecError("--model is scripted or anthropic")
     if backend not in ("process", "docker"):
         raise DemoSpecError("--backend is process or docker")
+    if llm_url:
+        # The demo's gateway reads its upstream from here (orchestrator.local.launcher.llm_settings).
+        os.environ["KSWARM_LLM_URL"] = llm_url
     if model == "anthropic" and not any(os.environ.get(v) for v in KEY_VARS):
         raise DemoSpecError(
-            "--model anthropic needs the model key in the gateway's environment: export ANTHROPIC_API_KEY "
-            "(or KSWARM_LLM_API_KEY, or KSWARM_LLM_UPSTREAM_URL for a local server); agents never see it"
+            "--model anthropic needs a model: export ANTHROPIC_API_KEY (or KSWARM_LLM_API_KEY) for "
+            "Anthropic, or --llm-url URL for an Anthropic-compatible server (vLLM, LiteLLM, Ollama, "
+            "llama.cpp); the key stays in the gateway, agents never see it"
         )
     check_tasks(list(tasks))
     preflight()
@@ -174,10 +181,10 @@ def register(app: typer.Typer) -> None:
             bool, typer.Option("--keep", help="Leave everything running afterwards (Ctrl-C stops).")
         ] = False,
         model: Annotated[
-            str, typer.Option("--model", help="scripted (offline demo policy) or anthropic.")
+            Model, typer.Option("--model", help="scripted (offline demo policy) or anthropic.")
         ] = "scripted",
         backend: Annotated[
-            str, typer.Option("--backend", help="Agent runtime: process or docker.")
+            Backend, typer.Option("--backend", help="Agent runtime: process or docker.")
         ] = "process",
         agents: Annotated[int, typer.Option("--agents", help="How many agents (at least 4).")] = 4,
         home: Annotated[
@@ -196,6 +203,14 @@ def register(app: typer.Typer) -> None:
         model_id: Annotated[
             str, typer.Option("--model-id", help="Model for --model anthropic.")
         ] = DEFAULT_MODEL_ID,
+        llm_url: Annotated[
+            str | None,
+            typer.Option(
+                "--llm-url",
+                envvar="KSWARM_LLM_URL",
+                help="Anthropic-compatible server for --model anthropic (vLLM, LiteLLM, Ollama, llama.cpp).",
+            ),
+        ] = None,
     ) -> None:
         """The whole swarm end to end: tasks, kernels, jobs, reviews, the gate, the dataset."""
         console = Console()
@@ -212,6 +227,7 @@ def register(app: typer.Typer) -> None:
                 timeout_s=timeout,
                 model_id=model_id,
                 console=console,
+                llm_url=llm_url,
             )
         except (DemoSpecError, HomeError) as exc:
             Console(stderr=True).print(f"[red]error:[/red] {exc}")

@@ -11,14 +11,19 @@ import sys
 
 import typer
 
-from orchestrator.cli import agent, chat, dataset, demo, images, jobs, prs, swarm, tasks
+from orchestrator.cli import agent, chat, dataset, demo, images, jobs, prs, swarm, tasks, worker
+from orchestrator.cli.commands import root_options
 
 
 def build_app() -> typer.Typer:
     """The whole ``kswarm`` app, every noun registered."""
+    # Plain click help (rich_markup_mode=None): a flag is shown as a flag, not as `--json <bool>`.
     app = typer.Typer(
-        help="kswarm: a swarm of LLM agents that write, verify and review kernels.", no_args_is_help=True
+        help="kswarm: a swarm of LLM agents that write, verify and review kernels.",
+        no_args_is_help=True,
+        rich_markup_mode=None,
     )
+    app.callback()(root_options)
     swarm.register(app)
     agent.register(app)
     chat.register(app)
@@ -28,6 +33,7 @@ def build_app() -> typer.Typer:
     dataset.register(app)
     demo.register(app)
     images.register(app)
+    worker.register(app)
     return app
 
 

@@ -25,6 +25,14 @@ def fail(message: str, code: int = 1) -> NoReturn:
     raise typer.Exit(code)
 
 
+def fail_each(problems: list[str], code: int = 2) -> NoReturn:
+    """End the command with one ``error: <problem>`` line per problem (a spec with several problems)."""
+    for problem in problems:
+        line = " ".join(problem.split())
+        err_console.print(f"[red]error:[/red] {escape(line)}", soft_wrap=True, highlight=False)
+    raise typer.Exit(code)
+
+
 def warn(message: str) -> None:
     err_console.print(f"[yellow]warning:[/yellow] {escape(message)}", soft_wrap=True, highlight=False)
 

@@ -1,31 +1,35 @@
-"""The swarm as a whole: ``kswarm init|up|down|ps|logs``; ``register`` adds them to the ``kswarm`` app.
+"""The swarm as a whole: ``kswarm init|validate|schema|up|down|ps|logs``; ``register`` adds them.
 
 They work from any terminal: the swarm is found through ``<home>/swarm/swarm.json`` (written by the
 supervisor), the gateway through ``commands.connect`` (``--home``/``KSWARM_HOME``, ``KSWARM_URL``/
-``KSWARM_TOKEN``). ``load_ctx`` is also what the agent commands (``orchestrator.cli.agent``) start from.
+``KSWARM_TOKEN``). ``load_ctx`` is also what the agent and worker commands start from.
 """
 
 from __future__ import annotations
 
+import json
 import socket
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Annotated, Any
+from typing import Annotated, Any, Literal
 
+import httpx
 import typer
-import uvloop
 from rich.panel import Panel
 
 from gateway.client import GatewayInfo, NoGateway, kswarm_home
 from gateway.client.home import ensure_home
+from orchestrator.cli import complete
 from orchestrator.cli.commands import HomeOpt, JsonOpt, command, connect
-from orchestrator.cli.output import age, console, fail, print_json, warn
+from orchestrator.cli.output import age, console, fail, fail_each, print_json, warn
+from orchestrator.operations import SwarmInfo, agent_rows, make_runtime
 from orchestrator.provision import SwarmLayout
 from orchestrator.runtime.base import AgentRuntime
-from orchestrator.spec import AgentSpec, RuntimeOptions, SwarmSpec, template_text
-from orchestrator.supervisor import SwarmInfo, agent_rows, make_runtime, stop_supervisor, stop_swarm
+from orchestrator.spec import AgentSpec, RuntimeOptions, SpecError, SwarmSpec, load_spec, template_text
 
-Name = Annotated[str, typer.Argument(help="Agent name.")]
+Name = Annotated[str, typer.Argument(help="Agent name.", autocompletion=complete.agent_names)]
+Backend = Literal["process", "docker"]
+SpecFile = Annotated[Path, typer.Option("-f", "--file", help="The swarm spec (swarm.yaml).")]
 
 
 @dataclass
@@ -45,7 +49,7 @@ class Ctx:
         if name in self.info.agents:
             return AgentSpec(
                 name=name,
-                role="agent",
+                role="developer",
                 model="",
                 runtime=RuntimeOptions(),
                 resources=self.spec.defaults.resources,
@@ -71,31 +75,78 @@ def port_in_use(host: str, port: int) -> bool:
         return s.connect_ex((host, port)) == 0
 
 
-def print_banner(info: GatewayInfo, token: str, warnings: list[str]) -> None:
+def health_line(url: str) -> str | None:
+    """None when the gateway is healthy; else what ``/healthz`` names (``redis: ...``, disk full)."""
+    try:
+        reply = httpx.get(f"{url}/healthz", timeout=2.0)
+        body = reply.json()
+    except (httpx.HTTPError, ValueError) as exc:
+        return f"gateway: {exc}"
+    if reply.status_code == 200:
+        return None
+    return str(body.get("detail") or body.get("failing") or f"HTTP {reply.status_code}")
+
+
+def print_banner(
+    info: GatewayInfo, token: str, warnings: list[str], spec: SwarmSpec | None, degraded: str | None
+) -> None:
+    swarm = ""
+    if spec is not None:
+        agents = spec.expand()
+        workers = sum(p.workers for p in spec.pools)
+        pools = ", ".join(f"{p.name} ({p.executor}, {p.workers} worker(s))" for p in spec.pools)
+        repos = ", ".join(
+            f"{spec.swarm}/{r.name}" + (f" ({r.description})" if r.description else "") for r in spec.repos
+        )
+        swarm = (
+            f"swarm     {spec.swarm}: {len(agents)} agent(s), {workers} job worker(s)\n"
+            f"pools     {pools or '-'}\nrepos     {repos or '-'}\n"
+        )
     body = (
-        f"gateway   [bold]{info.url}[/bold]\n"
-        f"socket    {info.socket}\n"
+        f"gateway   [bold]{info.url}[/bold]"
+        + (f"  [red]degraded: {degraded}[/red]" if degraded else "")
+        + "\n"
+        f"socket    {info.socket}\n{swarm}"
         f"operator  {token}\n"
         f"          (also in {Path(info.socket).parent.parent / 'operator.token'}, mode 600)\n\n"
-        "In another terminal:  kswarm agent add alice   ·   kswarm chat tail general -f"
+        "In another terminal:  kswarm ps   ·   kswarm chat tail general -f   ·   kswarm down"
     )
-    console.print(Panel(body, title="kswarm is up", subtitle="Ctrl-C stops it", expand=False))
+    console.print(Panel(body, title="kswarm is up", subtitle="Ctrl-C stops it all, in order", expand=False))
     for warning in warnings:
         warn(warning)
 
 
-def gateway_view(home: Path) -> tuple[dict[str, float | None], dict[str, dict[str, Any]]]:
-    """Heartbeats and LLM usage per agent from the gateway. With no gateway at all ``ps`` still shows
-    the swarm (from the records) and says so; any other failure (a refused token) is the command's."""
+def gateway_view(home: Path) -> tuple[dict[str, float | None], dict[str, dict[str, Any]], list[Any]]:
+    """Heartbeats, LLM usage per agent and the job pools from the gateway. With no gateway at all
+    ``ps`` still shows the swarm (from the records) and says so; any other failure (a refused token)
+    is the command's."""
     try:
         with connect(home) as gateway:
             beats = {a["name"]: a.get("last_heartbeat") for a in gateway.agents()}
             # Tokens and cost from the gateway's LLM proxy (all agents: the CLI is the operator).
             usage = gateway.get("/api/usage").get("agents", {})
+            pools = gateway.get("/api/jobs/pools")
+            url = gateway.target.url
     except NoGateway as exc:
         warn(f"{exc.line()}; heartbeats from the last record, no usage")
-        return {}, {}
-    return beats, usage
+        return {}, {}, []
+    degraded = health_line(url) if url else None
+    if degraded:
+        warn(f"the gateway is degraded: {degraded}")
+    return beats, usage, pools
+
+
+def print_agents(rows: list[dict[str, Any]]) -> None:
+    typer.echo(
+        f"{'AGENT':<20} {'BACKEND':<8} {'STATE':<12} {'UPTIME':>8} {'RESTARTS':>8} {'HEARTBEAT':>10}"
+        f" {'TOKENS':>9} {'COST':>8}"
+    )
+    for r in rows:
+        beat = age(r["last_heartbeat_s"]) + (" ago" if r["last_heartbeat_s"] is not None else "")
+        typer.echo(
+            f"{r['agent']:<20} {r['backend']:<8} {r['state']:<12} {age(r['uptime_s']):>8} "
+            f"{r['restarts']:>8} {beat:>10} {r['tokens']:>9} {'$' + format(r['cost_usd'], '.4f'):>8}"
+        )
 
 
 def register(app: typer.Typer) -> None:
@@ -103,16 +154,63 @@ def register(app: typer.Typer) -> None:
 
     @command(app, "init")
     def init(
-        path: Annotated[Path, typer.Option("--file", "-f", help="Where to write the spec.")] = Path(
-            "swarm.yaml"
-        ),
-        force: Annotated[bool, typer.Option(help="Overwrite an existing file.")] = False,
+        path: SpecFile = Path("swarm.yaml"),
+        force: Annotated[bool, typer.Option("--force", help="Overwrite an existing file.")] = False,
     ) -> None:
-        """Write a commented swarm.yaml (2+ agents, the dataset repo, the cpu pool, a review policy)."""
+        """Write a commented swarm.yaml (agents, the dataset repo, the cpu pool, a review policy)."""
         if path.exists() and not force:
             fail(f"{path} exists (use --force to overwrite)")
         path.write_text(template_text())
-        typer.echo(f"wrote {path}; start the swarm with: kswarm up -f {path}")
+        typer.echo(
+            f"wrote {path}; check it with: kswarm validate -f {path}; start it with: kswarm up -f {path}"
+        )
+
+    @command(app, "validate")
+    def validate(path: SpecFile = Path("swarm.yaml"), as_json: JsonOpt = False) -> None:
+        """Check a swarm.yaml without starting anything: every problem with its file:line, exit 2."""
+        try:
+            spec = load_spec(path)
+        except SpecError as exc:
+            fail_each(exc.problems, 2)
+        except OSError as exc:
+            fail(f"cannot read {path}: {exc.strerror}", 2)
+        agents = spec.expand()
+        summary = {
+            "file": str(path),
+            "swarm": spec.swarm,
+            "backend": spec.backend,
+            "agents": [
+                {"name": a.name, "role": a.role, "model": a.model, "runtime": a.runtime.kind} for a in agents
+            ],
+            "pools": [
+                {"name": p.name, "executor": p.executor, "device": p.device, "workers": p.workers}
+                for p in spec.pools
+            ],
+            "repos": [
+                {"name": f"{spec.swarm}/{r.name}", "kind": r.kind, "description": r.description}
+                for r in spec.repos
+            ],
+        }
+        if as_json:
+            print_json(summary)
+            return
+        roles = ", ".join(f"{a.name} ({a.role})" for a in agents)
+        typer.echo(f"{path}: ok -- swarm {spec.swarm} on {spec.backend}")
+        typer.echo(f"  agents  {len(agents)}: {roles}")
+        for p in spec.pools:
+            typer.echo(f"  pool    {p.name}: {p.executor}, {p.device}, {p.workers} worker(s)")
+        for r in spec.repos:
+            typer.echo(
+                f"  repo    {spec.swarm}/{r.name} ({r.kind})"
+                + (f": {r.description}" if r.description else "")
+            )
+
+    @command(app, "schema")
+    def schema() -> None:
+        """Print the JSON Schema of swarm.yaml (for editors: yaml-language-server, VS Code)."""
+        from orchestrator.spec import spec_schema
+
+        print_json(spec_schema())
 
     @command(app, "up")
     def up(
@@ -122,11 +220,28 @@ def register(app: typer.Typer) -> None:
             Path | None, typer.Option("-f", "--file", help="Swarm spec (swarm.yaml) to run.")
         ] = None,
         backend: Annotated[
-            str | None,
+            Backend | None,
             typer.Option("--backend", help="Agent runtime: process or docker (default: the spec's)."),
         ] = None,
+        llm_url: Annotated[
+            str | None,
+            typer.Option(
+                "--llm-url",
+                envvar="KSWARM_LLM_URL",
+                help="Anthropic-compatible model server for the gateway's LLM proxy (vLLM, LiteLLM, "
+                "Ollama, llama.cpp); the key stays in the gateway.",
+            ),
+        ] = None,
+        detach: Annotated[
+            bool, typer.Option("--detach", "-d", help="Run in the background; `kswarm down` stops it.")
+        ] = False,
     ) -> None:
-        """Start Redis (embedded unless REDIS_URL is set) and the gateway in the foreground."""
+        """Start Redis (embedded unless REDIS_URL is set), the gateway and, with -f, the swarm's agents
+        and job workers. Ctrl-C (or `kswarm down`) stops agents, workers, gateway and Redis, in order."""
+        import uvloop
+
+        from orchestrator.cli.lifecycle import detach as run_detached
+        from orchestrator.cli.lifecycle import up_log
         from orchestrator.local.launcher import Launcher, LaunchError
 
         home_dir = ensure_home(kswarm_home(home))
@@ -136,10 +251,33 @@ def register(app: typer.Typer) -> None:
         if port_in_use("127.0.0.1", port):
             fail(f"port {port} on 127.0.0.1 is in use; pick another with --port")
         try:
-            launcher = Launcher(home_dir, port=port, spec_path=file, backend=backend)
+            launcher = Launcher(home_dir, port=port, spec_path=file, backend=backend, llm_url=llm_url)
+        except LaunchError as exc:
+            if file is not None and ":" in str(exc) and str(file) in str(exc):
+                fail_each(str(exc).splitlines(), 2)  # the spec's problems, one line each
+            fail(str(exc))
+        if detach:
+            argv = ["--home", str(home_dir), "--port", str(port)]
+            argv += ["-f", str(file.resolve())] if file is not None else []
+            argv += ["--backend", backend] if backend else []
+            argv += ["--llm-url", llm_url] if llm_url else []
+            try:
+                pid, info = run_detached(home_dir, argv)
+            except RuntimeError as exc:
+                fail(str(exc))
+            token = (home_dir / "operator.token").read_text().strip()
+            print_banner(info, token, launcher.warnings, launcher.spec, health_line(info.url))
+            typer.echo(
+                f"running in the background (pid {pid}, log {up_log(home_dir)}); stop it with: "
+                f"kswarm down --home {home_dir}"
+            )
+            return
+        try:
             uvloop.run(
                 launcher.run(
-                    on_ready=lambda info: print_banner(info, launcher.operator_token, launcher.warnings)
+                    on_ready=lambda info: print_banner(
+                        info, launcher.operator_token, launcher.warnings, launcher.spec, launcher.degraded
+                    )
                 )
             )
         except LaunchError as exc:
@@ -148,25 +286,48 @@ def register(app: typer.Typer) -> None:
     @command(app, "down")
     def down(
         purge: Annotated[
-            bool, typer.Option(help="Also delete agents' volumes, files and snapshots.")
+            bool,
+            typer.Option("--purge", help="Also delete agents' volumes, files, snapshots, workers' records."),
         ] = False,
         home: HomeOpt = None,
     ) -> None:
-        """Stop the orchestrator and every agent of the swarm."""
-        ctx = load_ctx(home)
-        info = GatewayInfo.read(ctx.home)
-        if not stop_supervisor(ctx.layout, ctx.info.supervisor_pid or (info.pid if info else None)):
-            fail("the orchestrator did not stop within 30s; agents left running")
-        names = stop_swarm(ctx.layout, ctx.runtime, purge)
+        """Stop the swarm's `kswarm up` (agents, workers, gateway, Redis) and whatever it left running."""
+        from orchestrator.cli.lifecycle import stop_launcher
+        from orchestrator.local.embedded_redis import EmbeddedRedis
+        from orchestrator.operations import stop_supervisor, stop_swarm
+
+        home_dir = kswarm_home(home)
+        layout = SwarmLayout(home_dir)
+        info = SwarmInfo.load(layout)
+        if info is None and GatewayInfo.read(home_dir) is None:
+            fail(f"no swarm in {home_dir} (start one with: kswarm up -f swarm.yaml --home {home_dir})")
+        try:
+            launcher = stop_launcher(home_dir)
+        except TimeoutError as exc:
+            fail(f"{exc}; agents may be left running")
+        if launcher is not None:
+            typer.echo(f"stopped kswarm up (pid {launcher}): its agents, job workers, gateway and Redis")
+        names: list[str] = []
+        if info is not None:
+            ctx = load_ctx(home_dir)
+            if not stop_supervisor(ctx.layout, ctx.info.supervisor_pid):
+                fail("the orchestrator did not stop within 30s; agents left running")
+            names = stop_swarm(ctx.layout, ctx.runtime, purge)
+        if (home_dir / "redis").is_dir():
+            EmbeddedRedis(home_dir).release()  # stops a Redis a killed `up` left, if nobody else uses it
         typer.echo(
             f"stopped {len(names)} agent(s)" + (" and purged their files and volumes" if purge else "")
         )
 
     @command(app, "ps")
     def ps(home: HomeOpt = None, as_json: JsonOpt = False) -> None:
-        """Agents with backend, state, uptime, restarts, last heartbeat, tokens and cost."""
+        """Agents with backend, state, uptime, restarts, last heartbeat, tokens and cost; then the job
+        workers (kswarm workers); a degraded gateway is said on stderr."""
+        from orchestrator.cli.worker import print_workers
+        from orchestrator.workers import worker_rows
+
         ctx = load_ctx(home)
-        beats, usage = gateway_view(ctx.home)
+        beats, usage, pools = gateway_view(ctx.home)
         rows = agent_rows(ctx.layout, ctx.runtime, beats)
         for r in rows:
             spent = usage.get(r["agent"], {})
@@ -175,17 +336,11 @@ def register(app: typer.Typer) -> None:
         if as_json:
             print_json(rows, indent=1)
             return
-        header = (
-            f"{'AGENT':<20} {'BACKEND':<8} {'STATE':<12} {'UPTIME':>8} {'RESTARTS':>8} {'HEARTBEAT':>10}"
-            f" {'TOKENS':>9} {'COST':>8}"
-        )
-        typer.echo(header)
-        for r in rows:
-            beat = age(r["last_heartbeat_s"]) + (" ago" if r["last_heartbeat_s"] is not None else "")
-            typer.echo(
-                f"{r['agent']:<20} {r['backend']:<8} {r['state']:<12} {age(r['uptime_s']):>8} "
-                f"{r['restarts']:>8} {beat:>10} {r['tokens']:>9} {'$' + format(r['cost_usd'], '.4f'):>8}"
-            )
+        print_agents(rows)
+        workers = worker_rows(ctx.layout, pools)
+        if workers:
+            typer.echo("")
+            print_workers(workers)
 
     @command(app, "logs")
     def logs(
@@ -193,12 +348,18 @@ def register(app: typer.Typer) -> None:
         follow: Annotated[bool, typer.Option("--follow", "-f", help="Keep printing new lines.")] = False,
         tail: Annotated[int | None, typer.Option(help="Only the last N lines.")] = None,
         home: HomeOpt = None,
+        as_json: Annotated[
+            bool, typer.Option("--json", help="JSON Lines: {agent, line} per output line.")
+        ] = False,
     ) -> None:
         """An agent's output."""
         ctx = load_ctx(home)
         ctx.agent(name)
         try:
             for line in ctx.runtime.logs(name, follow=follow, tail=tail):
-                typer.echo(line, nl=not line.endswith("\n"))
+                if as_json:
+                    print(json.dumps({"agent": name, "line": line.rstrip("\n")}), flush=True)
+                else:
+                    typer.echo(line, nl=not line.endswith("\n"))
         except KeyboardInterrupt:
             pass

@@ -284,6 +284,23 @@ class EmbeddedRedis:
                 return
             self._stop(timeout)
 
+    def heal(self, timeout: float = 10) -> tuple[int | None, int] | None:
+        """If this home's server died while we use it, start it again (it replays its AOF) and return
+        (old pid, new pid); None when it answers. Whoever of its users calls first does it, under the
+        lock, so two users never start two servers on one AOF."""
+        if self._user_file is None or _ping(self.socket_path) == "up":
+            return None
+        with self._locked():
+            if self._running_pid() is not None:
+                return None  # another user healed it meanwhile
+            old = self._read_pid()
+            if self._proc is not None:
+                self._proc.poll()  # reap our dead child
+            self._start(timeout)
+            new = self._read_pid()
+            assert new is not None
+            return old, new
+
     def __enter__(self) -> str:
         return self.ensure_running()
 

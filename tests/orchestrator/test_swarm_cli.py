@@ -176,7 +176,7 @@ def test_down_purge_stops_the_orchestrator_and_everything(swarm_factory, cli, sh
 def test_spec_repos_are_created_and_protected_by_the_review_policy(swarm_factory) -> None:
     extra = (
         "repos:\n  - name: dataset\n    kind: dataset\n"
-        "review:\n  approvals: 2\n  required_checks: [kswarm/verify:cpu]\n"
+        "review:\n  required_approvals: 2\n  required_checks: [kswarm/verify:cpu]\n"
     )
     swarm = swarm_factory("  - name: a-1\n", extra=extra)
     swarm.wait_heartbeating(["a-1"])

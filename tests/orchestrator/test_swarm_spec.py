@@ -1,4 +1,4 @@
-"""swarm.yaml: the template, expansion, defaults, and errors that name the field and its line."""
+"""swarm.yaml: the template, expansion, defaults, strict parsing, and errors that name the field and line."""
 
 from __future__ import annotations
 
@@ -24,7 +24,7 @@ def test_template_is_valid_and_has_what_init_promises() -> None:
     assert len(agents) >= 2
     assert any(r.kind == "dataset" for r in spec.repos)
     assert [p.name for p in spec.pools] == ["cpu"]
-    assert spec.review.approvals >= 1
+    assert spec.review.required_approvals >= 1
     assert "#" in template_text()  # commented for humans
 
 
@@ -41,7 +41,9 @@ def test_patterns_expand_with_defaults_applied() -> None:
     assert agents[0].model == "m2" and agents[1].model == "m1"
     assert agents[5].resources.memory_bytes() == 1024**3
     # Sections later issues fill are parsed now with defaults.
-    assert spec.pools[0].name == "cpu" and spec.review.dismiss_on_push and spec.budgets.swarm.usd is None
+    assert spec.pools[0].name == "cpu" and spec.budgets.swarm.usd is None
+    # The default policy asks for a passing verify job on the spec's first pool.
+    assert spec.review.required_approvals == 1 and spec.review.required_checks == ["kswarm/verify:cpu"]
 
 
 @pytest.mark.parametrize(
@@ -59,7 +61,10 @@ def test_patterns_expand_with_defaults_applied() -> None:
             "swarm: k\nagents:\n  - name: a\n  - name: a\n",
             "swarm.yaml:4: agents[1]: agent 'a' is defined twice",
         ),
-        ("swarm: k\nagents:\n  - role: x\n", "swarm.yaml:3: agents[0]: give exactly one of name or pattern"),
+        (
+            "swarm: k\nagents:\n  - role: lead\n",
+            "swarm.yaml:3: agents[0]: give exactly one of name or pattern",
+        ),
         ("swarm: k\nagents:\n  - pattern: dev\n    count: 2\n", "swarm.yaml:3: agents[0]: pattern needs {i}"),
         ("swarm: k\nagents:\n  - name: Bad_Name\n", "swarm.yaml:3: agents[0]: bad agent name 'Bad_Name'"),
         (
@@ -91,6 +96,69 @@ def test_patterns_expand_with_defaults_applied() -> None:
             "swarm.yaml:5: budgets.agents.b: no agent 'b' in this spec",
         ),
         ("swarm: k\n", "swarm.yaml:1: agents: Field required"),
+        # Duplicate keys: YAML would keep the last one silently.
+        (
+            "swarm: k\nagents:\n  - name: a\n    model: m1\n    model: m2\n",
+            "swarm.yaml:5: agents[0].model: given twice in one mapping (first on line 4)",
+        ),
+        ("swarm: k\nswarm: j\nagents: [{name: a}]\n", "swarm.yaml:2: swarm: given twice in one mapping"),
+        # role is an enum: a typo names the choices.
+        (
+            "swarm: k\nagents:\n  - name: a\n    role: reviewr\n",
+            "swarm.yaml:4: agents[0].role: Input should be 'lead', 'developer' or 'reviewer'",
+        ),
+        (
+            "swarm: k\nagents:\n  - name: a\n    runtime: claude-cod\n",
+            "swarm.yaml:4: agents[0].runtime: runtime 'claude-cod' is not one of loop, claude-code",
+        ),
+        # Unknown keys inside the components' own models are errors too.
+        (
+            "swarm: k\nagents: [{name: a}]\nreview:\n  required_approvals: 1\n  aprovals: 2\n",
+            "swarm.yaml:5: review.aprovals: Extra inputs are not permitted",
+        ),
+        (
+            "swarm: k\nagents: [{name: a}]\npools:\n  - name: cpu\n    rules: {max_runing_per_agent: 2}\n",
+            "swarm.yaml:5: pools[0].rules.max_runing_per_agent: Extra inputs are not permitted",
+        ),
+        # Keys of the earlier spec: refused, with what to write instead.
+        (
+            "swarm: k\nagents: [{name: a}]\nreview:\n  approvals: 2\n",
+            "swarm.yaml:4: review.approvals: Extra inputs are not permitted (renamed required_approvals)",
+        ),
+        (
+            "swarm: k\nagents: [{name: a}]\nreview:\n  dismiss_on_push: false\n",
+            "review.dismiss_on_push: Extra inputs are not permitted (not a setting: a new push always",
+        ),
+        (
+            "swarm: k\nagents: [{name: a}]\npools:\n  - name: npu\n    cards_per_node: 8\n",
+            "swarm.yaml:5: pools[0].cards_per_node: Extra inputs are not permitted (describe the nodes",
+        ),
+        (
+            "swarm: k\nagents: [{name: a}]\nrepos:\n  - name: r\n    protected: [main]\n",
+            "swarm.yaml:5: repos[0].protected: Extra inputs are not permitted (moved into the repo's policy",
+        ),
+        # Fields that could not take effect are refused.
+        (
+            "swarm: k\nagents: [{name: a}]\nreview:\n  required_checks: [kswarm/verify:gpu]\n",
+            "swarm.yaml:4: review.required_checks: kswarm/verify:gpu names no pool of this spec (pools: cpu)",
+        ),
+        (
+            "swarm: k\nagents: [{name: a}]\nreview:\n  dataset: true\n",
+            "swarm.yaml:4: review.dataset: a repo is a dataset by its kind: dataset",
+        ),
+        (
+            "swarm: k\nagents:\n  - name: a\n    resources: {cpus: 2}\n",
+            "swarm.yaml:4: agents[0].resources.cpus: the process backend cannot limit a CPU share",
+        ),
+        (
+            "swarm: k\nagents: [{name: a}]\npools:\n  - name: cpu\n    workers: 2\n"
+            "    nodes: [{name: n, devices: [0]}]\n",
+            "swarm.yaml:4: pools[0]: pool cpu: workers: 2 needs 2 nodes",
+        ),
+        (
+            "swarm: k\nagents: [{name: a}]\npools:\n  - name: cpu\n  - name: cpu\n",
+            "swarm.yaml:5: pools[1]: pool 'cpu' is defined twice",
+        ),
         ("swarm: k\nagents: [\n", "swarm.yaml:3: not valid YAML"),
         ("- just\n- a list\n", "swarm.yaml:1: the spec must be a mapping"),
     ],
@@ -124,3 +192,39 @@ def test_kswarm_init_writes_a_valid_commented_spec(tmp_path: Path, monkeypatch) 
     assert len(spec.expand()) >= 2
     again = runner.invoke(app, ["init"])
     assert again.exit_code != 0 and "exists" in again.output
+
+
+def test_every_problem_is_listed_on_its_own_line() -> None:
+    with pytest.raises(SpecError) as info:
+        parse_spec("swarm: k\nagents:\n  - name: a\n    role: boss\n    resourcez: {}\n")
+    assert len(info.value.problems) == 2
+    assert str(info.value).splitlines() == info.value.problems
+
+
+def test_runtime_shorthand_is_the_kind() -> None:
+    spec = parse_spec(
+        "swarm: k\ndefaults: {runtime: claude-code}\nagents:\n  - name: a\n  - name: b\n    runtime: loop\n"
+    )
+    a, b = spec.expand()
+    assert a.runtime.kind == "claude-code" and b.runtime.kind == "loop"
+
+
+def test_a_dump_of_a_spec_validates_again_strictly() -> None:
+    """swarm.json and the supervisor's child process reload the spec from its own dump."""
+    import yaml
+
+    spec = parse_spec(template_text())
+    again = parse_spec(yaml.safe_dump(spec.model_dump(mode="json", exclude={"source"})))
+    assert again == spec
+
+
+def test_the_schema_refuses_unknown_keys_and_takes_the_runtime_shorthand() -> None:
+    from orchestrator.spec import spec_schema
+
+    schema = spec_schema()
+    defs = schema["$defs"]
+    assert schema["additionalProperties"] is False
+    for name in ("AgentEntry", "PoolConfig", "ReviewPolicy", "BudgetLimit", "Lifecycle"):
+        assert defs[name]["additionalProperties"] is False, name
+    assert {"enum": ["loop", "claude-code"]} in defs["RuntimeOptions"]["anyOf"]
+    assert defs["AgentEntry"]["properties"]["role"]["enum"] == ["lead", "developer", "reviewer"]

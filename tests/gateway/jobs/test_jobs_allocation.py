@@ -122,12 +122,34 @@ def test_bad_requests_are_refused_by_the_model() -> None:
 
 
 def test_pools_from_a_swarm_yaml(tmp_path) -> None:
+    """A swarm.yaml's pools are PoolConfig as they are (the spec embeds the model): no short shape."""
     spec = tmp_path / "swarm.yaml"
     spec.write_text(
-        "swarm: s\npools:\n  - name: cpu\n  - name: npu-910c\n    kind: local\n    device: npu\n"
-        "    cards_per_node: 8\n    workers: 2\n"
+        "swarm: s\npools:\n  - name: cpu\n    workers: 2\n  - name: npu-910c\n    executor: local\n"
+        "    device: npu\n    workers: 2\n    nodes:\n      - {name: n0, devices: [0, 1, 2, 3, 4, 5, 6, 7]}\n"
+        "      - {name: n1, devices: [0, 1, 2, 3, 4, 5, 6, 7]}\n    rules: {allowed_device_counts: [8]}\n"
     )
     cpu, npu = load_pools(spec)
     assert cpu.name == "cpu" and cpu.device == "cpu"
+    assert [n.name for n in cpu.nodes] == ["local", "local-2"], "a node per worker by default"
+    assert cpu.worker_nodes() == ["local", "local-2"]
     assert [n.devices for n in npu.nodes] == [list(range(8))] * 2
     assert npu.rules.allowed_device_counts == [8]
+    short = tmp_path / "short.yaml"
+    short.write_text("pools:\n  - name: npu\n    cards_per_node: 8\n")
+    with pytest.raises(ValueError, match="cards_per_node"):
+        load_pools(short)
+
+
+def test_workers_need_nodes_and_slurm_has_one() -> None:
+    with pytest.raises(ValueError, match="workers: 3 needs 3 nodes"):
+        PoolConfig(
+            name="gpu",
+            workers=3,
+            nodes=[NodeConfig(name="g0", devices=[0]), NodeConfig(name="g1", devices=[0])],
+        )
+    with pytest.raises(ValueError, match="a slurm pool has one worker"):
+        PoolConfig(name="s", executor="slurm", workers=2)
+    assert PoolConfig(name="s", executor="slurm").worker_nodes() == [None]
+    assert PoolConfig(name="c", workers=0).worker_nodes() == []
+    assert PoolConfig.model_validate({"name": "d", "kind": "docker"}).executor == "docker"

@@ -20,6 +20,8 @@ ROOT = Path(__file__).resolve().parents[3]
 # Top-level command or group -> the module that owns it.
 NOUNS = {
     "init": "swarm",
+    "validate": "swarm",
+    "schema": "swarm",
     "up": "swarm",
     "down": "swarm",
     "ps": "swarm",
@@ -33,10 +35,18 @@ NOUNS = {
     "tasks": "tasks",
     "dataset": "dataset",
     "demo": "demo",
+    "images": "images",
+    "workers": "worker",
+    "worker": "worker",
 }
-LOCAL_ONLY = {("init",)}  # writes a file; reaches neither a gateway nor a home
+# Write or read a file, print a schema: they reach neither a gateway nor a home.
+LOCAL_ONLY = {("init",), ("validate",), ("schema",)}
 LISTINGS = {
     ("ps",),
+    ("workers",),
+    ("worker", "token"),
+    ("validate",),
+    ("logs",),
     ("agent", "list"),
     ("agent", "add"),
     ("chat", "tail"),
