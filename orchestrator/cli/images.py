@@ -29,6 +29,7 @@ from typing import Annotated, Any
 
 import typer
 
+from orchestrator.cli.commands import command
 from orchestrator.cli.output import console, fail, print_json
 
 REPO = Path(__file__).resolve().parents[2]
@@ -185,7 +186,7 @@ def register(app: typer.Typer) -> None:
     images = typer.Typer(help="The Docker images kswarm runs (compose.yaml, the docker backend).")
     app.add_typer(images, name="images")
 
-    @images.command("build")
+    @command(images, "build")
     def build(
         only: Annotated[
             list[str] | None,
