@@ -27,6 +27,7 @@ from agents.history import Transcript, atomic_write
 from agents.prompt import HOUSE_RULES, Identity, identity_banner, read_memory, role_template, wake_message
 from agents.pulse import HeartbeatSink, Pulse
 from agents.session import gateway_client, identify, next_events, prepare_dirs
+from agents.timeline import TimelineReporter
 from gateway.client import auth_headers
 
 log = logging.getLogger("kswarm.agent.claude")
@@ -91,12 +92,19 @@ def appended_prompt(config: AgentConfig, me: Identity) -> str:
 class ClaudeCodeRunner:
     """Runs one ``claude -p`` per wake and records its stream-json events."""
 
-    def __init__(self, config: AgentConfig, me: Identity, base_url: str, home: Path) -> None:
+    def __init__(
+        self,
+        config: AgentConfig,
+        me: Identity,
+        base_url: str,
+        home: Path,
+        timeline: TimelineReporter | None = None,
+    ) -> None:
         self.config = config
         self.me = me
         self.base_url = base_url
         self.home = home
-        self.transcript = Transcript(config.history_dir)
+        self.transcript = Transcript(config.history_dir, sink=timeline.record if timeline else None)
         self.session_file = config.history_dir / "claude-session.json"
         self.mcp_file = home / ".kswarm" / "mcp.json"
 
@@ -192,8 +200,13 @@ async def run_claude_code(config: AgentConfig, heartbeat: HeartbeatSink | None =
             base_url = (await stack.enter_async_context(SocketBridge(config.gateway_socket))).url
         else:
             base_url = config.base_url()
-        pulse = await stack.enter_async_context(Pulse(heartbeat or gateway, config.heartbeat_s))
-        runner = ClaudeCodeRunner(config, me, base_url, home)
+        pulse = await stack.enter_async_context(
+            Pulse(heartbeat or gateway, config.heartbeat_s, config.heartbeat_log_s)
+        )
+        timeline = (
+            await stack.enter_async_context(TimelineReporter(gateway)) if config.report_timeline else None
+        )
+        runner = ClaudeCodeRunner(config, me, base_url, home, timeline)
         runner.prepare()
         runner.transcript.write("start", name=me.name, runtime="claude-code", cli=str(cli_path(config)))
         pulse.set("idle", "waiting for messages")

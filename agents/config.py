@@ -67,6 +67,12 @@ class AgentConfig(BaseModel):
     memory_dir: Path = Field(description="Holds MEMORY.md and other memory files. Required (KSWARM_MEMORY).")
     history_dir: Path = Field(description="Holds the transcript and the context. Required (KSWARM_HISTORY).")
     heartbeat_s: float = Field(5.0, gt=0, description="Seconds between heartbeats, idle or working.")
+    heartbeat_log_s: float = Field(
+        300.0, gt=0, description="At most one heartbeat line in the log per this many seconds (a count)."
+    )
+    report_timeline: bool = Field(
+        True, description="Report wakes, model calls and tool calls to the gateway (POST /api/timeline)."
+    )
     inbox_wait_s: float = Field(30.0, gt=0, le=60, description="Server-side inbox wait per request (s).")
     max_turns: int = Field(30, ge=1, description="Model calls allowed per wake before the agent stops.")
     max_tokens: int = Field(8192, ge=1, description="max_tokens of each model response.")

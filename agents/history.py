@@ -18,6 +18,7 @@ import hashlib
 import json
 import os
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -41,18 +42,23 @@ def atomic_write(path: Path, text: str) -> None:
 
 
 class Transcript:
-    """Append-only JSONL log of everything the agent sent to and got from its model and tools."""
+    """Append-only JSONL log of everything the agent sent to and got from its model and tools.
 
-    def __init__(self, history_dir: Path) -> None:
+    ``sink`` (the timeline reporter) is handed every record after it is written; it must not raise."""
+
+    def __init__(self, history_dir: Path, sink: Callable[[dict[str, Any]], None] | None = None) -> None:
         history_dir.mkdir(parents=True, exist_ok=True)
         self.path = history_dir / "transcript.jsonl"
         self.system_sha: str | None = None
         self.tool_names: list[str] | None = None
+        self.sink = sink
 
     def write(self, type_: str, **fields: Any) -> None:
         record = {"ts": time.time(), "type": type_, **fields}
         with open(self.path, "a") as fh:
             fh.write(json.dumps(record, ensure_ascii=False, default=str) + "\n")
+        if self.sink is not None:
+            self.sink(record)
 
     def request(
         self,

@@ -25,7 +25,8 @@ from agents.history import Context, Transcript
 from agents.models import Block, BudgetExhausted, Model, ModelError
 from agents.prompt import Identity, describe, system_prompt, wake_message
 from agents.pulse import HeartbeatSink, Pulse
-from agents.session import gateway_client, identify, next_events, prepare_dirs, retrying
+from agents.session import gateway_client, identify, next_events, prepare_dirs, quiet_http_logs, retrying
+from agents.timeline import TimelineReporter, clip
 from agents.tools import LocalTools, Toolbox
 from agents.tools.mcp import McpTools
 from gateway.client import AsyncGatewayClient
@@ -64,13 +65,14 @@ class AgentLoop:
         tools: Toolbox,
         me: Identity,
         pulse: Pulse | None = None,
+        timeline: TimelineReporter | None = None,
     ) -> None:
         self.config = config
         self.model = model
         self.tools = tools
         self.me = me
         self.pulse = pulse
-        self.transcript = Transcript(config.history_dir)
+        self.transcript = Transcript(config.history_dir, sink=timeline.record if timeline else None)
         self.context = Context(config.history_dir, persist=config.carry_context)
         self.budget_exhausted = False
 
@@ -113,7 +115,10 @@ class AgentLoop:
             log.error("model error; the wake ends: %s", exc)
         self.context.save()
         self.transcript.write("stop", reason=reason, turns=turns, tokens=tokens)
-        self.status("budget-exhausted" if self.budget_exhausted else "idle", f"last wake: {reason}")
+        after = (
+            f"last wake ended {time.strftime('%H:%M:%SZ', time.gmtime())}: {reason}, {turns} model call(s)"
+        )
+        self.status("budget-exhausted" if self.budget_exhausted else "idle", f"waiting for messages; {after}")
         return WakeOutcome(reason, turns, tokens)
 
     async def step(self) -> tuple[str | None, int]:
@@ -160,7 +165,8 @@ class AgentLoop:
 
     async def run_tool(self, use: Block, cut: bool = False) -> Block:
         name, arguments = use["name"], use.get("input")
-        self.status("working", f"tool {name}")
+        brief = " ".join(str(clip(arguments, 120)).split())
+        self.status("working", f"tool {name} {brief}")
         self.transcript.write("tool_call", id=use["id"], name=name, input=arguments)
         started = time.monotonic()
         if cut:
@@ -197,12 +203,17 @@ async def run_agent(
         stack.push_async_callback(model.aclose)
         gateway = await stack.enter_async_context(gateway_client(config))
         me = await identify(gateway, config)
-        pulse = await stack.enter_async_context(Pulse(heartbeat or gateway, config.heartbeat_s))
+        pulse = await stack.enter_async_context(
+            Pulse(heartbeat or gateway, config.heartbeat_s, config.heartbeat_log_s)
+        )
+        timeline = (
+            await stack.enter_async_context(TimelineReporter(gateway)) if config.report_timeline else None
+        )
         mcp = McpTools(config, config.output_limit)
         await retrying("MCP tools/list", mcp.open, config.heartbeat_s)
         stack.push_async_callback(mcp.close)
         local = LocalTools(config.work_dir, config.memory_dir, config.bash_timeout_s, config.output_limit)
-        loop = AgentLoop(config, model, Toolbox(local, mcp), me, pulse)
+        loop = AgentLoop(config, model, Toolbox(local, mcp), me, pulse, timeline)
         loop.transcript.write("start", name=me.name, model=model.name, tools=loop.tools.names())
         log.info("agent %s up: model %s, %d tools", me.name, model.name, len(loop.tools.names()))
         pulse.set("idle", "waiting for messages")
@@ -220,6 +231,7 @@ async def sleep_and_wake(loop: AgentLoop, gateway: AsyncGatewayClient, config: A
 def serve(config: AgentConfig | None = None) -> int:
     """Blocking entry for ``python -m agents``: run until SIGTERM/SIGINT, then exit 0."""
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(levelname)s %(message)s")
+    quiet_http_logs()
     config = config or AgentConfig.load()
 
     async def main() -> None:

@@ -33,6 +33,14 @@ async def retrying(what: str, call: Callable[[], Awaitable[T]], ceiling: float) 
         delay = min(delay * 2, ceiling)
 
 
+def quiet_http_logs() -> None:
+    """HTTP clients log every request at INFO: each heartbeat, inbox wait and timeline post would be a
+    line (two thirds of an agent's log were heartbeats). Their failures still reach the log through the
+    callers' own warnings; ``agents.pulse`` logs a rate-limited heartbeat line instead."""
+    for name in ("httpx", "httpx2", "httpcore", "mcp.client.streamable_http"):
+        logging.getLogger(name).setLevel(logging.WARNING)
+
+
 def gateway_client(config: AgentConfig) -> AsyncGatewayClient:
     """The agent's client: its own token, over the socket (containers) or TCP."""
     return AsyncGatewayClient(config.gateway_target())

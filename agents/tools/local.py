@@ -16,6 +16,7 @@ from collections.abc import Awaitable, Callable, Mapping
 from pathlib import Path
 from typing import Any
 
+from agents.tools.git_remote import GIT_URL_ENV, GitRemote
 from agents.tools.paths import PathRefused, confine, relative
 from agents.tools.result import ToolResult, truncate
 
@@ -105,6 +106,7 @@ class LocalTools:
         self.limit = output_limit
         base = dict(os.environ if env is None else env)
         self.env = {k: v for k, v in base.items() if k not in SECRET_ENV}
+        self.git = GitRemote(base)
         self.handlers: dict[str, Callable[..., Awaitable[ToolResult]]] = {
             "bash": self.bash,
             "read_file": self.read_file,
@@ -116,6 +118,10 @@ class LocalTools:
 
     def specs(self) -> list[dict[str, Any]]:
         return [dict(s) for s in SPECS]
+
+    async def aclose(self) -> None:
+        """Stop the git bridge, if bash ever opened one."""
+        await self.git.aclose()
 
     async def call(self, name: str, arguments: dict[str, Any]) -> ToolResult:
         handler = self.handlers[name]
@@ -134,12 +140,15 @@ class LocalTools:
         limit = min(float(timeout), self.bash_timeout) if timeout else self.bash_timeout
         self.work.mkdir(parents=True, exist_ok=True)
         started = time.monotonic()
+        env = dict(self.env)
+        if (git_url := await self.git.url()) is not None:
+            env[GIT_URL_ENV] = git_url  # git cannot use the socket: a loopback bridge to it
         proc = await asyncio.create_subprocess_exec(
             "bash",
             "-c",
             command,
             cwd=self.work,
-            env=self.env,
+            env=env,
             stdin=asyncio.subprocess.DEVNULL,
             stdout=asyncio.subprocess.PIPE,
             stderr=asyncio.subprocess.STDOUT,

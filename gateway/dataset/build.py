@@ -19,7 +19,9 @@ from gateway.client import GatewayClient, GatewayTarget
 from gateway.dataset.card import render_card, summarize
 from gateway.dataset.schema import SCHEMA, SCHEMA_VERSION
 from gateway.dataset.sources import (
+    CostSource,
     ForgeReviewSource,
+    GatewayCostSource,
     GatewayJobSource,
     JobRecord,
     JobRecordSource,
@@ -176,6 +178,8 @@ def make_row(
         "finished_at": job.finished,
         "refines": None,
         "refines_commit": None,
+        "cost_tokens": None,
+        "cost_usd": None,
     }
 
 
@@ -191,6 +195,28 @@ def add_lineage(rows: list[dict[str, Any]]) -> None:
         history.setdefault(key, []).append(row)
 
 
+COST_LOOKBACK_S = 7 * 86_400  # the monitor keeps per-minute history this long
+
+
+def add_cost(rows: list[dict[str, Any]], cost: CostSource | None) -> None:
+    """``cost_tokens``/``cost_usd``: what the author spent on the row's task (while holding its claim)
+    from its previous attempt at the task to this one's submission (the first: the retention before)."""
+    if cost is None:
+        return
+    last: dict[tuple[str, str], float] = {}
+    for row in sorted(rows, key=lambda r: (r["submitted_at"] or 0.0, r["record_id"])):
+        if not row["author"] or not row["submitted_at"]:
+            continue
+        key = (row["task"], row["author"])
+        since = last.get(key, row["submitted_at"] - COST_LOOKBACK_S)
+        got = cost.window(row["task"], row["author"], since, row["submitted_at"])
+        last[key] = row["submitted_at"]
+        if got is None:
+            return  # no monitor: no cost anywhere
+        row["cost_tokens"] = int(got.tokens)
+        row["cost_usd"] = round(got.cost_usd, 6)
+
+
 def build_rows(
     repo: str,
     jobs: list[JobRecord],
@@ -198,16 +224,24 @@ def build_rows(
     mirror: Mirror,
     models: Mapping[str, str],
     main_branch: str = "main",
+    cost: CostSource | None = None,
 ) -> list[dict[str, Any]]:
     owner = link_pulls([p for p in pulls if p.base_ref == main_branch], mirror)
     main_sha = mirror.branch_sha(main_branch)
     rows = [make_row(j, owner.get(j.sha), mirror, models, main_sha) for j in jobs if j.repo == repo]
     add_lineage(rows)
+    add_cost(rows, cost)
     rows.sort(key=lambda r: (r["submitted_at"] or 0.0, r["record_id"]))
     return rows
 
 
-def write_dataset(rows: list[dict[str, Any]], out: Path, repo: str) -> tuple[DatasetPaths, dict[str, Any]]:
+def write_dataset(
+    rows: list[dict[str, Any]],
+    out: Path,
+    repo: str,
+    cost_report: dict[str, Any] | None = None,
+    models: Mapping[str, str] | None = None,
+) -> tuple[DatasetPaths, dict[str, Any]]:
     data = out / "data"
     data.mkdir(parents=True, exist_ok=True)
     paths = DatasetPaths(
@@ -222,7 +256,7 @@ def write_dataset(rows: list[dict[str, Any]], out: Path, repo: str) -> tuple[Dat
     table = pa.Table.from_pylist(rows, schema=SCHEMA)
     pq.write_table(table, paths.parquet.with_suffix(".parquet.tmp"))
     paths.parquet.with_suffix(".parquet.tmp").replace(paths.parquet)
-    summary = summarize(rows, repo)
+    summary = summarize(rows, repo, cost_report, models)
     paths.summary.write_text(json.dumps(summary, indent=1, sort_keys=True) + "\n")
     paths.card.write_text(render_card(summary))
     return paths, summary
@@ -249,6 +283,7 @@ def build_dataset_at(
     models: Mapping[str, str] | None = None,
     job_source: JobRecordSource | None = None,
     mirror_dir: Path | None = None,
+    cost_source: CostSource | None = None,
 ) -> BuildReport:
     """Fetch everything from the gateway (as its target's principal) and write the dataset to ``out``."""
     with GatewayClient(gateway) as client:
@@ -256,11 +291,16 @@ def build_dataset_at(
         info = forge.repo(repo)
         pulls = forge.pulls(repo)
         jobs = (job_source or GatewayJobSource(client)).job_records(repo)
-    with tempfile.TemporaryDirectory(prefix="kswarm-dataset-") as tmp:
-        mirror = Mirror.fetch(info["clone_url"], gateway.token or "", mirror_dir or Path(tmp) / "mirror.git")
-        try:
-            rows = build_rows(repo, jobs, pulls, mirror, models or {}, info.get("default_branch") or "main")
-        finally:
-            mirror.close()
-    paths, summary = write_dataset(rows, out, repo)
+        cost = cost_source or GatewayCostSource(client)
+        with tempfile.TemporaryDirectory(prefix="kswarm-dataset-") as tmp:
+            mirror = Mirror.fetch(
+                info["clone_url"], gateway.token or "", mirror_dir or Path(tmp) / "mirror.git"
+            )
+            try:
+                branch = info.get("default_branch") or "main"
+                rows = build_rows(repo, jobs, pulls, mirror, models or {}, branch, cost)
+            finally:
+                mirror.close()
+        cost_report = cost.report()
+    paths, summary = write_dataset(rows, out, repo, cost_report, models)
     return BuildReport(repo=repo, paths=paths, summary=summary, rows=rows)

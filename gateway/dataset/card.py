@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import time
 from collections import Counter
+from collections.abc import Mapping
 from typing import Any
 
 from gateway.dataset.schema import COLUMNS, SCHEMA_VERSION, type_name
@@ -13,8 +14,54 @@ def _rate(part: int, whole: int) -> float:
     return round(part / whole, 4) if whole else 0.0
 
 
-def summarize(rows: list[dict[str, Any]], repo: str) -> dict[str, Any]:
-    """Counts, pools, pass rates: what the card shows and ``summary.json`` holds."""
+def cost_summary(
+    rows: list[dict[str, Any]], report: Mapping[str, Any] | None, models: Mapping[str, str] | None
+) -> dict[str, Any] | None:
+    """What the kernels cost (the monitor's ledger: usage booked to the task its agent held): totals per
+    task, agent and model, and tokens and USD per accepted kernel; None without a monitor."""
+    if report is None:
+        return None
+    accepted = Counter(r["task"] for r in rows if r["accepted"])
+    models = dict(models or {})
+    by_task: dict[str, dict[str, float]] = {}
+    by_agent: dict[str, dict[str, float]] = {}
+    by_model: dict[str, dict[str, float]] = {}
+    for line in report.get("lines") or []:
+        task, agent = str(line.get("task")), str(line.get("agent"))
+        model = models.get(agent) or line.get("model") or "?"
+        for table, key in ((by_task, task), (by_agent, agent), (by_model, model)):
+            entry = table.setdefault(key, {"tokens": 0.0, "cost_usd": 0.0})
+            entry["tokens"] += float(line.get("tokens") or 0)
+            entry["cost_usd"] += float(line.get("cost_usd") or 0.0)
+    for task, entry in by_task.items():
+        n = accepted.get(task, 0)
+        entry["accepted"] = n
+        entry["usd_per_accepted"] = round(entry["cost_usd"] / n, 6) if n else None
+        entry["tokens_per_accepted"] = round(entry["tokens"] / n) if n else None
+    attributed = sum(e["cost_usd"] for t, e in by_task.items() if t != "-")
+    tokens = sum(e["tokens"] for t, e in by_task.items() if t != "-")
+    n_accepted = sum(accepted.values())
+    return {
+        "total_usd": round(sum(e["cost_usd"] for e in by_task.values()), 6),
+        "total_tokens": int(sum(e["tokens"] for e in by_task.values())),
+        "attributed_usd": round(attributed, 6),
+        "attributed_tokens": int(tokens),
+        "accepted": n_accepted,
+        "usd_per_accepted": round(attributed / n_accepted, 6) if n_accepted else None,
+        "tokens_per_accepted": round(tokens / n_accepted) if n_accepted else None,
+        "by_task": dict(sorted(by_task.items())),
+        "by_agent": dict(sorted(by_agent.items())),
+        "by_model": dict(sorted(by_model.items())),
+    }
+
+
+def summarize(
+    rows: list[dict[str, Any]],
+    repo: str,
+    cost: Mapping[str, Any] | None = None,
+    models: Mapping[str, str] | None = None,
+) -> dict[str, Any]:
+    """Counts, pools, pass rates, cost: what the card shows and ``summary.json`` holds."""
     by_pool: dict[str, Counter[str]] = {}
     by_task: dict[str, Counter[str]] = {}
     by_author: dict[str, Counter[str]] = {}
@@ -54,6 +101,7 @@ def summarize(rows: list[dict[str, Any]], repo: str) -> dict[str, Any]:
         "by_author": table(by_author),
         "verdicts": dict(sorted(verdicts.items())),
         "flags": dict(flags.most_common()),
+        "cost": cost_summary(rows, cost, models),
     }
 
 
@@ -66,6 +114,42 @@ def _md_table(header: list[str], rows: list[list[Any]]) -> str:
 def _counts_table(title: str, counts: dict[str, dict[str, Any]]) -> str:
     rows = [[k, c["records"], c["passed"], c["accepted"], f"{c['pass_rate']:.0%}"] for k, c in counts.items()]
     return _md_table([title, "records", "passed", "accepted", "pass rate"], rows)
+
+
+def _cost_section(cost: Mapping[str, Any] | None) -> str:
+    if not cost:
+        return "No cost data: the gateway had no monitor to attribute LLM usage to tasks.\n"
+
+    def money(x: Any) -> str:
+        return f"${x:.4f}" if isinstance(x, int | float) else "–"
+
+    tasks = _md_table(
+        ["task", "tokens", "USD", "accepted", "USD per accepted kernel"],
+        [
+            [t, int(e["tokens"]), money(e["cost_usd"]), e["accepted"], money(e.get("usd_per_accepted"))]
+            for t, e in cost["by_task"].items()
+        ],
+    )
+    agents = _md_table(
+        ["agent", "tokens", "USD"],
+        [[a, int(e["tokens"]), money(e["cost_usd"])] for a, e in cost["by_agent"].items()],
+    )
+    models = _md_table(
+        ["model", "tokens", "USD"],
+        [[m, int(e["tokens"]), money(e["cost_usd"])] for m, e in cost["by_model"].items()],
+    )
+    return f"""LLM usage booked to the task each agent held a claim on while spending it (task `-`: usage
+while holding none). Swarm: {cost["total_tokens"]} tokens, {money(cost["total_usd"])}; on tasks
+{money(cost["attributed_usd"])}; **{money(cost["usd_per_accepted"])} and {cost["tokens_per_accepted"] or "–"}
+tokens per accepted kernel** ({cost["accepted"]} accepted). Each row's `cost_tokens`/`cost_usd` is what its
+author spent on its task since their previous attempt at it.
+
+{tasks}
+
+{agents}
+
+{models}
+"""
 
 
 def render_card(s: dict[str, Any]) -> str:
@@ -116,6 +200,9 @@ exactly that commit. Built {built} by `kswarm dataset build`; schema version {s[
 
 {_counts_table("author", s["by_author"])}
 
+## Cost
+
+{_cost_section(s.get("cost"))}
 ## Loading
 
 ```python

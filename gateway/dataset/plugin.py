@@ -1,5 +1,11 @@
-"""``GET /api/dataset``: the last dataset build under ``$KSWARM_HOME/dataset`` (what the UI's Dataset
-panel shows): its summary (counts, pass rates per task and pool) and the newest accepted records.
+"""The last dataset build under ``$KSWARM_HOME/dataset``, served (what the UI's Dataset panel shows).
+
+- ``GET /api/dataset``: the summary (counts, pass rates per task, pool and author, cost) and the newest
+  accepted records;
+- ``GET /api/dataset/records``: records, filtered (``task``, ``accepted``, ``author``), newest first, with
+  the fields the panel shows (author, reviewers, pool, timings, speedup, cost, lineage, links);
+- ``GET /api/dataset/files/{name}``: the build's files (``records.jsonl``, ``records.parquet``,
+  ``README.md``, ``summary.json``) for download.
 
 The build itself is ``kswarm dataset build`` (or the demo); the gateway only reads its output."""
 
@@ -8,9 +14,10 @@ from __future__ import annotations
 import asyncio
 import json
 from pathlib import Path
-from typing import Annotated, Any
+from typing import Annotated, Any, Literal
 
 from fastapi import FastAPI, Query
+from fastapi.responses import FileResponse
 
 from gateway.context import GatewayContext
 from gateway.deps import AnyPrincipal
@@ -19,28 +26,80 @@ from gateway.mcp_server import GatewayMCP
 from gateway.plugin import NoSettings, Plugin
 
 RECORD_FIELDS = ("record_id", "task", "author", "reviewers", "pool", "verdict", "commit", "pr")
+PANEL_FIELDS = (
+    "record_id", "task", "repo", "commit", "kernel_path", "kernel_sha256", "author", "author_model",
+    "submitter", "reproduction", "reviewers", "approvers", "pr_number", "pr_title", "pr_state",
+    "merge_commit", "accepted", "on_main", "pool", "device", "device_name", "kind", "state", "verdict",
+    "flags", "needs_review", "n_trials", "n_trials_passed", "timings", "speedup", "harness_s", "job_s",
+    "submitted_at", "finished_at", "refines", "refines_commit", "cost_tokens", "cost_usd",
+)  # fmt: skip
+FILES = {
+    "records.jsonl": ("data/records.jsonl", "application/x-ndjson"),
+    "records.parquet": ("data/records.parquet", "application/vnd.apache.parquet"),
+    "README.md": ("README.md", "text/markdown"),
+    "summary.json": ("summary.json", "application/json"),
+}
+FileName = Literal["records.jsonl", "records.parquet", "README.md", "summary.json"]
 
 
-def read_dataset(root: Path, accepted: int) -> dict[str, Any]:
+def dataset_root(ctx: GatewayContext) -> Path:
+    return ctx.settings.home / "dataset"
+
+
+def read_summary(root: Path) -> dict[str, Any]:
     try:
         summary = json.loads((root / "summary.json").read_text())
     except FileNotFoundError:
         raise NotFound(f"no dataset built yet under {root}: run `kswarm dataset build`") from None
     except ValueError as exc:
         raise GatewayError(f"{root / 'summary.json'} is not JSON: {exc}", 500) from exc
-    records: list[dict[str, Any]] = []
+    return dict(summary)
+
+
+def read_rows(root: Path) -> list[dict[str, Any]]:
     jsonl = root / "data" / "records.jsonl"
-    if jsonl.exists():
-        for line in jsonl.read_text().splitlines():
-            row = json.loads(line) if line.strip() else {}
-            if row.get("accepted"):
-                records.append({k: row.get(k) for k in RECORD_FIELDS})
+    if not jsonl.exists():
+        return []
+    rows = []
+    for line in jsonl.read_text().splitlines():
+        if line.strip():
+            try:
+                rows.append(json.loads(line))
+            except ValueError:
+                continue  # a torn line of a build in progress: skipped, not a 500
+    return rows
+
+
+def read_dataset(root: Path, accepted: int) -> dict[str, Any]:
+    summary = read_summary(root)
+    records = [
+        {k: row.get(k) for k in RECORD_FIELDS} | {"pr": row.get("pr_number")}
+        for row in read_rows(root)
+        if row.get("accepted")
+    ]
     return {
         "summary": {k: v for k, v in summary.items() if not isinstance(v, dict)},
         "by_task": summary.get("by_task", {}),
         "pools": summary.get("pools", {}),
+        "by_author": summary.get("by_author", {}),
+        "cost": summary.get("cost"),
         "accepted_records": records[-accepted:],
     }
+
+
+def select_records(
+    root: Path, task: str | None, accepted: bool | None, author: str | None, limit: int
+) -> list[dict[str, Any]]:
+    read_summary(root)  # 404 when nothing was built
+    rows = [
+        {k: row.get(k) for k in PANEL_FIELDS}
+        for row in read_rows(root)
+        if (task is None or row.get("task") == task)
+        and (accepted is None or bool(row.get("accepted")) == accepted)
+        and (author is None or row.get("author") == author)
+    ]
+    rows.sort(key=lambda r: r.get("submitted_at") or 0.0, reverse=True)
+    return rows[:limit]
 
 
 class DatasetPlugin(Plugin[NoSettings]):
@@ -50,11 +109,40 @@ class DatasetPlugin(Plugin[NoSettings]):
     settings_model = NoSettings
 
     def install(self, app: FastAPI, ctx: GatewayContext, mcp: GatewayMCP) -> None:
-        root = ctx.settings.home / "dataset"
+        root = dataset_root(ctx)
 
-        @app.get("/api/dataset", summary="The last dataset build: summary, pass rates, accepted records")
+        @app.get(
+            "/api/dataset",
+            tags=["dataset"],
+            summary="The last dataset build: summary, pass rates, cost, accepted records",
+        )
         async def dataset(
             _: AnyPrincipal,
             accepted: Annotated[int, Query(ge=1, le=1000, description="How many accepted records")] = 50,
         ) -> dict[str, Any]:
             return await asyncio.to_thread(read_dataset, root, accepted)
+
+        @app.get("/api/dataset/records", tags=["dataset"], summary="Records of the last build, newest first")
+        async def records(
+            _: AnyPrincipal,
+            task: Annotated[str | None, Query(max_length=64)] = None,
+            accepted: Annotated[
+                bool | None, Query(description="Only accepted (or only not accepted)")
+            ] = None,
+            author: Annotated[str | None, Query(max_length=64)] = None,
+            limit: Annotated[int, Query(ge=1, le=5000)] = 500,
+        ) -> list[dict[str, Any]]:
+            return await asyncio.to_thread(select_records, root, task, accepted, author, limit)
+
+        @app.get(
+            "/api/dataset/files/{name}",
+            tags=["dataset"],
+            summary="A file of the last build (JSONL, Parquet, the card, the summary)",
+            response_class=FileResponse,
+        )
+        async def files(name: FileName, _: AnyPrincipal) -> FileResponse:
+            relative, media = FILES[name]
+            path = root / relative
+            if not path.is_file():
+                raise NotFound(f"no {name} built yet under {root}: run `kswarm dataset build`")
+            return FileResponse(path, media_type=media, filename=name)

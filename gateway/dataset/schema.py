@@ -6,7 +6,7 @@ from dataclasses import dataclass
 
 import pyarrow as pa
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
 
 TRIAL = pa.struct(
     [
@@ -111,6 +111,13 @@ COLUMNS: tuple[Column, ...] = (
     Column("finished_at", pa.float64(), "Unix time the job finished."),
     Column("refines", pa.string(), "record_id of the earlier attempt this one refines (lineage), or null."),
     Column("refines_commit", pa.string(), "That record's commit."),
+    Column(
+        "cost_tokens",
+        pa.int64(),
+        "LLM tokens the author spent on this task (while holding its claim) since its previous attempt "
+        "at it (null: no usage attributed, or no monitor).",
+    ),
+    Column("cost_usd", pa.float64(), "The same in USD (the LLM proxy's price table)."),
 )
 
 SCHEMA = pa.schema([(c.name, c.type) for c in COLUMNS])

@@ -8,7 +8,7 @@ from typing import Any, Protocol
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from gateway.client import GatewayClient
+from gateway.client import GatewayClient, NotFound
 
 TERMINAL = ("succeeded", "failed", "error", "timeout")
 JOBS_PAGE = 500  # the most /api/jobs returns at once
@@ -67,6 +67,50 @@ class FileJobSource:
         lines = [ln for ln in self.path.read_text().splitlines() if ln.strip()]
         jobs = [JobRecord.model_validate_json(ln) for ln in lines]
         return [j for j in jobs if j.repo == repo and j.state in TERMINAL]
+
+
+class CostWindow(BaseModel):
+    tokens: float = 0.0
+    cost_usd: float = 0.0
+
+
+class CostSource(Protocol):
+    """What an agent spent on a task in a window, and the totals per task, agent and model."""
+
+    def window(self, task: str, agent: str, since: float, until: float) -> CostWindow | None: ...
+
+    def report(self) -> dict[str, Any] | None: ...
+
+
+class GatewayCostSource:
+    """The monitor's cost ledger: ``GET /api/monitor/cost/window`` and ``GET /api/monitor/cost``.
+
+    A gateway without the monitor answers 404: then there is no cost (``None``), not an error."""
+
+    def __init__(self, gateway: GatewayClient) -> None:
+        self.gateway = gateway
+        self.available = True
+
+    def window(self, task: str, agent: str, since: float, until: float) -> CostWindow | None:
+        if not self.available:
+            return None
+        try:
+            got = self.gateway.get(
+                "/api/monitor/cost/window", task=task, agent=agent, since=since, until=until
+            )
+        except NotFound:
+            self.available = False
+            return None
+        return CostWindow(tokens=got.get("tokens", 0.0), cost_usd=got.get("cost_usd", 0.0))
+
+    def report(self) -> dict[str, Any] | None:
+        if not self.available:
+            return None
+        try:
+            return dict(self.gateway.get("/api/monitor/cost"))
+        except NotFound:
+            self.available = False
+            return None
 
 
 class ReviewInfo(BaseModel):

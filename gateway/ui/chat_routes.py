@@ -21,12 +21,16 @@ from gateway.models import (
     optional_message_id,
     parse_message_id,
 )
+from gateway.monitor.kinds import KINDS, event_kind
 from gateway.ui.auth import UiUser
-from gateway.ui.internal import segment
+from gateway.ui.feed import PAGE, FeedFilter, FeedItem, SenderKinds, classify, feed
+from gateway.ui.internal import has_route, segment
 from gateway.ui.service import UiService
 
 ALL = "*"  # the pseudo-channel "all activity": every channel and DM, interleaved
-PAGE = 50
+MAX_PAGES = 20
+FTS_ROUTE = "/api/search/messages"
+SEARCH_PAGE = 25
 # Below redis-py's default socket_timeout (5 s since redis-py 8), so a quiet stream never times out.
 BLOCK_MS = 2000
 
@@ -56,22 +60,31 @@ class ChatPages:
             raise GatewayError(reply.detail, reply.status)
         return [Message.model_validate(m) for m in reply.json()["messages"]]
 
-    async def feed(self, before: str | None = None) -> list[tuple[str, Message]]:
-        """The latest messages of every channel (event id, message), oldest first."""
-        ctx = self.ui.ctx
-        found: list[tuple[str, Message]] = []
-        if before == FIRST_ID:
-            return []  # nothing is older (and Redis refuses an exclusive bound there)
-        upper = f"({before}" if before else "+"
-        while len(found) < PAGE:
-            batch = await ctx.redis.xrevrange(keys.EVENTS, upper, "-", 500)
-            for event_id, fields in batch:
-                if fields.get("type") == "message" and ctx.chat.visible_event(self.user.principal, fields):
-                    found.append((event_id, message_from_fields(fields["id"], fields)))
-            if len(batch) < 500:
+    async def filtered(self, channel: str, only: FeedFilter, before: str | None = None) -> list[Message]:
+        """A page of ``channel`` whose messages pass ``only`` (scanning back at most MAX_PAGES pages)."""
+        if not only.active:
+            return await self.messages(channel, before=before) if before else await self.messages(channel)
+        kinds = SenderKinds(self.ui.ctx)
+        found: list[Message] = []
+        cursor = before
+        for _ in range(MAX_PAGES):
+            page = await self.messages(channel, before=cursor) if cursor else await self.messages(channel)
+            for m in reversed(page):
+                fields = {"type": "message", "channel": m.channel, "sender": m.sender}
+                if only.matches(fields, event_kind(fields, await kinds.of(m.sender))):
+                    found.append(m)
+            if len(page) < PAGE or len(found) >= PAGE:
                 break
-            upper = f"({batch[-1][0]}"
+            cursor = page[0].id
         return list(reversed(found[:PAGE]))
+
+    async def kinds_of(self, messages: list[Message]) -> list[str]:
+        kinds = SenderKinds(self.ui.ctx)
+        out = []
+        for m in messages:
+            fields = {"type": "message", "channel": m.channel, "sender": m.sender}
+            out.append(event_kind(fields, await kinds.of(m.sender)))
+        return out
 
     async def reply_counts(self, channel: str | None, messages: list[Message]) -> dict[str, int]:
         roots = [m for m in messages if not m.thread]
@@ -82,14 +95,24 @@ class ChatPages:
         return {m.id: n for m, n in zip(roots, counts, strict=True) if n}
 
     def render_messages(
-        self, messages: list[Message], replies: dict[str, int], events: list[str] | None = None
+        self,
+        messages: list[Message],
+        replies: dict[str, int],
+        events: list[str] | None = None,
+        kinds: list[str] | None = None,
     ) -> str:
         return self.ui.renderer.render(
             "_messages.html",
             messages=messages,
             replies=replies,
             events=events or [""] * len(messages),
+            kinds=kinds,
             me=self.user.principal.name,
+        )
+
+    def render_feed(self, items: list[FeedItem], replies: dict[str, int]) -> str:
+        return self.ui.renderer.render(
+            "_feed.html", items=items, replies=replies, me=self.user.principal.name
         )
 
     def composer_target(self, channel: str) -> tuple[str | None, str]:
@@ -120,9 +143,12 @@ def build_chat_router(ui: UiService) -> APIRouter:
             str | None,
             Query(description="Show the history around this message id", json_schema_extra=MESSAGE_ID_SCHEMA),
         ] = None,
+        agent: Annotated[str | None, Query(max_length=64, description="Only this agent's activity")] = None,
+        kind: Annotated[str | None, Query(max_length=16, description="chat, pr, job, gate or ops")] = None,
     ) -> HTMLResponse:
         pages = ChatPages(ui, user)
         at = optional_message_id(at, "at")
+        only = FeedFilter.of(agent, kind)
         if dm:
             c = dm_channel(user.principal.name, dm)
         channels_reply = await pages.api.get("/api/channels")
@@ -132,18 +158,23 @@ def build_chat_router(ui: UiService) -> APIRouter:
         names = sorted(p["name"] for p in (principals.json() if principals.ok else []))
         if dm and dm not in names:
             raise NotFound(f"unknown principal {dm!r}")
-        events: list[str] | None = None
         error = ""
+        more = bool(at)
         if c == ALL:
-            pairs = await pages.feed()
-            events, messages = [e for e, _ in pairs], [m for _, m in pairs]
-        elif c not in known:
-            messages = []
-            error = "" if dm else f"no channel {c!r}"
-        elif at:
-            messages = await pages.messages(c, before=at) + await pages.messages(c, after=predecessor(at))
+            items, more = await feed(ui.ctx, user.principal, None, only)
+            messages = [i.message for i in items if i.message is not None]
+            html = pages.render_feed(items, await pages.reply_counts(None, messages))
         else:
-            messages = await pages.messages(c)
+            if c not in known:
+                messages = []
+                error = "" if dm else f"no channel {c!r}"
+            elif at:
+                messages = await pages.messages(c, before=at) + await pages.messages(c, after=predecessor(at))
+            else:
+                messages = await pages.filtered(c, only)
+            more = more or len(messages) >= PAGE
+            replies = await pages.reply_counts(None, messages)
+            html = pages.render_messages(messages, replies, None, await pages.kinds_of(messages))
         post_url, placeholder = pages.composer_target(c)
         if error:
             post_url, placeholder = None, error
@@ -156,9 +187,11 @@ def build_chat_router(ui: UiService) -> APIRouter:
             channels=[ch for ch in channels if ch["kind"] == "channel"],
             dms=[ch for ch in channels if ch["kind"] == "dm"],
             principals=names,
-            messages_html=pages.render_messages(messages, await pages.reply_counts(None, messages), events),
-            more=len(messages) >= PAGE or bool(at),
+            messages_html=html,
+            more=more,
             at=at or "",
+            only=only,
+            kinds=KINDS,
             post_url=post_url,
             placeholder=placeholder,
             error=error,
@@ -172,16 +205,22 @@ def build_chat_router(ui: UiService) -> APIRouter:
         before: Annotated[
             str, Query(description="Message (or, for *, event) id", json_schema_extra=MESSAGE_ID_SCHEMA)
         ],
+        agent: Annotated[str | None, Query(max_length=64)] = None,
+        kind: Annotated[str | None, Query(max_length=16)] = None,
     ) -> HTMLResponse:
         pages = ChatPages(ui, user)
         before = parse_message_id(before, "before")
+        only = FeedFilter.of(agent, kind)
         if c == ALL:
-            pairs = await pages.feed(before)
-            events, messages = [e for e, _ in pairs], [m for _, m in pairs]
+            items, more = await feed(ui.ctx, user.principal, before, only)
+            messages = [i.message for i in items if i.message is not None]
+            html = pages.render_feed(items, await pages.reply_counts(None, messages))
         else:
-            events, messages = None, await pages.messages(c, before=before)
-        html = pages.render_messages(messages, await pages.reply_counts(None, messages), events)
-        return HTMLResponse(html, headers={"X-More": "1" if len(messages) >= PAGE else "0"})
+            messages = await pages.filtered(c, only, before)
+            more = len(messages) >= PAGE
+            replies = await pages.reply_counts(None, messages)
+            html = pages.render_messages(messages, replies, None, await pages.kinds_of(messages))
+        return HTMLResponse(html, headers={"X-More": "1" if more else "0"})
 
     @router.get("/chat/thread", response_class=HTMLResponse, summary="A thread (a fragment)")
     async def thread(
@@ -205,28 +244,55 @@ def build_chat_router(ui: UiService) -> APIRouter:
             )
         )
 
-    @router.get("/chat/search", response_class=HTMLResponse, summary="Search messages")
+    @router.get("/chat/search", response_class=HTMLResponse, summary="Search all history (ranked)")
     async def search(
-        request: Request, user: User, q: Annotated[str, Query(max_length=200)] = ""
+        request: Request,
+        user: User,
+        q: Annotated[str, Query(max_length=200)] = "",
+        channel: Annotated[str | None, Query(max_length=200)] = None,
+        sender: Annotated[str | None, Query(max_length=64)] = None,
+        kind: Annotated[str | None, Query(max_length=16)] = None,
+        offset: Annotated[int, Query(ge=0, le=100_000)] = 0,
+        order: Annotated[str, Query(pattern="^(rank|newest)$")] = "rank",
     ) -> HTMLResponse:
         pages = ChatPages(ui, user)
-        messages: list[Message] = []
-        error = ""
+        hits: list[dict[str, Any]] = []
+        total, error = 0, ""
+        indexed = has_route(ui.app, FTS_ROUTE)
         if q.strip():
-            reply = await pages.api.get("/api/search", q=q, limit=100)
-            if reply.ok:
-                messages = [Message.model_validate(m) for m in reply.json()["messages"]]
-            else:
-                error = reply.detail
+            if indexed:
+                params = {"q": q, "channel": channel or None, "sender": sender or None, "kind": kind or None}
+                reply = await pages.api.get(
+                    FTS_ROUTE, limit=SEARCH_PAGE, offset=offset, order=order, **params
+                )
+                if reply.ok:
+                    total, hits = reply.json()["total"], reply.json()["hits"]
+                else:
+                    error = reply.detail
+            else:  # the chat's own scan of recent history (no index plugin)
+                reply = await pages.api.get("/api/search", q=q, limit=100)
+                if reply.ok:
+                    hits = [m | {"snippet_html": "", "activity": ""} for m in reply.json()["messages"]]
+                    total = len(hits)
+                else:
+                    error = reply.detail
         return ui.page(
             "search.html",
             request,
             user,
             "chat",
             q=q,
+            channel=channel or "",
+            sender=sender or "",
+            kind=kind or "",
+            kinds=KINDS,
+            order=order,
             error=error,
-            messages_html=pages.render_messages(list(reversed(messages)), {}),
-            count=len(messages),
+            hits=hits,
+            total=total,
+            offset=offset,
+            page_size=SEARCH_PAGE,
+            indexed=indexed,
         )
 
     @router.get("/events", summary="Live events (SSE) for the UI session, with rendered messages")
@@ -252,6 +318,7 @@ async def tail(
 ) -> AsyncIterator[ServerSentEvent]:
     """``/api/events`` for the UI: the same stream and visibility, plus each message's HTML."""
     ctx, pages = ui.ctx, ChatPages(ui, user)
+    kinds = SenderKinds(ctx)
     ctx.metrics.sse_clients.inc()
     try:
         while not await request.is_disconnected():
@@ -266,9 +333,14 @@ async def tail(
                 if channel is not None and fields.get("channel") != channel:
                     continue
                 data: dict[str, Any] = dict(fields)
-                if fields.get("type", "message") == "message" and "id" in fields:
+                kind_of = fields.get("type", "message")
+                if kind_of == "message" and "id" in fields:
                     message = message_from_fields(fields["id"], fields)
-                    data["html"] = pages.render_messages([message], {}, [entry_id])
+                    data["activity"] = await classify(ctx, fields, kinds)
+                    data["html"] = pages.render_messages([message], {}, [entry_id], [data["activity"]])
+                elif kind_of == "job":
+                    data["activity"] = "job"
+                    data["html"] = pages.render_feed([FeedItem(entry_id, "job", job=dict(fields))], {})
                 data.setdefault("type", "message")
                 # No SSE event name: the page's one onmessage handler sees every type (in ``type``).
                 yield ServerSentEvent(data=json.dumps(data), id=entry_id)

@@ -227,6 +227,12 @@ def build_jobs_router(ui: UiService) -> APIRouter:
         logs = await api.get(f"/api/jobs/{job_id}/logs")
         log = logs.body.decode(errors="replace") if logs.ok else ""
         data = reply.json()
+        requeued_as: list[str] = []
+        if has_route(ui.app, "/api/monitor/actions"):
+            audit = await api.get("/api/monitor/actions", target=job_id, limit=20)
+            for record in audit.json() if audit.ok else []:
+                if record.get("action") == "job:requeue" and record.get("outcome") == "done":
+                    requeued_as.append(str(record.get("detail")))
         return ui.page(
             "job.html",
             request,
@@ -240,6 +246,7 @@ def build_jobs_router(ui: UiService) -> APIRouter:
             raw_log=f"/ui/api/jobs/{job_id}/logs",
             terminal=data.get("state") in FINISHED_STATES,
             flag_class=flag_class,
+            requeued_as=requeued_as,
         )
 
     return router

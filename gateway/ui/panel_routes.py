@@ -1,4 +1,6 @@
-"""The Agents, PRs and Dataset panels, and the operator's actions on agents (Jobs: ``jobs_routes``)."""
+"""The Agents panel and the operator's actions on agents (one agent: ``agent_routes``; PRs: ``pr_routes``;
+Jobs: ``jobs_routes``; Dataset: ``dataset_routes``; Tasks: ``tasks_routes``; Attention, Charts:
+``monitor_routes``)."""
 
 from typing import Annotated, Any
 
@@ -6,10 +8,9 @@ from fastapi import APIRouter, Depends, Request
 from fastapi.responses import HTMLResponse, JSONResponse
 from pydantic import BaseModel, Field, ValidationError
 
-from gateway.errors import GatewayError
 from gateway.swarm.models import ControlAction, ControlBody
 from gateway.ui.auth import UiUser
-from gateway.ui.internal import InternalApi, get_routes, has_route, segment
+from gateway.ui.internal import InternalApi, get_routes, has_route
 from gateway.ui.render import Table, tabulate
 from gateway.ui.service import UiService
 from gateway.ui.swarm import SwarmUnavailable, SwarmView
@@ -17,11 +18,9 @@ from gateway.ui.swarm import SwarmUnavailable, SwarmView
 # Where the components that are built separately publish their data; the panels list every
 # parameterless GET route under these prefixes, so a new endpoint shows up without a UI change.
 # (The job runner has its own panel, gateway/ui/jobs_routes.py.)
-SOURCES = {
-    "dataset": ("dataset builder", ("/api/dataset",), ("dataset",)),
-}
+SOURCES: dict[str, tuple[str, tuple[str, ...], tuple[str, ...]]] = {}  # (the dataset has its own panel now)
 USAGE_ROUTE = "/api/usage"
-FORGE_PULLS = "/api/forge/pulls"
+DOING_ROUTE = "/api/monitor/doing"
 
 
 class ActionResult(BaseModel):
@@ -42,11 +41,16 @@ async def agent_rows(api: InternalApi, view: SwarmView) -> tuple[list[dict[str, 
         if got.ok:
             usage = got.json().get("agents", {})
             swarm_usage = got.json().get("swarm")
+    doing: dict[str, Any] = {}
+    if has_route(api.app, DOING_ROUTE):
+        got = await api.get(DOING_ROUTE)
+        doing = got.json() if got.ok else {}
     rows = []
     for name in sorted(set(agents) | set(view.agents)):
         info = agents.get(name, {})
         rec = view.records.get(name)
         disabled = bool(info.get("disabled"))
+        now_doing = doing.get(name) or {}
         rows.append(
             {
                 "name": name,
@@ -54,7 +58,9 @@ async def agent_rows(api: InternalApi, view: SwarmView) -> tuple[list[dict[str, 
                 "disabled": disabled,
                 "orch_state": rec.state if rec else None,
                 "agent_state": info.get("state"),
-                "doing": info.get("doing") or "",
+                # The timeline's current (or last) tool call with its age; else what the heartbeat says.
+                "doing": now_doing.get("text") or info.get("doing") or "",
+                "running_tool": bool(now_doing.get("running")),
                 "last_heartbeat": info.get("last_heartbeat") or (rec.last_heartbeat if rec else None),
                 "restarts": rec.restarts if rec else None,
                 "started_at": rec.started_at if rec and rec.running else None,
@@ -119,29 +125,6 @@ def build_panel_router(ui: UiService) -> APIRouter:
             return JSONResponse(ActionResult(ok=False, message=str(exc)).model_dump(), status_code=409)
         ui.metrics.actions.labels(action=action.value, outcome="done").inc()
         return JSONResponse(ActionResult(ok=True, message=ticket.message).model_dump())
-
-    @router.get("/prs", response_class=HTMLResponse, summary="Pull requests with the gate's verdict")
-    async def prs(request: Request, user: User, state: str = "all") -> HTMLResponse:
-        pulls: list[dict[str, Any]] = []
-        error = ""
-        available = has_route(ui.app, FORGE_PULLS)
-        if available:
-            reply = await ui.api(user).get(FORGE_PULLS, state=state)
-            if reply.ok:
-                pulls = reply.json()
-            else:
-                error = reply.detail
-        return ui.page(
-            "prs.html", request, user, "prs", available=available, pulls=pulls, error=error, state=state
-        )
-
-    @router.get("/prs/{org}/{repo}/{number}", response_class=HTMLResponse, summary="One PR, with its diff")
-    async def pr(request: Request, org: str, repo: str, number: int, user: User) -> HTMLResponse:
-        path = f"/api/forge/repos/{segment(org)}/{segment(repo)}/pulls/{number}"
-        reply = await ui.api(user).get(path, diff="true")
-        if not reply.ok:
-            raise GatewayError(reply.detail, reply.status)
-        return ui.page("pr.html", request, user, "prs", pr=reply.json())
 
     for panel in SOURCES:
         router.add_api_route(

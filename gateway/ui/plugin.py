@@ -4,8 +4,10 @@ It provides no service and uses none directly: the panels read the other compone
 gateway's own routes (``InternalApi``), so a component shows up when its routes exist. Routes:
 
 - ``/ui/login`` (GET form, POST token -> cookie session), ``/ui/logout`` (POST);
-- ``/ui/chat``, ``/ui/agents``, ``/ui/jobs``, ``/ui/prs``, ``/ui/dataset``: server-rendered panels;
-- ``/ui/jobs/<id>``: one job with its result, flags and log;
+- ``/ui/attention`` (the landing page), ``/ui/chat``, ``/ui/agents``, ``/ui/tasks``, ``/ui/jobs``,
+  ``/ui/prs``, ``/ui/dataset``, ``/ui/charts``: server-rendered panels;
+- ``/ui/agents/<name>`` (timeline, live), ``/ui/jobs/<id>``, ``/ui/prs/<org>/<repo>/<n>`` (per-push diffs),
+  ``/ui/commit/...``, ``/ui/pr/<n>``: one thing each;
 - ``/ui/events``: ``/api/events`` for the cookie session, each message with its rendered HTML;
 - ``/ui/api/...``: the gateway's ``/api`` for the cookie session (CSRF-checked unless GET);
 - ``/ui/static/...``: the CSS and JavaScript (no secrets, no auth).
@@ -21,16 +23,23 @@ from fastapi.staticfiles import StaticFiles
 from gateway.context import ErrorPage, GatewayContext
 from gateway.errors import GatewayError, UiAuthError
 from gateway.mcp_server import GatewayMCP
+from gateway.monitor.service import MONITOR
 from gateway.plugin import Plugin
 from gateway.principals import PrincipalKind
+from gateway.services import FORGE
 from gateway.swarm.routes import build_swarm_router
+from gateway.ui.agent_routes import build_agent_pages
 from gateway.ui.auth import COOKIE, UiSettings, UiUser, form_fields, same_origin, wants_html
 from gateway.ui.chat_routes import build_chat_router
+from gateway.ui.dataset_routes import build_dataset_pages
 from gateway.ui.internal import MAX_BODY
 from gateway.ui.jobs_routes import build_jobs_router
+from gateway.ui.monitor_routes import build_monitor_pages
 from gateway.ui.panel_routes import build_panel_router
+from gateway.ui.pr_routes import build_pr_pages
 from gateway.ui.render import HERE, SECURITY_HEADERS
-from gateway.ui.service import UiService
+from gateway.ui.service import LANDING, UiService
+from gateway.ui.tasks_routes import build_tasks_pages
 
 API_PASSTHROUGH = ("GET", "POST", "PUT", "DELETE")
 
@@ -39,29 +48,29 @@ def safe_next(value: str | None) -> str:
     """Only redirect back into the UI (no open redirect)."""
     if value and value.startswith("/ui") and not value.startswith("//") and "\\" not in value:
         return value
-    return "/ui/chat"
+    return LANDING
 
 
 def build_auth_router(ui: UiService) -> APIRouter:
     router = APIRouter(prefix="/ui")
 
-    def login_page(status: int = 200, error: str = "", next_url: str = "/ui/chat") -> HTMLResponse:
+    def login_page(status: int = 200, error: str = "", next_url: str = LANDING) -> HTMLResponse:
         return ui.renderer.page(
             "login.html", status, error=error, next=safe_next(next_url), swarm=ui.ctx.settings.swarm
         )
 
     @router.get("", include_in_schema=False)
     async def root() -> RedirectResponse:
-        return RedirectResponse("/ui/chat", status_code=303)
+        return RedirectResponse(LANDING, status_code=303)
 
     @router.get("/login", response_class=HTMLResponse, summary="The login form")
-    async def login_form(next: str = "/ui/chat") -> HTMLResponse:
+    async def login_form(next: str = LANDING) -> HTMLResponse:
         return login_page(next_url=next)
 
     @router.post("/login", response_class=HTMLResponse, summary="Log in with an operator token")
     async def login(request: Request) -> Response:
         form = await form_fields(request)
-        next_url = form.get("next", "/ui/chat")
+        next_url = form.get("next", LANDING)
         if not same_origin(request):
             ui.metrics.logins.labels(outcome="cross-site").inc()
             return login_page(403, "cross-site login refused", next_url)
@@ -159,6 +168,8 @@ def ui_error_page(ui: UiService) -> ErrorPage:
 class UiPlugin(Plugin[UiSettings]):
     name = "ui"
     settings_model = UiSettings
+    # Read in-process when present: per-push diffs and commits (the forge's protocol), the live timeline.
+    optional = (FORGE, MONITOR)
 
     def install(self, app: FastAPI, ctx: GatewayContext, mcp: GatewayMCP) -> None:
         install_ui(app, ctx, UiService.build(app, ctx, self.settings))
@@ -175,7 +186,12 @@ def install_ui(app: FastAPI, ctx: GatewayContext, ui: UiService) -> None:
 
     app.include_router(build_auth_router(ui))
     app.include_router(build_chat_router(ui))
+    app.include_router(build_monitor_pages(ui))
     app.include_router(build_panel_router(ui))
+    app.include_router(build_agent_pages(ui))
+    app.include_router(build_pr_pages(ui))
+    app.include_router(build_tasks_pages(ui))
+    app.include_router(build_dataset_pages(ui))
     app.include_router(build_jobs_router(ui))
     app.include_router(build_api_bridge(ui))
     app.include_router(build_swarm_router(ui.control.actions))  # /api/swarm: the seam's REST routes

@@ -1,7 +1,9 @@
 """Server-side rendering: the Jinja2 environment, its filters, and generic tables for JSON data.
 
-Everything agents write (messages, PR text, diffs, memory) is untrusted: templates autoescape, and
-the pages forbid inline scripts by CSP, so a message cannot run code in the operator's browser.
+Everything agents write (messages, PR text, diffs, memory) is untrusted: templates autoescape, Markdown
+goes through ``gateway.ui.markdown`` (markdown-it-py without raw HTML, then the nh3 allow-list), diffs
+through ``gateway.ui.diffs`` (escaped, highlighted with CSS classes), and the pages forbid inline scripts
+and styles by CSP, so nothing an agent writes can run code in the operator's browser.
 """
 
 from __future__ import annotations
@@ -17,6 +19,8 @@ from jinja2 import Environment, FileSystemLoader, select_autoescape
 from markupsafe import Markup, escape
 
 from gateway.chat import MENTION_RE
+from gateway.ui.diffs import LineHighlighter, split_diff
+from gateway.ui.markdown import MarkdownRenderer, linkify_plain
 
 HERE = Path(__file__).parent
 SECURITY_HEADERS = {
@@ -62,6 +66,22 @@ def age(ts: float | None, now: float | None = None) -> str:
 
 def clock(ts: float | None) -> str:
     return time.strftime("%Y-%m-%d %H:%M:%SZ", time.gmtime(ts)) if ts else "-"
+
+
+def pretty(value: Any) -> str:
+    """JSON for a <pre> (escaped by the template like any text)."""
+    return json.dumps(value, indent=1, ensure_ascii=False, default=str)
+
+
+def short_sha(value: Any) -> str:
+    return str(value or "")[:10]
+
+
+def usd(value: Any) -> str:
+    """Dollars with the precision small amounts need."""
+    if not isinstance(value, int | float):
+        return "–"
+    return f"${value:.2f}" if abs(value) >= 10 else f"${value:.4f}"
 
 
 def number(value: Any) -> str:
@@ -145,8 +165,18 @@ class Renderer:
             trim_blocks=True,
             lstrip_blocks=True,
         )
-        self.env.filters.update(age=age, clock=clock, number=number, cell=cell)
-        self.env.globals.update(highlight_mentions=highlight_mentions, diff_lines=diff_lines)
+        self.markdown = MarkdownRenderer()
+        self.highlighter = LineHighlighter()
+        self.env.filters.update(
+            age=age, clock=clock, number=number, cell=cell, short_sha=short_sha, usd=usd, pretty=pretty
+        )
+        self.env.globals.update(
+            highlight_mentions=highlight_mentions,
+            diff_lines=diff_lines,
+            md=self.markdown.markup,
+            linkify=linkify_plain,
+            split_diff=lambda text: split_diff(text or "", self.highlighter),
+        )
 
     def render(self, template: str, **context: Any) -> str:
         return self.env.get_template(template).render(now=time.time(), **context)

@@ -16,12 +16,16 @@ from gateway.ui.render import Renderer
 from gateway.ui.swarm import SwarmControl
 
 PANELS = (
+    ("attention", "Attention", "/ui/attention"),
     ("chat", "Chat", "/ui/chat"),
     ("agents", "Agents", "/ui/agents"),
+    ("tasks", "Tasks", "/ui/tasks"),
     ("jobs", "Jobs", "/ui/jobs"),
     ("prs", "PRs", "/ui/prs"),
     ("dataset", "Dataset", "/ui/dataset"),
+    ("charts", "Charts", "/ui/charts"),
 )
+LANDING = "/ui/attention"
 
 
 class UiMetrics:

@@ -1,20 +1,27 @@
-"""``kswarm jobs`` (depth per pool, running jobs with devices, recent results) and ``kswarm job show ID``.
+"""``kswarm jobs`` (depth per pool, running jobs with devices, recent results), ``kswarm job show ID``,
+and the operator's ``kswarm job cancel|retry ID`` and ``kswarm job submit KERNEL``.
 
 Registered on the main CLI with ``orchestrator.cli.jobs.register(app)``; the gateway is found like every
-command's (``commands.connect``).
+command's (``commands.connect``). Cancel and retry are the monitor's operator actions
+(``/api/actions/jobs/...``, audited and announced in ``#ops`` like the UI's buttons); retry runs a
+finished job's kernel again at the same sha as a new job. Submit is ``POST /api/jobs`` as the token's
+principal.
 """
 
 from __future__ import annotations
 
 import json
+import re
 from typing import Annotated, Any
 
 import typer
 from rich.table import Table
 
-from gateway.client import NotFound
+from gateway.client import BadInput, NotFound
 from orchestrator.cli.commands import HomeOpt, JsonOpt, command, connect
 from orchestrator.cli.output import console, print_json, since
+
+JOB_ID = re.compile(r"^j[0-9a-f]{12,24}$")
 
 
 def _outcome(job: dict[str, Any]) -> str:
@@ -24,6 +31,13 @@ def _outcome(job: dict[str, Any]) -> str:
     if job.get("verdict") and job["verdict"] not in ("pass",):
         text += f" ({job['verdict']})"
     return text
+
+
+def checked_job(job_id: str) -> str:
+    """A job id as the gateway spells them; anything else is bad input, not a 404 from no route."""
+    if not JOB_ID.match(job_id):
+        raise BadInput(0, f"{job_id!r} is not a job id (j followed by hex digits)")
+    return job_id
 
 
 def register(app: typer.Typer) -> None:
@@ -90,6 +104,56 @@ def register(app: typer.Typer) -> None:
         if recent.row_count:
             console.print("[bold]recent results[/bold]")
             console.print(recent)
+
+    @command(job_app, "cancel")
+    def cancel(
+        job_id: Annotated[str, typer.Argument(help="Job id.")], home: HomeOpt = None, as_json: JsonOpt = False
+    ) -> None:
+        """Cancel a queued or running job (operators; audited)."""
+        with connect(home) as gateway:
+            result = gateway.request("POST", f"/api/actions/jobs/{checked_job(job_id)}/cancel")
+        print_json(result) if as_json else console.print(result["message"], highlight=False)
+
+    @command(job_app, "retry")
+    def retry(
+        job_id: Annotated[str, typer.Argument(help="Job id.")], home: HomeOpt = None, as_json: JsonOpt = False
+    ) -> None:
+        """Run a finished job's kernel again at the same commit, as a new job (operators; audited)."""
+        with connect(home) as gateway:
+            result = gateway.request("POST", f"/api/actions/jobs/{checked_job(job_id)}/requeue")
+        print_json(result) if as_json else console.print(result["message"], highlight=False)
+
+    @command(job_app, "submit")
+    def submit(
+        kernel: Annotated[str, typer.Argument(help="kernels/<task>/<file>.py in the repo.")],
+        ref: Annotated[str, typer.Option("--ref", help="Branch, tag or sha.")] = "main",
+        repo: Annotated[
+            str | None, typer.Option("--repo", "-r", help="org/name (default repo if unset).")
+        ] = None,
+        pool: Annotated[str, typer.Option("--pool", help="Pool to run in.")] = "cpu",
+        kind: Annotated[str, typer.Option("--kind", help="verify or bench.")] = "verify",
+        devices: Annotated[
+            int | None, typer.Option("--devices", help="Devices (default: the pool's).")
+        ] = None,
+        timeout_s: Annotated[
+            int | None, typer.Option("--timeout", help="Seconds (default: the pool's).")
+        ] = None,
+        home: HomeOpt = None,
+        as_json: JsonOpt = False,
+    ) -> None:
+        """Submit a verification (or bench) job of KERNEL at REF."""
+        if kind not in ("verify", "bench"):
+            raise BadInput(0, f"--kind is verify or bench, not {kind!r}")
+        body = {"kernel": kernel, "ref": ref, "repo": repo, "pool": pool, "kind": kind}
+        body |= {k: v for k, v in (("devices", devices), ("timeout_s", timeout_s)) if v is not None}
+        with connect(home) as gateway:
+            job = gateway.request("POST", "/api/jobs", json=body)
+        if as_json:
+            print_json(job)
+            return
+        console.print(
+            f"submitted {job['id']}: {job['kernel']} at {job['sha'][:10]} on {job['pool']} ({job['state']})"
+        )
 
     @command(job_app, "show")
     def show(

@@ -1,7 +1,12 @@
-"""``kswarm prs`` and ``kswarm pr show|why N``: pull requests and the review gate's reasons.
+"""``kswarm prs``, ``kswarm pr show|why N`` (pull requests and the review gate's reasons) and the
+operator's ``kswarm pr review N --approve|--request-changes|--comment -m ...`` and ``kswarm pr comment N
+-m ...``.
 
 Registered on the main CLI with ``prs.register(app)``; the gateway is found like every command's
-(``commands.connect``).
+(``commands.connect``). Reviews and comments go through the monitor's operator actions
+(``/api/actions/prs/...``): the same code as the UI's buttons, audited in ``/api/monitor/actions`` and
+announced in ``#reviews`` to the PR's author; the gate then re-decides the PR, counting the review under
+``review.human_approvals``.
 """
 
 from __future__ import annotations
@@ -39,6 +44,28 @@ def find_pr(gateway: GatewayClient, number: int, repo: str | None) -> str:
     if len(repos) > 1:
         raise BadInput(0, f"PR #{number} exists in {', '.join(repos)}: pick one with --repo")
     return repos[0]
+
+
+def act(home: Path | None, number: int, repo: str | None, verb: str, body: dict[str, Any]) -> dict[str, Any]:
+    """POST the operator action ``verb`` (review, comment) on PR ``number``; the action's result."""
+    with connect(home) as gateway:
+        full = find_pr(gateway, number, checked_repo(repo))
+        result: dict[str, Any] = gateway.request(
+            "POST", f"/api/actions/prs/{full}/{number}/{verb}", json=body
+        )
+        return result
+
+
+def review_event(approve: bool, request_changes: bool, comment: bool) -> str:
+    """The one review event the flags name; BadInput unless exactly one is given."""
+    chosen = [
+        e
+        for e, on in (("approve", approve), ("request_changes", request_changes), ("comment", comment))
+        if on
+    ]
+    if len(chosen) != 1:
+        raise BadInput(0, "give exactly one of --approve, --request-changes, --comment")
+    return chosen[0]
 
 
 def view(home: Path | None, number: int, repo: str | None, diff: bool = False) -> dict[str, Any]:
@@ -177,6 +204,49 @@ def register(app: typer.Typer) -> None:
         )
         if diff and pr.get("diff"):
             console.print(pr["diff"], markup=False, highlight=False)
+
+    @command(pr_app, "review")
+    def review(
+        number: Annotated[int, typer.Argument(help="PR number.")],
+        approve: Annotated[bool, typer.Option("--approve", help="Approve the PR at its head.")] = False,
+        request_changes: Annotated[
+            bool, typer.Option("--request-changes", help="Request changes (blocks the merge).")
+        ] = False,
+        comment: Annotated[bool, typer.Option("--comment", help="A review that only comments.")] = False,
+        message: Annotated[str, typer.Option("-m", "--message", help="The review's text.")] = "",
+        head: Annotated[
+            str, typer.Option("--head", help="Only if the PR's head is still this sha (refused if it moved).")
+        ] = "",
+        repo: RepoOpt = None,
+        home: HomeOpt = None,
+        as_json: JsonOpt = False,
+    ) -> None:
+        """Review PR N as the operator (audited; counts for review.human_approvals)."""
+        event = review_event(approve, request_changes, comment)
+        if event != "approve" and not message.strip():
+            raise BadInput(0, "-m is needed to request changes or comment")
+        result = act(home, number, repo, "review", {"event": event, "body": message, "head_sha": head})
+        if as_json:
+            print_json(result)
+            return
+        console.print(result["message"], highlight=False)
+
+    @command(pr_app, "comment")
+    def comment_on(
+        number: Annotated[int, typer.Argument(help="PR number.")],
+        message: Annotated[str, typer.Option("-m", "--message", help="The comment.")] = "",
+        repo: RepoOpt = None,
+        home: HomeOpt = None,
+        as_json: JsonOpt = False,
+    ) -> None:
+        """Comment on PR N as the operator (audited; the author is told in #reviews)."""
+        if not message.strip():
+            raise BadInput(0, "-m is needed: the comment's text")
+        result = act(home, number, repo, "comment", {"body": message})
+        if as_json:
+            print_json(result)
+            return
+        console.print(result["message"], highlight=False)
 
     @command(pr_app, "why")
     def why(

@@ -7,6 +7,10 @@ document.addEventListener("DOMContentLoaded", () => {
   const channel = chat.dataset.channel;
   const atMode = chat.dataset.at !== "";
   const feed = channel === "*";
+  const onlyAgent = chat.dataset.filterAgent || "";
+  const onlyKind = chat.dataset.filterKind || "";
+  const passes = (data) => (!onlyAgent || (data.sender || data.agent) === onlyAgent) &&
+    (!onlyKind || data.activity === onlyKind);
   const list = document.getElementById("messages");
   const olderButton = document.getElementById("older");
   const newBelow = document.getElementById("new-below");
@@ -58,6 +62,16 @@ document.addEventListener("DOMContentLoaded", () => {
   }
 
   KS.on((data) => {
+    if (data.type === "job" && data.html && feed && !atMode && passes(data)) {  // a job's step, in the feed
+      if (list.querySelector(`:scope > [data-event="${CSS.escape(data.event_id)}"]`)) return;
+      const stick = nearBottom();
+      const node = fragment(data.html);
+      const el = node.firstElementChild;
+      list.appendChild(node);
+      KS.decorate(el);
+      if (stick) toBottom(); else newBelow.hidden = false;
+      return;
+    }
     if (data.type !== "message" || !data.html) return;
     if (data.thread) bumpReplies(data.channel, data.thread);
     const thread = pane.querySelector(".thread");
@@ -71,6 +85,7 @@ document.addEventListener("DOMContentLoaded", () => {
       return;
     }
     if (list.querySelector(`:scope > ${messageSelector(data.channel, data.id)}`)) return;  // resumed: seen
+    if (!passes(data)) return;  // filtered out of this view
     const stick = nearBottom();
     const node = fragment(data.html);
     const el = node.firstElementChild;
@@ -84,7 +99,9 @@ document.addEventListener("DOMContentLoaded", () => {
     if (loadingOlder || !first || olderButton.hidden) return;
     loadingOlder = true;
     const before = feed ? first.dataset.event : first.dataset.id;
-    const url = `/ui/chat/history?c=${encodeURIComponent(channel)}&before=${encodeURIComponent(before)}`;
+    let url = `/ui/chat/history?c=${encodeURIComponent(channel)}&before=${encodeURIComponent(before)}`;
+    if (onlyAgent) url += `&agent=${encodeURIComponent(onlyAgent)}`;
+    if (onlyKind) url += `&kind=${encodeURIComponent(onlyKind)}`;
     try {
       const reply = await fetch(url, { credentials: "same-origin" });
       if (!reply.ok) { KS.toast(`could not load older messages: HTTP ${reply.status}`, true); return; }

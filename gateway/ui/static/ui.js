@@ -88,6 +88,8 @@ const KS = (() => {
   async function loadPanel() {
     const panel = document.getElementById("panel");
     if (!panel || document.hidden) return;
+    const typing = document.activeElement;
+    if (typing && panel.contains(typing) && typing.matches("input, textarea, select")) return;  // not under the cursor
     const url = new URL(location.href);
     url.searchParams.set("fragment", "1");
     const reply = await fetch(url, { credentials: "same-origin" });
@@ -110,7 +112,7 @@ const KS = (() => {
       snapshot ? { snapshot } : {});
     toast(result.ok ? result.data.message : errorText(result), !result.ok);
     if (action === "snapshot" || action === "rollback") setTimeout(() => location.reload(), 800);
-    else refreshPanel();
+    else if (document.getElementById("panel")?.dataset.refresh) refreshPanel();
   }
 
   document.addEventListener("click", (ev) => {

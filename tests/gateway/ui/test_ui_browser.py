@@ -99,7 +99,7 @@ def test_scroll_back_and_search(ui_gateway: UiGateway, chromium: Path) -> None:
         page.fill(".sidebar .search input", "note 6")
         page.keyboard.press("Enter")
         page.wait_for_url("**/ui/chat/search?q=note+6")
-        assert page.locator(".results article.msg").count() == 11  # 6, 60..69
+        assert page.locator(".hits li.hit").count() == 11  # 6, 60..69 (recent-history scan: no index)
         shot(page, "search")
 
 
@@ -122,7 +122,7 @@ def test_an_agent_token_is_refused_in_the_browser(ui_gateway: UiGateway, chromiu
 def test_login_link_with_the_token_in_the_fragment(ui_gateway: UiGateway, chromium: Path) -> None:
     with browser_page(ui_gateway, login=False) as page:
         page.goto(f"{ui_gateway.url}/ui/login#token={ui_gateway.operator_token}")
-        page.wait_for_url("**/ui/chat")
+        page.wait_for_url("**/ui/attention")
         assert ui_gateway.operator_token not in page.url
         page.wait_for_selector("body[data-live=open]", timeout=10_000)
 
@@ -151,7 +151,7 @@ def test_every_panel_renders(jobs_ui: JobsUiGateway, chromium: Path, short_tmp: 
             shot(page, panel, full_page=panel == "jobs")
         assert page.locator("#prs-table tbody tr").count() == 1
         page.click(f'a:text("kswarm/kernels#{number}")')
-        page.wait_for_selector("pre.diff .d-add")
+        page.wait_for_selector("#pr-diff .sd-add")
         shot(page, "pr")
         page.goto(f"{gw.url}/ui/dataset")
         assert page.locator("#unavailable").count() == 0 and "no dataset built yet" in page.content()

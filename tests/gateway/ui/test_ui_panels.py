@@ -10,7 +10,6 @@ import httpx
 import pytest
 from ui_kit import UiGateway, running_swarm, wait_for
 
-from gateway.plugin import NoSettings, Plugin
 from kstest.sse import read_events
 
 HTML = {"Accept": "text/html"}
@@ -27,35 +26,6 @@ def test_missing_backends_say_not_available_yet(ui_gateway: UiGateway) -> None:
         assert "Not available yet" not in jobs and "cpu" in jobs
         agents = browser.get("/ui/agents").text
         assert "orchestrator: not available here" in agents
-
-
-def test_a_component_that_adds_its_routes_shows_up_without_a_ui_change(
-    clean_redis: str, short_tmp: Path
-) -> None:
-    class StandInDataset(Plugin[NoSettings]):  # stands in for the dataset builder
-        name = "dataset"
-        settings_model = NoSettings
-
-        def install(self, app: Any, ctx: Any, mcp: Any) -> None:
-            @app.get("/api/dataset")
-            async def dataset() -> list[dict[str, Any]]:
-                return [{"task": "add-7", "verdict": "pass", "speedups": [1.5, 2.0]}]
-
-            @app.get("/api/dataset/shards")
-            async def shards() -> dict[str, Any]:
-                return {"shards": {"train": {"rows": 3, "bytes": 4096}}}
-
-    gw = UiGateway(short_tmp / "home", clean_redis)
-    gw.extra_plugins = (StandInDataset(),)
-    gw.start()
-    try:
-        with gw.login() as browser:
-            page = browser.get("/ui/dataset").text
-    finally:
-        gw.stop()
-    assert "Not available yet" not in page
-    assert "add-7" in page and "pass" in page and "[1.5,2.0]" in page
-    assert "/api/dataset/shards" in page and "4096" in page
 
 
 def test_agents_panel_without_an_orchestrator_disables_actions_with_a_reason(ui_gateway: UiGateway) -> None:

@@ -1,0 +1,107 @@
+"""What a kernel cost: LLM usage attributed to the task its agent held while spending it.
+
+The LLM proxy books every token per agent (``gateway.llm.usage``, cumulative). The feeder samples those
+totals every ``sample_s`` seconds and books each agent's increase since the last sample to the tasks the
+agent holds a claim on at that moment (split evenly when it holds several; to ``-`` when it holds none):
+the claim gives the window, to within one sample. Kept twice: all time in ``ks:mon:cost`` (integers:
+tokens and nano-USD per task and agent) and per minute in the series
+``cost-tokens:task:<task>:agent:<agent>`` / ``cost-usd:...`` (for windows such as one dataset record's).
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+
+from redis.asyncio import Redis
+
+from gateway.monitor import keys
+from gateway.monitor.models import CostLine, CostPoint, CostReport
+from gateway.monitor.series import SeriesStore
+
+NANO = 1_000_000_000
+UNATTRIBUTED = "-"
+
+
+def tokens_series(task: str, agent: str) -> str:
+    return f"cost-tokens:task:{task}:agent:{agent}"
+
+
+def usd_series(task: str, agent: str) -> str:
+    return f"cost-usd:task:{task}:agent:{agent}"
+
+
+def cost_field(task: str, agent: str, unit: str) -> str:
+    return f"{task}|{agent}|{unit}"
+
+
+class CostLedger:
+    def __init__(self, redis: Redis, series: SeriesStore) -> None:
+        self.redis = redis
+        self.series = series
+
+    async def lines(self, models: dict[str, str] | None = None) -> list[CostLine]:
+        raw = await self.redis.hgetall(keys.COST)
+        sums: dict[tuple[str, str], dict[str, int]] = defaultdict(lambda: {"tokens": 0, "nusd": 0})
+        for name, value in raw.items():
+            task, _, rest = str(name).partition("|")
+            agent, _, unit = rest.rpartition("|")
+            if unit in ("tokens", "nusd") and agent:
+                sums[(task, agent)][unit] += int(value)
+        models = models or {}
+        return [
+            CostLine(task=t, agent=a, model=models.get(a), tokens=v["tokens"], cost_usd=v["nusd"] / NANO)
+            for (t, a), v in sorted(sums.items())
+        ]
+
+    async def report(
+        self, models: dict[str, str] | None = None, accepted: dict[str, int] | None = None
+    ) -> CostReport:
+        """Totals per task, agent and model and for the swarm; with ``accepted`` (task -> accepted kernels)
+        also USD and tokens per accepted kernel."""
+        lines = await self.lines(models)
+
+        def table(key: str) -> dict[str, dict[str, float]]:
+            out: dict[str, dict[str, float]] = defaultdict(lambda: {"tokens": 0.0, "cost_usd": 0.0})
+            for line in lines:
+                name = getattr(line, key) or "?"
+                out[name]["tokens"] += line.tokens
+                out[name]["cost_usd"] += line.cost_usd
+            return dict(out)
+
+        by_task = table("task")
+        accepted = accepted or {}
+        for task, row in by_task.items():
+            n = accepted.get(task, 0)
+            row["accepted"] = float(n)
+            if n:
+                row["usd_per_accepted"] = row["cost_usd"] / n
+                row["tokens_per_accepted"] = row["tokens"] / n
+        swarm = {
+            "tokens": float(sum(x.tokens for x in lines)),
+            "cost_usd": sum(x.cost_usd for x in lines),
+            "attributed_usd": sum(x.cost_usd for x in lines if x.task != UNATTRIBUTED),
+        }
+        total_accepted = sum(accepted.values())
+        if total_accepted:
+            swarm["usd_per_accepted"] = swarm["attributed_usd"] / total_accepted
+        return CostReport(
+            lines=lines,
+            by_task=by_task,
+            by_agent=table("agent"),
+            by_model=table("model"),
+            swarm=swarm,
+            note="usage booked to the tasks each agent held a claim on when it spent it (to within one "
+            "sample); '-' is usage while holding no task",
+        )
+
+    async def window(self, task: str, agent: str, since: float, until: float) -> CostPoint:
+        """Tokens and USD ``agent`` spent on ``task`` from ``since`` to ``until`` (within the retention)."""
+
+        async def between(name: str) -> float:
+            # A minute belongs to the window its start falls in: (since, until] windows partition time.
+            points = await self.series.read(name, since, until)
+            return sum(p.value for p in points if since < p.ts <= until)
+
+        tokens = await between(tokens_series(task, agent))
+        usd = await between(usd_series(task, agent))
+        return CostPoint(ts=until, tokens=tokens, cost_usd=usd)

@@ -1,0 +1,51 @@
+"""Redis names of the monitor (under the gateway's ``ks:`` prefix).
+
+| key | type | content |
+|---|---|---|
+| ``ks:mon:lease`` | string, TTL | the feeder's owner (one replica feeds at a time) |
+| ``ks:mon:cursor`` | string | the last ``ks:events`` entry the feeder counted |
+| ``ks:mon:s:<series>:<day>`` | hash, TTL | minute of the UTC day -> value (counters and gauges) |
+| ``ks:mon:series`` | sorted set | series name -> last write (unix time) |
+| ``ks:mon:usage-last`` | hash | ``<agent>:tokens`` / ``<agent>:nusd``: the usage last sampled |
+| ``ks:mon:cost`` | hash | ``<task>|<agent>|tokens`` / ``...|nusd``: usage attributed to tasks, all time |
+| ``ks:mon:claims-open`` | hash | task -> the claim window seen open (JSON) |
+| ``ks:mon:claims`` | stream | closed claim windows: task, agent, since, until, how |
+| ``ks:mon:audit-seen`` | hash | ``<repo>#<n>`` -> the last gate decision time counted |
+| ``ks:mon:attention`` | string | the digest of the last Attention list announced |
+| ``ks:mon:ack`` | hash | Attention item key -> unix time an operator dismissed it |
+| ``ks:mon:agent-model`` | hash | agent -> the model its timeline last reported |
+| ``ks:mon:actions`` | stream | operator actions: who, what, target, outcome |
+| ``ks:mon:forge-cursor`` | string | the last ``ks:forge:events`` entry read (pushes) |
+| ``ks:mon:heads:<repo>:<branch>`` | list | its heads as pushed: ``{sha, old, ts, actor}`` (last 200) |
+| ``ks:timeline:<agent>`` | stream | the agent's timeline entries (``json``) |
+"""
+
+from gateway.keys import PREFIX
+
+LEASE = f"{PREFIX}mon:lease"
+CURSOR = f"{PREFIX}mon:cursor"
+SERIES_INDEX = f"{PREFIX}mon:series"
+USAGE_LAST = f"{PREFIX}mon:usage-last"
+COST = f"{PREFIX}mon:cost"
+CLAIMS_OPEN = f"{PREFIX}mon:claims-open"
+CLAIMS = f"{PREFIX}mon:claims"
+AUDIT_SEEN = f"{PREFIX}mon:audit-seen"
+ATTENTION = f"{PREFIX}mon:attention"
+ACK = f"{PREFIX}mon:ack"
+AGENT_MODEL = f"{PREFIX}mon:agent-model"
+ACTIONS = f"{PREFIX}mon:actions"
+CLAIMS_MAXLEN = 10_000
+FORGE_CURSOR = f"{PREFIX}mon:forge-cursor"
+HEADS_KEPT = 200
+
+
+def heads(repo: str, branch: str) -> str:
+    return f"{PREFIX}mon:heads:{repo}:{branch}"
+
+
+def series(name: str, day: int) -> str:
+    return f"{PREFIX}mon:s:{name}:{day}"
+
+
+def timeline(agent: str) -> str:
+    return f"{PREFIX}timeline:{agent}"

@@ -1,0 +1,46 @@
+"""``MonitorPlugin`` (``monitor``): Attention, timelines, history and charts, cost per task, operator actions.
+
+Provides ``MONITOR``; uses the forge, the gate, the job runner, the task board and the LLM proxy when
+they are registered (each part of the monitor says so when its source is missing). Its lifespan runs the
+feeder (``gateway.monitor.feeder``).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from collections.abc import AsyncIterator
+
+from fastapi import FastAPI
+
+from gateway.context import GatewayContext
+from gateway.mcp_server import GatewayMCP
+from gateway.monitor.routes import build_monitor_router
+from gateway.monitor.service import MONITOR, MonitorService
+from gateway.monitor.settings import MonitorSettings
+from gateway.plugin import Lifespan, Plugin
+from gateway.services import FORGE, JOB_SERVICE, LLM_USAGE, REVIEW_GATE, TASK_BOARD
+
+
+class MonitorPlugin(Plugin[MonitorSettings]):
+    name = "monitor"
+    settings_model = MonitorSettings
+    provides = (MONITOR,)
+    optional = (FORGE, REVIEW_GATE, JOB_SERVICE, TASK_BOARD, LLM_USAGE)
+
+    def install(self, app: FastAPI, ctx: GatewayContext, mcp: GatewayMCP) -> Lifespan:
+        svc = MonitorService.build(ctx, self.settings)
+        ctx.services.provide(MONITOR, svc)
+        app.include_router(build_monitor_router())
+
+        @contextlib.asynccontextmanager
+        async def lifespan() -> AsyncIterator[None]:
+            task = asyncio.create_task(svc.feeder.run(), name="kswarm-monitor-feeder")
+            try:
+                yield
+            finally:
+                task.cancel()
+                with contextlib.suppress(asyncio.CancelledError):
+                    await task
+
+        return lifespan

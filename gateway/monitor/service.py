@@ -1,0 +1,93 @@
+"""``MonitorService``: the monitor's parts for one app (``ctx.services.get(MONITOR)``)."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+
+from gateway.context import GatewayContext
+from gateway.monitor import keys
+from gateway.monitor.actions import OperatorActions
+from gateway.monitor.attention import AttentionBuilder
+from gateway.monitor.chartbook import ChartBook
+from gateway.monitor.cost import CostLedger
+from gateway.monitor.feeder import MonitorFeeder
+from gateway.monitor.models import ClaimWindow
+from gateway.monitor.series import SeriesStore
+from gateway.monitor.settings import MonitorSettings
+from gateway.monitor.timeline import Pricer, TimelineStore
+from gateway.services import LLM_USAGE, ServiceKey
+
+
+def proxy_pricer(ctx: GatewayContext) -> Pricer | None:
+    """The LLM proxy's price table (its public settings), to estimate what a reported model call cost."""
+    store = ctx.services.find(LLM_USAGE)
+    if store is None:
+        return None
+
+    def price(model: str | None, counts: list[int]) -> float:
+        return float(store.settings.price_for(model).cost(*counts))
+
+    return price
+
+
+@dataclass
+class MonitorService:
+    settings: MonitorSettings
+    series: SeriesStore
+    timeline: TimelineStore
+    attention: AttentionBuilder
+    cost: CostLedger
+    actions: OperatorActions
+    charts: ChartBook
+    feeder: MonitorFeeder
+
+    @classmethod
+    def build(cls, ctx: GatewayContext, settings: MonitorSettings) -> MonitorService:
+        series = SeriesStore(ctx.redis, settings.retention_days)
+        return cls(
+            settings=settings,
+            series=series,
+            timeline=TimelineStore(ctx.redis, settings.timeline_maxlen, proxy_pricer(ctx)),
+            attention=AttentionBuilder(ctx, settings),
+            cost=CostLedger(ctx.redis, series),
+            actions=OperatorActions(ctx, settings),
+            charts=ChartBook(series),
+            feeder=MonitorFeeder(ctx, settings, series),
+        )
+
+    async def timeline_models(self) -> dict[str, str]:
+        """Agent -> the model its timeline last reported (labels for cost per model)."""
+        raw = await self.series.redis.hgetall(keys.AGENT_MODEL)
+        return {str(k): str(v) for k, v in raw.items()}
+
+    async def claims(self, task: str | None = None, limit: int = 200) -> list[ClaimWindow]:
+        """Claim windows, newest first: the ones open now, then the closed ones."""
+        redis = self.series.redis
+        out: list[ClaimWindow] = []
+        for raw in (await redis.hgetall(keys.CLAIMS_OPEN)).values():
+            try:
+                window = ClaimWindow.model_validate_json(raw)
+            except ValueError:
+                continue
+            if task is None or window.task == task:
+                out.append(window)
+        out.sort(key=lambda w: w.since, reverse=True)
+        upper = "+"
+        while len(out) < limit:
+            rows = await redis.xrevrange(keys.CLAIMS, upper, "-", 500)
+            for _, fields in rows:
+                try:
+                    window = ClaimWindow.model_validate(json.loads(fields.get("json", "{}")))
+                except ValueError:
+                    continue
+                if task is None or window.task == task:
+                    out.append(window)
+            if len(rows) < 500:
+                break
+            upper = f"({rows[-1][0]}"
+        return out[:limit]
+
+
+# Declared here, next to its service, until gateway/services.py lists it with the built-in ones.
+MONITOR: ServiceKey[MonitorService] = ServiceKey("monitor", "monitor")

@@ -1,0 +1,266 @@
+"""The PRs panel and one PR: the gate's verdict in words that fit the PR's state, Markdown text, every head
+the PR had with the job results on it and the diff of each push, the whole diff side by side, and the
+operator's review and comment forms (``/api/actions/prs/...``: audited, CSRF-checked through /ui/api).
+
+Also the resolvers the rendered links point to: ``/ui/pr/<n>`` (the repo that has PR n) and
+``/ui/commit/[<org>/<repo>/]<sha>`` (one commit's diff).
+"""
+
+import difflib
+from typing import Annotated, Any
+
+from fastapi import APIRouter, Depends, Path, Request
+from fastapi.responses import HTMLResponse, RedirectResponse, Response
+
+from gateway.errors import GatewayError, NotFound
+from gateway.services import FORGE
+from gateway.ui.auth import UiUser
+from gateway.ui.internal import InternalApi, has_route, segment
+from gateway.ui.service import UiService
+
+FORGE_PULLS = "/api/forge/pulls"
+Sha = Annotated[str, Path(pattern=r"^[0-9a-f]{7,40}$")]
+Segment = Annotated[str, Path(pattern=r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,99}$")]
+MAX_PUSHES = 10  # per-push diffs computed for the newest pushes
+MAX_FILES = 60  # files per push diff
+MAX_FILE_CHARS = 400_000
+
+
+def gate_box(pr: dict[str, Any]) -> dict[str, Any]:
+    """What the gate box says: merged (by whom, at which head, as which commit), closed, or the verdict."""
+    audit = pr.get("audit") or []
+    gate = pr.get("gate") or {}
+    if pr.get("state") == "merged":
+        merged = next((e for e in reversed(audit) if e.get("action") == "merged"), None)
+        head = (merged or {}).get("head_sha") or pr.get("head_sha")
+        return {
+            "state": "merged",
+            "label": "merged",
+            "css": "st-merged",
+            "line": f"merged by the gate at head {str(head or '?')[:10]} as "
+            f"{str(pr.get('merge_sha') or '?')[:10]}",
+            "approvals": (merged or {}).get("approvals") or gate.get("approvals") or [],
+            "human_approvals": (merged or {}).get("human_approvals") or [],
+            "reasons": [],
+        }
+    if pr.get("state") == "closed":
+        return {
+            "state": "closed",
+            "label": "closed",
+            "css": "st-closed",
+            "line": "closed without merging",
+            "approvals": [],
+            "human_approvals": [],
+            "reasons": [],
+        }
+    reasons = gate.get("reasons") or []
+    blocking = any(r.get("blocking") for r in reasons)
+    mergeable = bool(gate.get("mergeable"))
+    return {
+        "state": "mergeable" if mergeable else ("blocked" if blocking else "waiting"),
+        "label": "mergeable" if mergeable else ("blocked" if blocking else "waiting"),
+        "css": "st-running" if mergeable else ("st-failed" if blocking else "st-backoff"),
+        "line": "every rule holds: the gate merges it on its next event"
+        if mergeable
+        else ("a rule blocks it" if blocking else "waiting for what is missing"),
+        "approvals": gate.get("approvals") or [],
+        "human_approvals": gate.get("human_approvals") or [],
+        "reasons": reasons,
+    }
+
+
+def pr_heads(pr: dict[str, Any], pushes: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Every head the PR had, oldest first: its branch's pushes, the gate's decisions, the reviews."""
+    seen: dict[str, dict[str, Any]] = {}
+
+    def add(sha: str | None, ts: float, source: str, actor: str = "") -> None:
+        if sha and sha not in seen:
+            seen[sha] = {"sha": sha, "ts": ts, "source": source, "actor": actor}
+        elif sha and ts and ts < seen[sha]["ts"]:
+            seen[sha]["ts"] = ts
+
+    for push in pushes:
+        add(push.get("sha"), float(push.get("ts") or 0), "push", str(push.get("actor") or ""))
+    for entry in pr.get("audit") or []:
+        add(entry.get("head_sha"), float(entry.get("ts") or 0), "gate")
+    for review in pr.get("reviews") or []:
+        add(review.get("commit_id"), float(review.get("submitted") or 0), "review")
+    add(pr.get("head_sha"), float("inf"), "head")  # the current head: last, whenever it was first seen
+    heads = sorted(seen.values(), key=lambda h: h["ts"])
+    for head in heads:
+        head["ts"] = head["ts"] if head["ts"] != float("inf") else 0.0
+    merge_sha = pr.get("merge_sha")
+    return [h for h in heads if h["sha"] != merge_sha]
+
+
+def two_dot_diff(old_path: str, old: str | None, new: str | None) -> str:
+    a = (old or "").splitlines(keepends=True)
+    b = (new or "").splitlines(keepends=True)
+    head = f"diff --git a/{old_path} b/{old_path}\n"
+    if old is None:
+        head += "new file mode 100644\n"
+    elif new is None:
+        head += "deleted file mode 100644\n"
+    lines = difflib.unified_diff(
+        a,
+        b,
+        fromfile="/dev/null" if old is None else f"a/{old_path}",
+        tofile="/dev/null" if new is None else f"b/{old_path}",
+        lineterm="\n",
+    )
+    body = "".join(line if line.endswith("\n") else line + "\n" for line in lines)
+    return head + body if body else ""
+
+
+async def push_diff(forge: Any, org: str, repo: str, old: str, new: str) -> tuple[str, str]:
+    """The diff from head ``old`` to head ``new`` (two dots: what the push changed, force-pushes too),
+    read through the forge's protocol (the embedded forge and Gitea alike); ('', why) when it cannot."""
+    read_file = getattr(forge, "read_file", None)
+    if read_file is None:
+        return "", "this forge cannot read files at a commit"
+    try:
+        changed = {c.path for c in await forge.compare_files(org, repo, old, new)}
+        changed |= {c.path for c in await forge.compare_files(org, repo, new, old)}
+    except GatewayError as exc:
+        return "", exc.message
+    parts = []
+    for path in sorted(changed)[:MAX_FILES]:
+        before = await read_file(org, repo, old, path)
+        after = await read_file(org, repo, new, path)
+        text_a = before.text()[:MAX_FILE_CHARS] if before is not None else None
+        text_b = after.text()[:MAX_FILE_CHARS] if after is not None else None
+        if text_a != text_b:
+            parts.append(two_dot_diff(path, text_a, text_b))
+    note = f"{len(changed) - MAX_FILES} more file(s) not shown" if len(changed) > MAX_FILES else ""
+    return "".join(parts), note
+
+
+async def jobs_on(api: InternalApi, repo: str, shas: set[str]) -> dict[str, list[dict[str, Any]]]:
+    if not shas or not has_route(api.app, "/api/jobs"):
+        return {}
+    reply = await api.get("/api/jobs", limit=500)
+    out: dict[str, list[dict[str, Any]]] = {}
+    for job in reply.json() if reply.ok else []:
+        if job.get("repo") == repo and job.get("sha") in shas:
+            out.setdefault(job["sha"], []).append(job)
+    return out
+
+
+def build_pr_pages(ui: UiService) -> APIRouter:
+    router = APIRouter(prefix="/ui")
+    User = Annotated[UiUser, Depends(ui.auth.user)]
+
+    @router.get("/prs", response_class=HTMLResponse, summary="Pull requests with the gate's verdict")
+    async def prs(request: Request, user: User, state: str = "all") -> HTMLResponse:
+        pulls: list[dict[str, Any]] = []
+        error = ""
+        available = has_route(ui.app, FORGE_PULLS)
+        if available:
+            reply = await ui.api(user).get(FORGE_PULLS, state=state)
+            if reply.ok:
+                pulls = reply.json()
+            else:
+                error = reply.detail
+        return ui.page(
+            "prs.html", request, user, "prs", available=available, pulls=pulls, error=error, state=state
+        )
+
+    @router.get("/prs/{org}/{repo}/{number}", response_class=HTMLResponse, summary="One PR, with its diffs")
+    async def pr(request: Request, org: str, repo: str, number: int, user: User) -> HTMLResponse:
+        api = ui.api(user)
+        path = f"/api/forge/repos/{segment(org)}/{segment(repo)}/pulls/{number}"
+        reply = await api.get(path, diff="true")
+        if not reply.ok:
+            raise GatewayError(reply.detail, reply.status)
+        view = reply.json()
+        full = f"{org}/{repo}"
+        pushes: list[dict[str, Any]] = []
+        if has_route(ui.app, "/api/monitor/heads"):
+            got = await api.get("/api/monitor/heads", repo=full, branch=view.get("head", ""))
+            pushes = got.json() if got.ok else []
+        heads = pr_heads(view, pushes)
+        by_sha = await jobs_on(api, full, {h["sha"] for h in heads})
+        forge = ui.ctx.services.find(FORGE)
+        base = view.get("base_sha") or ""
+        for i, head in enumerate(heads):
+            head["jobs"] = by_sha.get(head["sha"], [])
+            head["diff"], head["diff_note"] = "", ""
+            previous = heads[i - 1]["sha"] if i else None
+            head["from"] = previous
+            if forge is not None and previous and i >= len(heads) - MAX_PUSHES:
+                head["diff"], head["diff_note"] = await push_diff(forge, org, repo, previous, head["sha"])
+            elif not previous:
+                head["diff_note"] = f"the first head: the PR's diff from {base[:10] or 'the base'} is below"
+        actions = []
+        if has_route(ui.app, "/api/monitor/actions"):
+            got = await api.get("/api/monitor/actions", target=f"{full}#{number}", limit=20)
+            actions = got.json() if got.ok else []
+        return ui.page(
+            "pr.html",
+            request,
+            user,
+            "prs",
+            pr=view,
+            repo=full,
+            org=org,
+            name=repo,
+            gate=gate_box(view),
+            heads=list(reversed(heads)),
+            operator_actions=actions,
+            can_act=has_route(ui.app, "/api/actions/prs/{org}/{repo}/{number}/review"),
+        )
+
+    @router.get("/pr/{number}", summary="The PR with this number (in the only repo that has it)")
+    async def find_pr(request: Request, number: int, user: User) -> Response:
+        reply = await ui.api(user).get(FORGE_PULLS, state="all")
+        pulls = [p for p in (reply.json() if reply.ok else []) if p.get("number") == number]
+        repos = sorted({p["repo"] for p in pulls})
+        if len(repos) == 1:
+            org, name = repos[0].split("/", 1)
+            return RedirectResponse(f"/ui/prs/{segment(org)}/{segment(name)}/{number}", status_code=303)
+        if not repos:
+            raise NotFound(f"no PR #{number} in any repo")
+        return ui.page("pick.html", request, user, "prs", number=number, pulls=pulls)
+
+    @router.get("/commit/{sha}", summary="A commit, found in the forge's repos")
+    async def find_commit(sha: Sha, user: User) -> Response:
+        forge = ui.ctx.services.find(FORGE)
+        if forge is None:
+            raise NotFound("no forge is registered with this gateway")
+        for info in await forge.list_repos():
+            resolved = await _resolve(forge, info.org, info.name, sha)
+            if resolved:
+                return RedirectResponse(
+                    f"/ui/commit/{segment(info.org)}/{segment(info.name)}/{resolved}", status_code=303
+                )
+        raise NotFound(f"no commit {sha} in any repo")
+
+    @router.get("/commit/{org}/{repo}/{sha}", response_class=HTMLResponse, summary="One commit's diff")
+    async def commit(request: Request, org: Segment, repo: Segment, sha: Sha, user: User) -> HTMLResponse:
+        forge = ui.ctx.services.find(FORGE)
+        if forge is None or not hasattr(forge, "get_commit"):
+            raise NotFound("this forge cannot show commits")
+        full_sha = await _resolve(forge, org, repo, sha)
+        if not full_sha:
+            raise NotFound(f"no commit {sha} in {org}/{repo}")
+        info = await forge.get_commit(org, repo, full_sha)
+        parent = info.parents[0] if info.parents else None
+        diff, note = ("", "the repository's first commit")
+        if parent:
+            diff, note = await push_diff(forge, org, repo, parent, full_sha)
+        return ui.page(
+            "commit.html", request, user, "prs", repo=f"{org}/{repo}", commit=info, diff=diff, note=note
+        )
+
+    return router
+
+
+async def _resolve(forge: Any, org: str, repo: str, sha: str) -> str | None:
+    """The full sha of ``sha`` (a prefix of 7+) in ``org/repo``, or None."""
+    resolve = getattr(forge, "resolve_ref", None)
+    if resolve is None:
+        return None
+    try:
+        return await resolve(org, repo, sha)
+    except GatewayError:
+        return None
