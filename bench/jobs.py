@@ -9,14 +9,16 @@ interpreter).
 2. Submissions per second: 16 concurrent clients submit to a pool no worker serves (each submission
    resolves the ref and checks the kernel file in the forge's repository).
 3. Harness overhead: the same kernel's CPU trials (``add``, honest, TRITON_INTERPRET=1) run bare in one
-   interpreter process, against the harness CLI, against a whole job (checkout, confinement, harness,
-   result recorded), as ratios.
+   interpreter process, against the harness CLI (its child a fork of the fork server's zygote, which
+   imports torch and Triton while the CLI does), against a whole job (checkout, confinement, harness,
+   result recorded), as ratios, plus the harness's own split (child fork to exit, the rest).
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import json
 import os
 import shutil
 import statistics
@@ -35,7 +37,7 @@ from gateway.jobs.pools import JobsSettings, NodeConfig, PoolConfig, PoolRules
 from kstest.jobkit import HONEST_ADD, JobsGateway, WorkerProc, push_kernels
 from orchestrator.local.embedded_redis import EmbeddedRedis
 
-TASK = ROOT / "orchestrator" / "verify" / "examples" / "tasks" / "add"
+TASK = ROOT / "gateway" / "tasks" / "catalogue" / "tasks" / "add"
 NOOP = [
     "{python}",
     "-c",
@@ -113,10 +115,12 @@ def harness_overhead(gw: JobsGateway, sha: str, kernel: Path, repeats: int) -> d
     cli += ["--pool", "cpu", "--out", str(out), "--no-timing"]
     bare: list[float] = []
     harness: list[float] = []
+    child: list[float] = []
     jobs: list[float] = []
     for _ in range(repeats):  # interleaved, so that the machine's load hits all three alike
         bare.append(timed([sys.executable, "-c", BARE, str(TASK), str(kernel)], env))
         harness.append(timed(cli, env))
+        child.append(json.loads(out.read_text())["durations"]["child_s"])
         job = submit(gw, sha, "cpu-real")
         done = gw.wait_job(job["id"], ("succeeded", "failed", "error", "timeout"), timeout=900)
         assert done["state"] == "succeeded", done["error"]
@@ -124,6 +128,7 @@ def harness_overhead(gw: JobsGateway, sha: str, kernel: Path, repeats: int) -> d
     return {
         "bare": statistics.median(bare),
         "harness": statistics.median(harness),
+        "child": statistics.median(child),
         "job": statistics.median(jobs),
     }
 
@@ -136,6 +141,7 @@ def main() -> None:
     parser.add_argument("--submissions", type=int, default=300)
     parser.add_argument("--repeats", type=int, default=3)
     args = parser.parse_args()
+    started_load = ", ".join(f"{x:.2f}" for x in os.getloadavg())
     tmp = Path(tempfile.mkdtemp(prefix="ksbj"))
     tmp.chmod(0o711)
     redis = EmbeddedRedis(tmp / "redis")
@@ -162,13 +168,16 @@ def main() -> None:
         print(f"submissions: {rate:.0f}/s ({args.submissions} by 16 concurrent clients, ref resolved each)")
         times = harness_overhead(gw, sha, kernel, args.repeats)
         print(
-            f"add (CPU trials, interpreter), median of {args.repeats}: bare {times['bare']:.1f} s, "
-            f"harness {times['harness']:.1f} s, whole job {times['job']:.1f} s"
+            f"add (CPU trials, interpreter), median of {args.repeats}: bare {times['bare']:.2f} s, "
+            f"harness {times['harness']:.2f} s (child fork to exit {times['child']:.2f} s), "
+            f"whole job {times['job']:.2f} s"
         )
         print(
             f"ratios: harness/bare {times['harness'] / times['bare']:.2f}, "
             f"job/bare {times['job'] / times['bare']:.2f}, job/harness {times['job'] / times['harness']:.2f}"
         )
+        load = ", ".join(f"{x:.2f}" for x in os.getloadavg())
+        print(f"{time.strftime('%Y-%m-%d %H:%M %Z')}, load average {load} (at the start: {started_load})")
     finally:
         for w in workers:
             w.stop()

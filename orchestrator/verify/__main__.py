@@ -1,6 +1,9 @@
 """CLI: ``python -m orchestrator.verify --task DIR --candidate FILE --pool cpu --out result.json``.
 
 Exit codes: 0 pass, 1 fail, 2 error (crash, timeout, or a broken task/candidate path), 3 unverifiable.
+
+The fork server's zygote is started before the harness itself is imported: its imports of torch and
+Triton run while this process imports them too and runs the static gate and the reference.
 """
 
 from __future__ import annotations
@@ -12,9 +15,9 @@ import tempfile
 from pathlib import Path
 from types import MappingProxyType
 
-from orchestrator.verify.harness import verify
-from orchestrator.verify.seeds import parse_seeds
-from orchestrator.verify.tasks import TaskError
+from orchestrator.verify.forkserver import ForkServer, make_undumpable
+from orchestrator.verify.pools import pool_spec
+from orchestrator.verify.reaping import become_subreaper, reap_children
 
 EXIT_CODES = MappingProxyType({"pass": 0, "fail": 1, "error": 2, "unverifiable": 3})
 
@@ -46,6 +49,27 @@ def main(argv: list[str] | None = None) -> int:
     )
     replay.add_argument("--seed-base", type=int, help="replay the seeds of a result's `seed_base`")
     args = parser.parse_args(argv)
+    make_undumpable()  # the candidate runs as this uid: it must not reach this process's memory
+    # A candidate that kills its zygote orphans what it started: as a subreaper, this process adopts
+    # those orphans and kills them before it exits (nothing of the candidate outlives the job).
+    become_subreaper()
+    try:
+        interpret = pool_spec(args.pool).interpret
+    except ValueError as exc:
+        print(f"verify: {exc}", file=sys.stderr)
+        return EXIT_CODES["error"]
+    try:
+        with ForkServer(interpret=interpret) as server:
+            return _verify(args, server)
+    finally:
+        reap_children()
+
+
+def _verify(args: argparse.Namespace, server: ForkServer) -> int:
+    from orchestrator.verify.harness import verify  # torch: while the zygote imports it too
+    from orchestrator.verify.seeds import parse_seeds
+    from orchestrator.verify.tasks import TaskError
+
     try:
         seeds = parse_seeds(args.seeds) if args.seeds is not None else None
         result = verify(
@@ -57,6 +81,7 @@ def main(argv: list[str] | None = None) -> int:
             timing=False if args.no_timing else None,
             seeds=seeds,
             seed_base=args.seed_base,
+            server=server,
         )
     except (TaskError, ValueError, OSError, RuntimeError) as exc:
         print(f"verify: {exc}", file=sys.stderr)
@@ -72,4 +97,9 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    code = main()
+    sys.stdout.flush()
+    sys.stderr.flush()
+    # The result is written and the fork server closed: skip the interpreter's teardown (torch's
+    # modules take about half a second to free). Only the parent does this; the child exits normally.
+    os._exit(code)

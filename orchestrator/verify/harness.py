@@ -2,23 +2,26 @@
 
 Order: static gate (no device time) -> cpu-pool feature screen -> the parent draws the job's seeds
 and private parameters, builds every trial's inputs in their declared layouts and computes the
-reference on private clones -> the child runs the candidate (trials of one to three calls, some blind)
-and only sends back what it returned -> the parent judges -> (device pools, on pass) timing against
-the eager baseline.
+reference on private clones -> a fresh fork of the fork server's zygote runs the candidate (trials of
+one to three calls, some blind) and only sends back what it returned -> the parent judges -> (device
+pools, on pass) timing against the eager baseline.
 """
 
 from __future__ import annotations
 
 import hashlib
 import io
+import json
 import secrets
 import time
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
 import torch
 
+from orchestrator.verify.forkserver import ForkServer
 from orchestrator.verify.guards import GuardParams, draw_guard_params
 from orchestrator.verify.judge import VALUE_FLAGS, TrialData, judge_trial
 from orchestrator.verify.models import (
@@ -43,7 +46,7 @@ from orchestrator.verify.pools import (
 from orchestrator.verify.protocol import ChildReport, Plan, TrialReport
 from orchestrator.verify.runtime_policy import FLAG_FOR_FINDING
 from orchestrator.verify.seeds import derive_seeds, draw_seed_base
-from orchestrator.verify.spawn import ChildRun, run_child
+from orchestrator.verify.spawn import ChildRun, TrialFrames, run_child
 from orchestrator.verify.static_gate import check_source
 from orchestrator.verify.tasks import Task, Trial, load_task
 from orchestrator.verify.timing import BenchConfig, TorchDeviceClock, bench, speedup, summarize
@@ -60,6 +63,7 @@ def verify(
     bench_config: BenchConfig | None = None,
     seeds: Sequence[int] | None = None,
     seed_base: int | None = None,
+    server: ForkServer | None = None,
 ) -> VerificationResult:
     """Verify one candidate against one task on one pool.
 
@@ -68,6 +72,8 @@ def verify(
     ``enforce_static=False`` still reports static violations and unverifiable features but lets the
     candidate run and leaves the verdict to the runtime checks (diagnostics and tests of the runtime
     defences; such a run is never a "pass" while a static unverifiable feature is present).
+    ``server``: the fork server whose zygote forks the child (started early by the CLI, or shared by
+    several candidates); by default one is started for this call and closed after it.
     Raises TaskError for a broken task, ValueError for an unknown pool or bad seeds, OSError for a
     missing file, RuntimeError when the pool's device is not present on this machine.
     """
@@ -78,6 +84,8 @@ def verify(
         raise RuntimeError(f"pool {spec.name!r} needs a {spec.device} device, and none is available here")
     if seeds is not None and seed_base is not None:
         raise ValueError("give seeds or a seed base, not both")
+    if server is not None and server.interpret != spec.interpret:
+        raise ValueError(f"the fork server was not started for pool {spec.name!r}")
     if seeds is not None:
         chosen, base = [int(s) for s in seeds], None
         if not chosen:
@@ -107,6 +115,7 @@ def verify(
         do_timing=spec.timing if timing is None else timing,
         bench_config=bench_config or BenchConfig(),
         seeds=tuple(chosen),
+        server=server,
     )
     try:
         _verify(job, raw.decode("utf-8", errors="replace"), result)
@@ -125,6 +134,7 @@ class _Job:
     do_timing: bool
     bench_config: BenchConfig
     seeds: tuple[int, ...]
+    server: ForkServer | None
 
 
 def _verify(job: _Job, source: str, result: VerificationResult) -> None:
@@ -189,21 +199,23 @@ def _judge(
 def _run_and_judge(job: _Job, trials: list[Trial], result: VerificationResult) -> None:
     task, spec = job.task, job.spec
     t0 = time.perf_counter()
-    plans = schedule(trials, interpret=spec.interpret, rng=secrets.SystemRandom())
+    timed = frozenset(_timing_indices(trials) if job.do_timing else [])
+    plans = schedule(trials, interpret=spec.interpret, rng=secrets.SystemRandom(), timed=timed)
     prepared = prepare(task, trials, plans, spec.device)
     result.durations.inputs_s = time.perf_counter() - t0
     params = draw_guard_params()
-    timing_indices = _timing_indices(trials) if job.do_timing else []
     plan = Plan(
         candidate=str(job.path),
         entry=task.entry,
         device=spec.device,
         interpret=spec.interpret,
         guards=params.to_json(),
-        schedule_seed=secrets.randbits(63),
-        trials=plans,
-        timing={"indices": timing_indices, "config": asdict(job.bench_config)} if timing_indices else None,
+        timing=asdict(job.bench_config) if timed else None,
     )
+    frames = [
+        TrialFrames(p.index, json.dumps({"trial": p.to_json()}).encode(), blobs)
+        for p, blobs in zip(plans, prepared.blobs, strict=True)
+    ]
     limit = 64 * prepared.payload_bytes + (64 << 20)
     device = torch.device(spec.device)
     judged: dict[int, TrialResult] = {}
@@ -219,14 +231,10 @@ def _run_and_judge(job: _Job, trials: list[Trial], result: VerificationResult) -
         judged[index] = _judge(job, data, saved, load_error, report.trials.get(index), params, device)
         judging[0] += time.perf_counter() - started
 
-    child = run_child(
-        plan,
-        prepared.blobs,
-        interpret=spec.interpret,
-        timeout_s=job.timeout_s,
-        limit_bytes=limit,
-        on_blob=judge_blob,
-    )
+    with _server_for(job) as server:
+        child = run_child(
+            plan, frames, server=server, timeout_s=job.timeout_s, limit_bytes=limit, on_blob=judge_blob
+        )
     result.durations.child_s = child.wall_s
     result.child = ChildExit(
         returncode=child.returncode,
@@ -286,7 +294,10 @@ def _monitor_dependent(result: VerificationResult) -> bool:
 def _decide(result: VerificationResult, child: ChildRun) -> None:
     flags: list[Flag] = []
     report = child.report
-    if child.timed_out:
+    if child.failure:
+        flags.append(Flag.CRASH)
+        result.reasons.append(f"no exit status: {child.failure}")
+    elif child.timed_out:
         flags += [Flag.CRASH, Flag.TIMEOUT]
         result.reasons.append(f"child timed out after {child.wall_s:.1f}s")
     elif child.returncode != 0:
@@ -334,6 +345,16 @@ def _decide(result: VerificationResult, child: ChildRun) -> None:
         result.reasons.append("all runnable trials passed, but part of the task cannot be verified here")
     else:
         result.verdict = "pass"
+
+
+@contextmanager
+def _server_for(job: _Job) -> Iterator[ForkServer]:
+    """The caller's fork server, or one of this job's own (closed after the child)."""
+    if job.server is not None:
+        yield job.server
+        return
+    with ForkServer(interpret=job.spec.interpret) as own:
+        yield own
 
 
 def _timing_indices(trials: Sequence[Trial]) -> list[int]:

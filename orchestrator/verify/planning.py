@@ -36,11 +36,14 @@ from orchestrator.verify.tasks import Task, TaskError, Trial, torch_dtype
 @dataclass(frozen=True)
 class Prepared:
     data: list[TrialData]
-    blobs: list[bytes]  # in the order the child reads them: inputs, then refill values if any
+    blobs: list[list[bytes]]  # per trial, in the order the child reads them: inputs, then refill values
     payload_bytes: int  # what the inputs and references weigh (bounds what the child may send)
 
 
-def schedule(trials: Sequence[Trial], *, interpret: bool, rng: random.Random) -> list[TrialPlan]:
+def schedule(
+    trials: Sequence[Trial], *, interpret: bool, rng: random.Random, timed: frozenset[int] = frozenset()
+) -> list[TrialPlan]:
+    """Every trial's calls and program-order seed (``timed``: the trials whose inputs are timed)."""
     groups: dict[tuple[tuple[tuple[str, int], ...], str], list[Trial]] = {}
     for trial in trials:
         groups.setdefault((tuple(sorted(trial.case.items())), trial.dtype), []).append(trial)
@@ -67,7 +70,7 @@ def schedule(trials: Sequence[Trial], *, interpret: bool, rng: random.Random) ->
             calls = [CallPlan("blind", order("natural"), False)]
         else:
             calls = [CallPlan("first", order(rng.choice(ORDERS)), True)]
-        plans.append(TrialPlan(trial.index, calls))
+        plans.append(TrialPlan(trial.index, calls, seed=rng.getrandbits(63), timed=trial.index in timed))
     return plans
 
 
@@ -128,7 +131,7 @@ def prepare(task: Task, trials: Sequence[Trial], plans: Sequence[TrialPlan], dev
             random.Random(layout_seed),
         )
         reference = _reference(task, inputs, device)
-        blobs.append(_blob(inputs))
+        blobs.append([_blob(inputs)])
         refill = refill_ref = refilled_seed = None
         if plan.refill:
             refilled_seed = refill_seed(trial.seed)
@@ -140,7 +143,7 @@ def prepare(task: Task, trials: Sequence[Trial], plans: Sequence[TrialPlan], dev
             if [_geometry(x) for x in refill] != [_geometry(x) for x in inputs]:
                 raise TaskError("make_inputs must give the same shapes and scalars for one case and dtype")
             refill_ref = _reference(task, refill, device)
-            blobs.append(_blob(refill))
+            blobs[-1].append(_blob(refill))
         weight += _weight(inputs) + _weight(reference) + _weight(refill or []) + _weight(refill_ref or [])
         data.append(TrialData(trial, plan, inputs, reference, refill, refill_ref, refilled_seed))
     return Prepared(data, blobs, weight)

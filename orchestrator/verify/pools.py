@@ -1,4 +1,8 @@
-"""Verification pools (where a candidate runs) and the environment record of a result."""
+"""Verification pools (where a candidate runs) and the environment record of a result.
+
+Imports neither torch nor pydantic at module level: the CLI reads the pool table before it starts
+the fork server, whose imports then overlap its own.
+"""
 
 from __future__ import annotations
 
@@ -7,10 +11,10 @@ import platform
 from collections.abc import Mapping
 from dataclasses import dataclass
 from types import MappingProxyType
+from typing import TYPE_CHECKING
 
-import torch
-
-from orchestrator.verify.models import EnvironmentInfo
+if TYPE_CHECKING:
+    from orchestrator.verify.models import EnvironmentInfo
 
 
 @dataclass(frozen=True)
@@ -45,6 +49,8 @@ def pool_spec(name: str) -> PoolSpec:
 def device_available(spec: PoolSpec) -> bool:
     if spec.device == "cpu":
         return True
+    import torch
+
     try:
         return bool(torch.get_device_module(spec.device).is_available())
     except (AttributeError, RuntimeError):  # e.g. torch_npu not installed
@@ -61,6 +67,8 @@ def _version(dist: str) -> str | None:
 def _device_name(spec: PoolSpec) -> str | None:
     if spec.device == "cpu":
         return platform.processor() or platform.machine()
+    import torch
+
     try:
         module = torch.get_device_module(spec.device)
         return str(module.get_device_name()) if module.is_available() else None
@@ -69,6 +77,10 @@ def _device_name(spec: PoolSpec) -> str | None:
 
 
 def environment(spec: PoolSpec) -> EnvironmentInfo:
+    import torch
+
+    from orchestrator.verify.models import EnvironmentInfo
+
     return EnvironmentInfo(
         python=platform.python_version(),
         torch=torch.__version__,

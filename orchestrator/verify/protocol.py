@@ -1,9 +1,11 @@
 """Parent <-> child protocol: length-prefixed frames on two private pipes.
 
-Parent -> child: the plan (JSON), then for every trial its inputs (and refill values) as torch.save
-blobs. Child -> parent: JSON events (one per import, trial, timing, done), each trial's event followed
-by one blob with everything the candidate returned. Nothing touches the file system, so the child's
-working directory stays empty and nothing can be rewritten after it was sent.
+Parent -> child: the plan's header (JSON), then for every trial its own plan (JSON) and its inputs
+(and refill values) as torch.save blobs -- each trial only after the child reported the one before it,
+so no future call's schedule is ever in the child -- and finally ``{"end": true}``. Child -> parent:
+JSON events (one per import, trial, timing, done), each trial's event followed by one blob with
+everything the candidate returned. Nothing touches the file system, so the child's working directory
+stays empty and nothing can be rewritten after it was sent.
 
 The child's side runs where candidate code runs, so the parent parses it defensively and merges
 pessimistically: a report can add suspicion, never remove it (two reports for one trial, or a blob
@@ -14,7 +16,7 @@ from __future__ import annotations
 
 import json
 import os
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
@@ -79,30 +81,43 @@ class CallPlan:
 class TrialPlan:
     index: int
     calls: list[CallPlan]
+    seed: int = 0  # drives the interpreter's shuffled program orders in this trial
+    timed: bool = False  # its inputs are timed after the trials (device pools)
 
     @property
     def refill(self) -> bool:
         return any(c.kind == "refill" for c in self.calls)
 
+    def to_json(self) -> dict[str, Any]:
+        return asdict(self)
+
+    @classmethod
+    def from_json(cls, raw: Mapping[str, Any]) -> TrialPlan:
+        return cls(
+            index=int(raw["index"]),
+            calls=[CallPlan(**c) for c in raw["calls"]],
+            seed=int(raw.get("seed", 0)),
+            timed=bool(raw.get("timed", False)),
+        )
+
 
 @dataclass(frozen=True)
 class Plan:
+    """The header: what the whole run needs. Each trial's own plan is sent when its turn comes."""
+
     candidate: str
     entry: str
     device: str
     interpret: bool
     guards: dict[str, Any]  # GuardParams.to_json(): private to this job
-    schedule_seed: int  # drives the interpreter's shuffled program orders
-    trials: list[TrialPlan]
-    timing: dict[str, Any] | None = None  # {"indices": [...], "config": {...}} on device pools
+    timing: dict[str, Any] | None = None  # the BenchConfig on device pools, when trials are timed
 
     def to_json(self) -> dict[str, Any]:
         return asdict(self)
 
     @classmethod
     def from_json(cls, raw: Mapping[str, Any]) -> Plan:
-        trials = [TrialPlan(int(t["index"]), [CallPlan(**c) for c in t["calls"]]) for t in raw["trials"]]
-        return cls(**{**raw, "trials": trials})
+        return cls(**raw)
 
 
 # --- reports (child -> parent) ---------------------------------------------------------------------
@@ -191,8 +206,17 @@ class ReportBuilder:
     it right away and keeps no copy: on device pools a trial's blob can weigh hundreds of MB).
     """
 
-    def __init__(self, on_blob: Callable[[int, bytes, ChildReport], None] | None = None) -> None:
+    def __init__(
+        self,
+        on_blob: Callable[[int, bytes, ChildReport], None] | None = None,
+        order: Sequence[int] | None = None,
+    ) -> None:
         self.report = ChildReport()
+        self.progress = 0  # import and trial events received (the parent sends the next trial then)
+        # The trial indices in the order they are sent: the n-th trial report must be about the n-th
+        # trial (a report for another index would only make the parent send the next plan early).
+        self._order = list(order) if order is not None else None
+        self._trials_reported = 0
         self._awaiting_blob: int | None = None
         self._on_blob = on_blob
 
@@ -221,20 +245,27 @@ class ReportBuilder:
             return
         name = event.get("event")
         if name == "import":
+            self.progress += 1
+            if self.progress > 1:
+                report.stream_error = report.stream_error or "more than one import report (forged)"
             for k, v in _findings(event.get("findings")).items():
                 report.import_findings[k] = sorted(set(report.import_findings.get(k, [])) | set(v))
             report.import_error = report.import_error or _opt_str(event.get("error"))
         elif name == "finding":
             self._finding(event)
         elif name == "trial" and isinstance(event.get("index"), int):
+            self.progress += 1
             index = event["index"]
+            number, self._trials_reported = self._trials_reported, self._trials_reported + 1
+            if self._order is not None and (number >= len(self._order) or self._order[number] != index):
+                report.stream_error = report.stream_error or f"a report for trial {index}, not the one sent"
             calls = [_call(c) for c in event.get("calls", [])] if isinstance(event.get("calls"), list) else []
             for number, call in enumerate(calls):  # what was streamed stays, whatever the summary says
-                for kind, details in report.streamed.get((index, number), {}).items():
-                    if kind == "sync":
+                for finding, details in report.streamed.get((index, number), {}).items():
+                    if finding == "sync":
                         call.sync_excused = sorted(set(call.sync_excused) | set(details))
                     else:
-                        call.findings[kind] = sorted(set(call.findings.get(kind, [])) | set(details))
+                        call.findings[finding] = sorted(set(call.findings.get(finding, [])) | set(details))
             if index in report.trials:
                 report.trials[index].duplicate = True
                 report.trials[index].calls += calls

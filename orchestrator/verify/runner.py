@@ -1,7 +1,8 @@
 """The child's trial runner. Loaded by the bootstrap (spawn.py) from source, never importable by name.
 
-It only *produces* data: for each trial it rebuilds the inputs the parent sent (exact layouts, in
-guarded storages), runs the planned calls (first, the same inputs again, the same buffers refilled
+It only *produces* data: for each trial (its plan arrives with its inputs, once the trial before it
+was reported) it rebuilds the inputs the parent sent (exact layouts, in guarded storages), runs the
+planned calls (first, the same inputs again, the same buffers refilled
 with new values; or one blind call with every instrument removed), and sends back everything the
 candidate returned plus snapshots of the inputs. It never sees the reference and decides nothing.
 
@@ -13,6 +14,7 @@ from __future__ import annotations
 
 import importlib.util
 import io
+import json
 import linecache
 import os
 import re
@@ -139,7 +141,7 @@ class Runner:
         self.monitor = Monitor(self.attribution, self.params)
         self.mode = dispatch_mode(self.monitor)
         self.launch_hooks = LaunchHooks(self.monitor)
-        self.interp = InterpreterInstruments(self.monitor, plan.schedule_seed) if plan.interpret else None
+        self.interp = InterpreterInstruments(self.monitor, 0) if plan.interpret else None
         probe = f"{secrets.token_hex(6)}.{secrets.token_hex(4)}"
         self.audit = AuditHook(self.monitor, probe)
         sys.addaudithook(self.audit)
@@ -219,11 +221,18 @@ class Runner:
         if blob is not None:
             proto.write_frame(self.fd_out, proto.BLOB, blob)
 
-    def receive(self) -> bytes:
+    def receive(self, kind: bytes = proto.BLOB) -> bytes:
         frame = proto.read_frame(self.fd_in, MAX_BLOB_BYTES)
         if frame is None:
             raise EOFError("the parent closed the plan pipe early")
+        if frame[0] != kind:
+            raise ValueError(f"expected a {kind!r} frame from the parent, got {frame[0]!r}")
         return frame[1]
+
+    def next_trial(self) -> proto.TrialPlan | None:
+        """The next trial's plan, sent once the last one was reported; None after the last."""
+        event = json.loads(self.receive(proto.JSON))
+        return None if event.get("end") else proto.TrialPlan.from_json(event["trial"])
 
     # --- windows -----------------------------------------------------------------------------------
     def _window_checks(self, tensors: list[torch.Tensor]) -> None:
@@ -331,8 +340,10 @@ class Runner:
     def run_trial(self, entry: Any, trial: proto.TrialPlan) -> bool:
         specs = list(_LOAD(io.BytesIO(self.receive()), weights_only=True))
         refill = list(_LOAD(io.BytesIO(self.receive()), weights_only=True)) if trial.refill else None
-        if self.plan.timing and trial.index in self.plan.timing.get("indices", []):
+        if trial.timed:
             self.timing_specs[trial.index] = specs
+        if self.interp is not None:
+            self.interp.seed = trial.seed
         blind = not all(c.monitored for c in trial.calls)
         inputs: list[_Input | None] = []
         args: list[Any] = []
@@ -372,7 +383,7 @@ class Runner:
 
     def run_timing(self, entry: Any) -> None:
         assert self.plan.timing is not None
-        config = BenchConfig(**self.plan.timing.get("config", {}))
+        config = BenchConfig(**self.plan.timing)
         clock = TorchDeviceClock(self.device, config.flush_bytes)
         self.uninstall()
         for index, specs in sorted(self.timing_specs.items()):
@@ -391,10 +402,10 @@ class Runner:
         entry = self.import_candidate()
         if entry is None:
             return 3
-        for trial in self.plan.trials:
+        while (trial := self.next_trial()) is not None:
             if not self.run_trial(entry, trial):
                 return 4
-        if self.plan.timing:
+        if self.plan.timing and self.timing_specs:
             self.run_timing(entry)
         self.send({"event": "done"})
         return 0

@@ -121,6 +121,17 @@ TRIPWIRES = (
     ("atexit", "register"),
     ("signal", "signal"),
     ("_signal", "signal"),
+    # A forked child's CPU time and resource usage start at the fork: with torch loaded and almost no
+    # CPU time spent, a process tells it was forked from a warm interpreter (the fork server). Reading
+    # them is a probe of the process, like reading the environment.
+    ("time", "process_time"),
+    ("time", "process_time_ns"),
+    ("time", "thread_time"),
+    ("time", "thread_time_ns"),
+    ("time", "clock_gettime"),
+    ("time", "clock_gettime_ns"),
+    ("os", "times"),
+    ("resource", "getrusage"),
 )
 
 # --- audit events (sys.addaudithook) seen from candidate code ------------------------------------

@@ -1,14 +1,19 @@
-"""Parent side of the child process.
+"""Parent side of one child run: a fresh fork of the fork server's zygote (forkserver.py).
 
-The child is ``python -I -``: its program arrives on stdin (a short bootstrap), the harness's own
-child-side modules and the plan on a private pipe; it loads them from source under per-job random
-file names and removes them from ``sys.modules`` before the candidate is imported, so nothing named
-after the harness is importable or listed. Inputs, reports and outputs travel on pipes too: the
-child's working directory and home are fresh, empty temporary directories, its environment holds only
-what a production process has (PATH, device selection, HOME, locale), argv is neutral.
+The child's program is the zygote's bootstrap; the harness's own child-side modules and the plan's
+header arrive on its private plan pipe after the fork, and it loads them from source under per-job
+random file names and removes them from ``sys.modules`` before the candidate is imported, so nothing
+named after the harness is importable or listed. Inputs, reports and outputs travel on pipes too: the
+child's working directory and home are empty temporary directories, its environment holds only what a
+production process has (PATH, device selection, HOME, locale), argv is neutral.
 
-It runs in its own session (the whole process group is killed on timeout and after exit), with no
-core dumps and a file-size limit; the parent drains stdout/stderr itself (a tail is kept).
+The plan is sent in lockstep: a trial's own plan (its calls, program-order seed) and inputs only once
+the child has reported the trial before it (and, for the first, the candidate's import), so the child
+never holds the schedule of a call that has not come yet.
+
+It runs in its own session (the whole process group is killed on timeout and after exit, and the
+zygote kills whatever else it started), with no core dumps and a file-size limit; the parent drains
+stdout/stderr itself (a tail is kept).
 """
 
 from __future__ import annotations
@@ -16,18 +21,14 @@ from __future__ import annotations
 import json
 import os
 import secrets
-import shutil
-import signal
-import subprocess
-import sys
-import tempfile
 import threading
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
 from orchestrator.verify import protocol as proto
+from orchestrator.verify.forkserver import ForkServer, ForkServerError
 
 HERE = Path(__file__).resolve().parent
 # Child-side modules in dependency order (each imports only the ones before it, torch and triton).
@@ -43,70 +44,16 @@ BUNDLE = (
     "timing",
     "runner",
 )
-# The project's distribution name: what its editable install's import hooks are named after.
-DISTRIBUTION = "kswarm"
-# A PATH like any machine's (Triton finds its compiler there): the parent's would name its own tools.
-NEUTRAL_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
-# Variables copied from the parent when set: device selection, loader paths, and the OpenBLAS settings
-# some processors here need to avoid wrong results or crashes.
-PASSTHROUGH_ENV = (
-    "LANG",
-    "LD_LIBRARY_PATH",
-    "CUDA_VISIBLE_DEVICES",
-    "CUDA_HOME",
-    "ASCEND_RT_VISIBLE_DEVICES",
-    "ASCEND_HOME_PATH",
-    "OPENBLAS_CORETYPE",
-    "OPENBLAS_L2_SIZE",
-)
 STDERR_TAIL = 4000
 
-BOOT = """\
-def main():
-    import json, linecache, os, sys, types
-    # An editable install of the project (a .pth finder) would make the harness importable by name
-    # and list it in sys.modules: take it out before anything else runs.
-    mine = lambda obj: "{dist}" in str(getattr(obj, "__module__", obj)) or "{dist}" in repr(obj)
-    for name in [n for n in sys.modules if "{dist}" in n]:
-        del sys.modules[name]
-    sys.meta_path[:] = [f for f in sys.meta_path if not mine(f) and not mine(type(f))]
-    sys.path_hooks[:] = [h for h in sys.path_hooks if not mine(h)]
-    sys.path[:] = [p for p in sys.path if "{dist}" not in p]
-    for key in [k for k in sys.path_importer_cache if "{dist}" in str(k)]:
-        del sys.path_importer_cache[key]
-    sys.argv[:] = [""]
-    sys.orig_argv[:] = [sys.executable]
-    sys.dont_write_bytecode = True
-    fd_in, fd_out = {fd_in}, {fd_out}
-    def read(n):
-        out = b""
-        while len(out) < n:
-            chunk = os.read(fd_in, n - len(out))
-            if not chunk:
-                raise SystemExit(2)
-            out += chunk
-        return out
-    bundle = json.loads(read(int.from_bytes(read(9)[1:], "big")))
-    for name in ("orchestrator", "orchestrator.verify"):
-        package = types.ModuleType(name)
-        package.__path__ = []
-        sys.modules[name] = package
-    loaded = {{}}
-    for name, filename, source in bundle["modules"]:
-        module = types.ModuleType(name)
-        module.__file__ = filename
-        sys.modules[name] = module
-        setattr(sys.modules["orchestrator.verify"], name.rsplit(".", 1)[1], module)
-        linecache.cache[filename] = (len(source), None, source.splitlines(True), filename)
-        exec(compile(source, filename, "exec"), module.__dict__)
-        loaded[name] = module
-    for name in list(sys.modules):
-        if name == "orchestrator" or name.startswith("orchestrator."):
-            del sys.modules[name]
-    runner = loaded["orchestrator.verify.runner"]
-    return runner.run(bundle["plan"], fd_in, fd_out, {{n: vars(m) for n, m in loaded.items()}})
-raise SystemExit(main())
-"""
+
+@dataclass(frozen=True)
+class TrialFrames:
+    """What the child receives for one trial: its plan (JSON), then its input blobs."""
+
+    index: int
+    plan: bytes
+    blobs: Sequence[bytes]
 
 
 @dataclass(frozen=True)
@@ -116,6 +63,7 @@ class ChildRun:
     wall_s: float
     stderr_tail: str
     report: proto.ChildReport
+    failure: str | None = None  # no exit status is known: the fork server broke or died
 
     @property
     def signal(self) -> int | None:
@@ -130,17 +78,6 @@ def bundle() -> list[tuple[str, str, str]]:
     ]
 
 
-def child_env(home: Path, *, interpret: bool) -> dict[str, str]:
-    env = {k: os.environ[k] for k in PASSTHROUGH_ENV if k in os.environ}
-    env["PATH"] = NEUTRAL_PATH
-    env.setdefault("LANG", "C.UTF-8")
-    env["HOME"] = str(home)  # private and empty: ~/.triton/cache lands here, never a shared cache
-    env["OMP_NUM_THREADS"] = "1"
-    if interpret:
-        env["TRITON_INTERPRET"] = "1"
-    return env
-
-
 class _Tail(threading.Thread):
     def __init__(self, fd: int) -> None:
         super().__init__(daemon=True)
@@ -153,11 +90,17 @@ class _Tail(threading.Thread):
 
 class _Reader(threading.Thread):
     def __init__(
-        self, fd: int, limit: int, on_blob: Callable[[int, bytes, proto.ChildReport], None] | None
+        self,
+        fd: int,
+        limit: int,
+        on_blob: Callable[[int, bytes, proto.ChildReport], None] | None,
+        order: Sequence[int],
     ) -> None:
         super().__init__(daemon=True)
         self.fd, self.limit = fd, limit
-        self.builder = proto.ReportBuilder(on_blob)
+        self.builder = proto.ReportBuilder(on_blob, order)
+        self.progress = threading.Condition()
+        self.finished = False
 
     def run(self) -> None:
         received = 0
@@ -167,6 +110,8 @@ class _Reader(threading.Thread):
                 if received > self.limit:
                     raise ValueError(f"the child sent more than {self.limit} bytes")
                 self.builder.feed(*frame)
+                with self.progress:
+                    self.progress.notify_all()
         except Exception as exc:  # a malformed stream, or a blob the parent could not judge
             self.builder.report.stream_error = self.builder.report.stream_error or str(exc)[:300]
             # Keep draining (and ignoring): a child blocked on a full pipe would only time out.
@@ -175,95 +120,85 @@ class _Reader(threading.Thread):
                     pass
             except OSError:
                 pass
+        finally:
+            with self.progress:
+                self.finished = True
+                self.progress.notify_all()
+
+    def reported(self, events: int, stop: threading.Event) -> bool:
+        """Wait until the child has reported ``events`` import/trial events (False: it never will)."""
+        with self.progress:
+            self.progress.wait_for(lambda: self.builder.progress >= events or self.finished or stop.is_set())
+            return self.builder.progress >= events and not stop.is_set()
 
 
 class _Writer(threading.Thread):
-    def __init__(self, fd: int, first: bytes, frames: Iterable[bytes]) -> None:
+    """Sends the header at once, then each trial once the child reported the one before it."""
+
+    def __init__(self, fd: int, header: bytes, trials: Sequence[TrialFrames], reader: _Reader) -> None:
         super().__init__(daemon=True)
-        self.fd, self.first, self.frames = fd, first, frames
+        self.fd, self.header, self.trials, self.reader = fd, header, trials, reader
+        self.stop = threading.Event()
+
+    def halt(self) -> None:
+        self.stop.set()
+        with self.reader.progress:
+            self.reader.progress.notify_all()
 
     def run(self) -> None:
         try:
-            proto.write_frame(self.fd, proto.JSON, self.first)
-            for payload in self.frames:
-                proto.write_frame(self.fd, proto.BLOB, payload)
+            proto.write_frame(self.fd, proto.JSON, self.header)
+            for number, trial in enumerate(self.trials):
+                if not self.reader.reported(number + 1, self.stop):  # the import, then each trial
+                    return
+                proto.write_frame(self.fd, proto.JSON, trial.plan)
+                for payload in trial.blobs:
+                    proto.write_frame(self.fd, proto.BLOB, payload)
+            if self.reader.reported(len(self.trials) + 1, self.stop):
+                proto.write_json(self.fd, {"end": True})
         except OSError:
             pass  # the child is gone; its exit status tells the story
         finally:
             os.close(self.fd)
 
 
-def _kill_group(pid: int) -> None:
-    try:
-        os.killpg(pid, signal.SIGKILL)
-    except (ProcessLookupError, PermissionError):
-        pass
-
-
 def run_child(
     plan: proto.Plan,
-    frames: Iterable[bytes],
+    trials: Sequence[TrialFrames],
     *,
-    interpret: bool,
+    server: ForkServer,
     timeout_s: float,
     limit_bytes: int,
     on_blob: Callable[[int, bytes, proto.ChildReport], None] | None = None,
-    python: str | None = None,
 ) -> ChildRun:
-    """Run one child to completion (or timeout): send the plan and the input blobs, collect reports
+    """Run one child to completion (or timeout): send the plan and each trial's inputs, collect reports
     (``on_blob`` receives each trial's outputs as they arrive, in the reader thread)."""
-    cwd, home = Path(tempfile.mkdtemp()), Path(tempfile.mkdtemp())
-    in_r, in_w = os.pipe()
-    out_r, out_w = os.pipe()
     start = time.monotonic()
+    deadline = start + timeout_s
     try:
-        proc = subprocess.Popen(
-            [python or sys.executable, "-I", "-"],
-            cwd=cwd,
-            env=child_env(home, interpret=interpret),
-            stdin=subprocess.PIPE,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-            pass_fds=(in_r, out_w),
-            start_new_session=True,  # own process group: killed whole on timeout and after exit
-        )
-        os.close(in_r)
-        os.close(out_w)
-        assert proc.stdin is not None and proc.stdout is not None and proc.stderr is not None
-        out_tail, err_tail = _Tail(proc.stdout.fileno()), _Tail(proc.stderr.fileno())
-        reader = _Reader(out_r, limit_bytes, on_blob)
-        payload = json.dumps({"modules": bundle(), "plan": plan.to_json()}).encode()
-        writer = _Writer(in_w, payload, frames)
-        for thread in (out_tail, err_tail, reader, writer):
-            thread.start()
-        try:
-            proc.stdin.write(BOOT.format(fd_in=in_r, fd_out=out_w, dist=DISTRIBUTION).encode())
-            proc.stdin.close()
-        except OSError:
-            pass
-        timed_out = False
-        try:
-            returncode: int | None = proc.wait(timeout=timeout_s)
-        except subprocess.TimeoutExpired:
-            timed_out = True
-            _kill_group(proc.pid)
-            proc.wait()
-            returncode = None
-        finally:
-            _kill_group(proc.pid)  # stray grandchildren of a finished child
+        child = server.fork(deadline)
+    except ForkServerError as exc:
+        return ChildRun(None, False, time.monotonic() - start, "", proto.ChildReport(), failure=str(exc))
+    out_tail, err_tail = _Tail(child.stdout_r), _Tail(child.stderr_r)
+    reader = _Reader(child.report_r, limit_bytes, on_blob, [t.index for t in trials])
+    header = json.dumps({"modules": bundle(), "plan": plan.to_json()}).encode()
+    writer = _Writer(child.plan_w, header, trials, reader)
+    for thread in (out_tail, err_tail, reader, writer):
+        thread.start()
+    try:
+        returncode, timed_out, failure = server.wait(child, deadline)
+    finally:
+        writer.halt()
         for thread in (reader, err_tail, out_tail):
             thread.join(timeout=10)
         writer.join(timeout=1)
-        proc.stdout.close()
-        proc.stderr.close()
-    finally:
-        os.close(out_r)
-        shutil.rmtree(cwd, ignore_errors=True)
-        shutil.rmtree(home, ignore_errors=True)
+        for fd in (child.report_r, child.stdout_r, child.stderr_r):
+            os.close(fd)
     return ChildRun(
         returncode=returncode,
         timed_out=timed_out,
         wall_s=time.monotonic() - start,
         stderr_tail=err_tail.data.decode("utf-8", errors="replace"),
         report=reader.builder.report,
+        failure=failure,
     )
