@@ -50,7 +50,7 @@ LINK_REL = "noopener noreferrer nofollow"
 
 # What gets linked: (optional org/repo)#N, job ids, shas, @mentions. One alternation, first match wins.
 TOKEN_RE = re.compile(
-    r"(?P<pr>(?<![\w/#&])(?:(?P<repo>[A-Za-z0-9][\w.-]{0,63}/[A-Za-z0-9][\w.-]{0,99}))?#(?P<num>[1-9][0-9]{0,8})\b)"
+    r"(?P<pr>(?<![\w/#&.:-])(?:(?P<repo>[A-Za-z0-9][\w.-]{0,63}/[A-Za-z0-9][\w.-]{0,99}))?#(?P<num>[1-9][0-9]{0,8})\b)"
     r"|(?P<job>(?<![\w/])j[0-9a-f]{12,24}(?![\w]))"
     r"|(?P<sha>(?<![\w/.-])(?=[0-9a-f]*[0-9])(?=[0-9a-f]*[a-f])[0-9a-f]{7,40}(?![\w]))"
     r"|(?P<mention>(?<![\w@./-])@(?P<name>[a-z][a-z0-9-]{0,38})(?![\w-]))"

@@ -22,7 +22,9 @@ def git(home: Path, token: str, name: str, email: str, *args: str, cwd: Path | N
     return result.stdout
 
 
-def open_demo_pr(gw: GatewayThread, tmp: Path, token: str, name: str = "dev-1") -> int:
+def open_demo_pr(
+    gw: GatewayThread, tmp: Path, token: str, name: str = "dev-1", body: str = "fp32, n <= 1024"
+) -> int:
     """Repo kswarm/kernels, a branch of ``name`` with a kernel, a PR; returns its number."""
     with gw.client(gw.operator_token) as op:
         reply = op.post("/api/forge/repos", json={"org": "kswarm", "name": "kernels"})
@@ -47,7 +49,7 @@ def open_demo_pr(gw: GatewayThread, tmp: Path, token: str, name: str = "dev-1") 
             "head": branch,
             "base": "main",
             "title": "Softmax: one-block kernel",
-            "body": "fp32, n <= 1024",
+            "body": body,
         }
         reply = api.post("/repos/kswarm/kernels/pulls", json=body)
     assert reply.status_code == 201, reply.text

@@ -1,0 +1,141 @@
+"""The monitoring panels in a real browser (Playwright + Debian Chromium) on a gateway with the monitor,
+the search index and the real job runner: Attention live, an agent's timeline live, cancel and requeue
+from a job's page, a chart that reads back what was posted; a screenshot of each panel at 1400×900."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from jobs_kit import jobs_plugin, seed_jobs
+from playwright.sync_api import expect
+from ui_kit import UiGateway, browser_page, shot, ui_plugins, wait_for
+
+from gateway.monitor.plugin import MonitorPlugin
+from gateway.monitor.settings import MonitorSettings
+from gateway.plugin import Plugin
+from gateway.search.plugin import SearchPlugin
+
+
+class MonitorUiGateway(UiGateway):
+    def plugins(self) -> list[Plugin[Any]]:
+        fast = MonitorSettings(
+            stall_after_s=3.0, attention_every_s=0.3, sample_s=0.3, pr_blocked_after_s=0.0, lease_s=5.0
+        )
+        return ui_plugins(jobs_plugin(), MonitorPlugin(fast), SearchPlugin())
+
+
+@pytest.fixture
+def mon_ui(clean_redis: str, short_tmp: Path) -> Iterator[MonitorUiGateway]:
+    gw = MonitorUiGateway(short_tmp / "home", clean_redis)
+    gw.start()
+    try:
+        yield gw
+    finally:
+        gw.stop()
+
+
+def beat(gw: UiGateway, token: str, doing: str = "") -> None:
+    with gw.client(token) as c:
+        assert c.post("/api/heartbeat", json={"state": "working", "doing": doing}).is_success
+
+
+def report(gw: UiGateway, token: str, *entries: dict[str, Any]) -> None:
+    with gw.client(token) as c:
+        assert c.post("/api/timeline", json={"entries": list(entries)}).status_code == 200
+
+
+def test_a_stalled_agent_comes_and_goes_on_attention_live(mon_ui: MonitorUiGateway, chromium: Path) -> None:
+    dev = mon_ui.add_principal("dev-3")
+    beat(mon_ui, dev)
+    with browser_page(mon_ui) as page:
+        assert page.url.endswith("/ui/attention")
+        page.evaluate("window.__sameDocument = true")
+        item = page.locator('#attention-list li.att[data-key="agent:dev-3"]')
+        expect(item).to_have_count(1, timeout=15_000)  # stall_after_s is 3 s
+        expect(item.locator(".att-title")).to_have_text("dev-3 is stalled")
+        assert "no heartbeat for" in item.locator(".att-reason").inner_text()
+        shot(page, "attention")
+        beat(mon_ui, dev)  # it recovers
+        expect(item).to_have_count(0, timeout=15_000)
+        assert page.evaluate("window.__sameDocument") is True, "updated in place, not reloaded"
+
+
+def test_a_tool_call_appears_on_the_timeline_without_reload(mon_ui: MonitorUiGateway, chromium: Path) -> None:
+    dev = mon_ui.add_principal("dev-7")
+    now = __import__("time").time()
+    report(mon_ui, dev, {"kind": "wake", "ts": now, "summary": "woken by 1: DM from operator", "data": {}})
+    with browser_page(mon_ui) as page:
+        page.goto(f"{mon_ui.url}/ui/agents/dev-7")
+        page.wait_for_selector("body[data-timeline=open]", timeout=10_000)
+        page.evaluate("window.__sameDocument = true")
+        call = {
+            "kind": "tool_call",
+            "ts": now + 1,
+            "summary": "bash(git commit -m 'softmax: rowwise')",
+            "call_id": "c1",
+            "data": {"name": "bash", "input": {"command": "git commit -m 'softmax: rowwise' <b>x</b>"}},
+        }
+        report(mon_ui, dev, call)
+        first = page.locator("#timeline article.tl").first
+        expect(first).to_contain_text("git commit -m 'softmax: rowwise'", timeout=10_000)
+        expect(page.locator("#agent-doing")).to_contain_text("running bash", timeout=10_000)
+        assert page.locator("#timeline b").count() == 0, "arguments shown as text"
+        assert page.evaluate("window.__sameDocument") is True
+        shot(page, "agent-timeline")
+
+
+def test_cancel_and_requeue_from_a_jobs_page(
+    mon_ui: MonitorUiGateway, chromium: Path, short_tmp: Path
+) -> None:
+    jobs = seed_jobs(mon_ui, short_tmp)
+    with browser_page(mon_ui) as page:
+        page.on("dialog", lambda d: d.accept())
+        page.goto(f"{mon_ui.url}/ui/jobs/{jobs.queued}")
+        page.click("#job-cancel")
+        expect(page.locator("#job-state")).to_have_text("cancelled", timeout=10_000)
+        page.goto(f"{mon_ui.url}/ui/jobs/{jobs.passed}")
+        page.click("#job-requeue")
+        page.wait_for_url(lambda url: re.search(r"/ui/jobs/j[0-9a-f]+$", url) and jobs.passed not in url)
+        new = page.url.rsplit("/", 1)[1]
+        assert new != jobs.passed
+        expect(page.locator("#job-state")).to_have_text("queued")
+        shot(page, "job-requeued")
+    with mon_ui.client(mon_ui.operator_token) as op:
+        assert op.get(f"/api/jobs/{jobs.queued}").json()["state"] == "cancelled"
+        old, again = op.get(f"/api/jobs/{jobs.passed}").json(), op.get(f"/api/jobs/{new}").json()
+        assert (again["kernel"], again["sha"], again["pool"]) == (old["kernel"], old["sha"], old["pool"])
+        actions = [(a["action"], a["target"]) for a in op.get("/api/monitor/actions").json()]
+    assert ("job:cancel", jobs.queued) in actions and ("job:requeue", jobs.passed) in actions
+
+
+def test_a_chart_reads_back_what_was_posted(mon_ui: MonitorUiGateway, chromium: Path) -> None:
+    dev = mon_ui.add_principal("dev-1")
+    with mon_ui.client(dev) as c:
+        for i in range(7):
+            assert c.post("/api/channels/general/messages", json={"text": f"note {i}"}).status_code == 201
+
+    def counted() -> float:
+        with mon_ui.client(mon_ui.operator_token) as op:
+            lines = op.get("/api/monitor/charts/messages").json()
+        return sum(p["value"] for s in lines if s["name"] == "chat" for p in s["points"])
+
+    wait_for(lambda: counted() == 7, what="seven chat messages in the series")
+    with browser_page(mon_ui) as page:
+        page.goto(f"{mon_ui.url}/ui/charts")
+        chat = page.locator('#chart-messages svg g.series[data-series="chat"]')
+        expect(chat).to_have_attribute("data-total", "7")
+        bars = chat.locator("rect[data-value]")
+        assert sum(float(v) for v in bars.evaluate_all("els => els.map(e => e.dataset.value)")) == 7
+        shot(page, "charts")
+        for panel in ("tasks", "dataset", "agents"):
+            page.goto(f"{mon_ui.url}/ui/{panel}")
+            page.wait_for_selector("section#panel")
+            shot(page, f"monitor-{panel}")
+        page.goto(f"{mon_ui.url}/ui/chat/search?q=note")
+        expect(page.locator(".hits li.hit")).to_have_count(7)
+        assert page.locator(".hits li.hit mark").count() >= 7
+        shot(page, "search-fts")
