@@ -41,6 +41,7 @@ from orchestrator.operations import (
     stop_swarm,
     uses_uids,
 )
+from orchestrator.orphans import become_subreaper, reap_orphans, reap_until_settled
 from orchestrator.provision import SwarmLayout
 from orchestrator.reconcile import AgentRecord, Reconciler
 from orchestrator.spec import SwarmSpec
@@ -65,6 +66,7 @@ log = logging.getLogger("kswarm.supervisor")
 
 HEARTBEAT_TTL_S = 15.0
 REQUEST_WAIT_S = 0.5  # longest block on the control stream: how soon a stop is noticed
+REAP_SETTLE_S = 3.0  # after the last stop: how long the stopped agents' orphans may take to die
 
 
 class Supervisor:
@@ -107,6 +109,8 @@ class Supervisor:
         self.heartbeat_ttl_s = heartbeat_ttl_s
         self.seam: SwarmSeam | None = None
         self.fleet: WorkerFleet | None = None
+        # Set where this process is the subreaper of its agents (``main``; not a test's thread).
+        self.reaps_orphans = False
         if workers:
             if not gateway_url:
                 raise SupervisorError("job workers need the gateway's URL (they clone over HTTP)")
@@ -186,13 +190,24 @@ class Supervisor:
                         log.exception("worker pass failed")
                 if self.seam is not None:
                     self.seam.passed(records)
+                if self.reaps_orphans:
+                    reap_orphans(self._waited_for())
                 self._wait(stop)
         finally:
             self._stop_children(stop_swarm_on_exit, force or threading.Event())
+            if self.reaps_orphans:
+                reap_until_settled(self._waited_for, REAP_SETTLE_S if stop_swarm_on_exit else 0.0)
             if self.seam is not None:
                 self.seam.stop()
             self.lock.release()
             self.client.close()
+
+    def _waited_for(self) -> set[int]:
+        """Children that a ``Popen`` of ours waits for (never reaped behind its back)."""
+        procs = [*getattr(self.runtime, "children", {}).values()]
+        if self.fleet is not None:
+            procs += self.fleet.procs.values()
+        return {proc.pid for proc in procs}
 
     def _stop_children(self, stop_agents: bool, force: threading.Event) -> None:
         """Agents first (they may still submit jobs), then the workers, each step said on stderr."""
@@ -303,6 +318,7 @@ def main(argv: list[str] | None = None) -> int:
         )
         if supervisor.warning:
             log.warning("%s", supervisor.warning)
+        supervisor.reaps_orphans = become_subreaper()
         supervisor.run(stop, stop_swarm_on_exit=args.stop_swarm_on_exit, force=force)
     except SupervisorError as exc:
         print(f"orchestrator: {exc}", file=sys.stderr)

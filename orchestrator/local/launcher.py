@@ -47,6 +47,7 @@ from gateway.tasks.models import TasksSettings
 from gateway.tasks.plugin import TasksPlugin
 from orchestrator.local.child import OrchestratorChild
 from orchestrator.local.embedded_redis import EmbeddedRedis, EmbeddedRedisError
+from orchestrator.local.logs import configure_logging
 from orchestrator.spec import SwarmSpec
 
 LLM_URL_ENV = "KSWARM_LLM_URL"
@@ -193,6 +194,7 @@ class Launcher:
     async def run(self, on_ready: Callable[[GatewayInfo], None]) -> int:
         """Start everything, call ``on_ready``, serve until signalled; then stop it all in order.
         Returns 0 after a clean stop."""
+        configure_logging()  # before the gateway's components are built (see orchestrator/local/logs.py)
         self._take_signals()
         began_stop = 0.0
         with ExitStack() as stack:

@@ -39,8 +39,8 @@ NOUNS = {
     "workers": "worker",
     "worker": "worker",
 }
-# Write or read a file, print a schema: they reach neither a gateway nor a home.
-LOCAL_ONLY = {("init",), ("validate",), ("schema",)}
+# Write or read a file, print a schema, build images with Docker: they reach neither a gateway nor a home.
+LOCAL_ONLY = {("init",), ("validate",), ("schema",), ("images", "build")}
 LISTINGS = {
     ("ps",),
     ("workers",),
