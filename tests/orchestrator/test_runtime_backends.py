@@ -222,7 +222,7 @@ def test_down_purge_leaves_no_process_container_or_volume(swarm_factory) -> None
     else:
         # Live processes: a zombie (bubblewrap's init, orphaned when its monitor exits first) runs
         # nothing and waits for the host's init here, the orchestrator being a test's thread; where the
-        # orchestrator is a process, it reaps them itself (test_up_workers checks zombies too).
+        # orchestrator is a process, it reaps them itself (orchestrator/orphans.py, test_orphans.py).
         owned = [
             p
             for p in Path("/proc").iterdir()

@@ -30,6 +30,29 @@ from kstest.gateway import free_port
 
 pytestmark = pytest.mark.slow
 KERNEL, PASSING = "kernels/add/k.py", "# standin: verdict pass\n"
+SIXTEEN = 16  # the issue's "16+ agents" for the stop paths
+
+
+def test_ctrl_c_with_sixteen_agents_leaves_no_process(short_tmp: Path) -> None:
+    home = short_tmp / "h"
+    spec = short_tmp / "swarm.yaml"
+    spec.write_text(spec_text("sx", agents=SIXTEEN, workers=1))
+    up = Up(home, free_port(), "-f", str(spec))
+    try:
+        up.wait_ready()
+        wait_for(
+            lambda: len(pids_of_swarm(home)) >= SIXTEEN + 3, 120, "agents, worker, orchestrator and Redis"
+        )
+        pids = pids_of_swarm(home)
+        code, _ = interrupt(up)
+    finally:
+        if up.proc.poll() is None:
+            up.stop()
+    out = up.output()
+    assert code == 0, out[-3000:]
+    assert f"stopped {SIXTEEN} agent(s)" in out and "everything stopped in" in out, out[-3000:]
+    assert [role for role, pid in pids.items() if alive(pid)] == []
+    assert processes_with(str(home)) == []
 
 
 def test_up_runs_heals_and_stops_the_pools_workers(short_tmp: Path) -> None:
@@ -146,9 +169,11 @@ def test_a_job_in_a_pool_without_workers_is_told_it_waits(short_tmp: Path) -> No
 
 
 def test_detach_leaves_it_running_and_down_stops_every_process(short_tmp: Path) -> None:
+    """With 16 agents: `kswarm down --purge` leaves no process of the swarm (by the records' pids and
+    by a scan of every process for the home)."""
     home = short_tmp / "h"
     spec = short_tmp / "swarm.yaml"
-    spec.write_text(spec_text("dt", agents=2, workers=1))
+    spec.write_text(spec_text("dt", agents=SIXTEEN, workers=1))
     port = free_port()
     started = kswarm(home, "up", "--home", str(home), "--port", str(port), "-f", str(spec), "-d", timeout=180)
     assert started.returncode == 0, started.stdout + started.stderr
@@ -157,7 +182,9 @@ def test_detach_leaves_it_running_and_down_stops_every_process(short_tmp: Path) 
     try:
         assert httpx.get(f"http://127.0.0.1:{port}/healthz").status_code == 200
         wait_workers_running(home, 1)
-        wait_for(lambda: len(pids_of_swarm(home)) >= 5, 60, "agents, worker, orchestrator and Redis")
+        wait_for(
+            lambda: len(pids_of_swarm(home)) >= SIXTEEN + 3, 120, "agents, worker, orchestrator and Redis"
+        )
         pids = pids_of_swarm(home)
     finally:
         down = kswarm(home, "down", "--purge", timeout=180)
