@@ -207,7 +207,7 @@ def build_pr_pages(ui: UiService) -> APIRouter:
             gate=gate_box(view),
             heads=list(reversed(heads)),
             operator_actions=actions,
-            can_act=has_route(ui.app, "/api/actions/prs/{org}/{repo}/{number}/review"),
+            can_act=has_route(ui.app, "/api/actions/prs/{org}/{repo}/{number}/review", "POST"),
         )
 
     @router.get("/pr/{number}", summary="The PR with this number (in the only repo that has it)")

@@ -139,3 +139,67 @@ def test_a_chart_reads_back_what_was_posted(mon_ui: MonitorUiGateway, chromium: 
         expect(page.locator(".hits li.hit")).to_have_count(7)
         assert page.locator(".hits li.hit mark").count() >= 7
         shot(page, "search-fts")
+
+
+def test_an_operator_approves_from_the_pr_page_and_the_gate_box_says_merged(
+    mon_ui: MonitorUiGateway, chromium: Path, short_tmp: Path
+) -> None:
+    from git_kit import open_demo_pr
+
+    dev, bob = mon_ui.add_principal("dev-1"), mon_ui.add_principal("bob")
+    number = open_demo_pr(mon_ui, short_tmp, dev)
+    with mon_ui.client(mon_ui.operator_token) as op:
+        policy = {"required_approvals": 1, "human_approvals": 1, "required_checks": []}
+        assert op.put("/api/forge/repos/kswarm/kernels/policy", json=policy).status_code == 200
+        head = op.get(f"/api/forge/repos/kswarm/kernels/pulls/{number}").json()["head_sha"]
+    with mon_ui.client(bob) as c:
+        body = {"event": "APPROVED", "head_sha": head}
+        assert c.post(f"/api/forge/repos/kswarm/kernels/pulls/{number}/reviews", json=body).status_code == 201
+    with browser_page(mon_ui) as page:
+        page.goto(f"{mon_ui.url}/ui/prs/kswarm/kernels/{number}")
+        expect(page.locator("#gate-reasons")).to_contain_text("human approval", timeout=10_000)
+        shot(page, "pr-waiting-for-a-human")
+        page.fill("#review-form textarea[name=body]", "**ok** by me, see #1")
+        page.click("#review-approve")
+
+        def merged() -> bool:
+            with mon_ui.client(mon_ui.operator_token) as op:
+                return op.get(f"/api/forge/repos/kswarm/kernels/pulls/{number}").json()["state"] == "merged"
+
+        wait_for(merged, what="the gate merges on the operator's approval")
+        page.goto(f"{mon_ui.url}/ui/prs/kswarm/kernels/{number}")
+        expect(page.locator("#gate-state")).to_have_text("merged")
+        line = page.locator("#gate-line").inner_text()
+        assert line.startswith("merged by the gate at head") and "not mergeable" not in line
+        assert "already merged" not in page.locator("#gate-box").inner_text()
+        expect(page.locator("#gate-box .human")).to_have_text("operator")
+        shot(page, "pr-merged")
+
+
+def test_post_and_release_a_task_from_the_tasks_panel(mon_ui: MonitorUiGateway, chromium: Path) -> None:
+    dev = mon_ui.add_principal("dev-2")
+    with browser_page(mon_ui) as page:
+        page.on("dialog", lambda d: d.accept())
+        page.goto(f"{mon_ui.url}/ui/tasks")
+        page.fill("#post-task input[name=id]", "layernorm")
+        page.fill("#post-task input[name=title]", "LayerNorm, fp16")
+        page.fill("#post-task textarea[name=description]", "**fast** and exact to 1e-3")
+        page.fill("#post-task input[name=labels]", "norm, fp16")
+        page.click("#post-task button[type=submit]")
+        expect(page.locator('#tasks-table tr[data-task="layernorm"]')).to_have_count(1, timeout=10_000)
+        with mon_ui.client(dev) as c:
+            assert c.post("/api/tasks/layernorm/claim").status_code == 200
+        wait_for(
+            lambda: page.reload() or page.locator('#claims-table td:text("dev-2")').count() == 1,
+            what="the claim in the claims history",
+        )
+        row = page.locator('#tasks-table tr[data-task="layernorm"]')
+        expect(row.locator("td").nth(2)).to_contain_text("dev-2")
+        shot(page, "tasks")
+        row.locator("button:text('Release')").click()
+        expect(row.locator(".st")).to_have_text("open", timeout=10_000)
+    with mon_ui.client(mon_ui.operator_token) as op:
+        task = op.get("/api/tasks/layernorm").json()
+        actions = [(a["action"], a["target"]) for a in op.get("/api/monitor/actions").json()]
+    assert task["state"] == "open" and task["labels"] == ["norm", "fp16"] and task["posted_by"] == "operator"
+    assert ("task:post", "layernorm") in actions and ("task:release", "layernorm") in actions
