@@ -175,6 +175,7 @@ class ReviewGate:
             "mergeable": decision.mergeable,
             "reasons": [r.model_dump() for r in decision.reasons],
             "approvals": decision.approvals,
+            "human_approvals": decision.human_approvals,
             "notes": decision.notes,
             **extra,
         }
@@ -227,10 +228,10 @@ class ReviewGate:
                 await self.record(pr, decision, "merge-failed", cause, error=str(exc), status=exc.status)
                 return decision
         await self.record(pr, decision, "merged", cause, merge_sha=result.merge_sha)
+        approvers = ", ".join("@" + a for a in [*decision.approvals, *decision.human_approvals])
         await self.announce(
             f'@{pr.author} {pr.ref} "{pr.title}" merged into {pr.base} as {short(result.merge_sha)} '
-            f"(head {short(decision.head_sha)}, approved by "
-            f"{', '.join('@' + a for a in decision.approvals) or 'nobody (none required)'})."
+            f"(head {short(decision.head_sha)}, approved by {approvers or 'nobody (none required)'})."
         )
         return decision
 

@@ -117,6 +117,7 @@ async def pr_view(
             "mergeable": decision.mergeable,
             "reasons": [r.model_dump() for r in decision.reasons],
             "approvals": decision.approvals,
+            "human_approvals": decision.human_approvals,
             "notes": decision.notes,
             "kernels": [k.model_dump() for k in decision.kernels],
             "blocked_paths": [b.model_dump() for b in decision.blocked_paths],

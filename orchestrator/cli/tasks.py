@@ -4,6 +4,7 @@ the gateway is found like every command's (``commands.connect``).
 
 from __future__ import annotations
 
+import re
 import time
 from pathlib import Path
 from typing import Annotated, Any, Literal
@@ -11,8 +12,10 @@ from typing import Annotated, Any, Literal
 import typer
 from rich.table import Table
 
+from gateway.tasks.catalogue import task_info_from_source
+from gateway.tasks.models import TASK_ID_PATTERN
 from orchestrator.cli.commands import HomeOpt, JsonOpt, command, connect
-from orchestrator.cli.output import console, print_json
+from orchestrator.cli.output import console, fail, print_json
 
 TaskState = Literal["open", "claimed", "done"]
 
@@ -70,6 +73,47 @@ def register(app: typer.Typer) -> None:
         seeded = answer["seeded"] or "already seeded"
         console.print(f"{answer['repo']} ({answer['clone_url']}): {seeded}")
         console.print(f"posted {len(answer['posted'])} tasks, {len(answer['existing'])} already on the board")
+
+    @command(tasks_app, "add")
+    def add(
+        directory: Annotated[
+            Path, typer.Argument(help="The task's directory (holds task.py; its name is the task's).")
+        ],
+        repo: Annotated[
+            str | None, typer.Option("--repo", "-r", help="org/name of the dataset repo.")
+        ] = None,
+        reviewer: Annotated[
+            list[str] | None, typer.Option("--reviewer", help="Who reviews the PR (repeatable).")
+        ] = None,
+        message: Annotated[str, typer.Option("--message", "-m", help="Commit message and PR body.")] = "",
+        home: HomeOpt = None,
+        as_json: JsonOpt = False,
+    ) -> None:
+        """Propose your own task (DIR/task.py) as a PR to the dataset repo's main: versioned and reviewed;
+        once merged, the board posts it and the workers judge jobs by it (no restart)."""
+        name = directory.resolve().name
+        if not re.fullmatch(TASK_ID_PATTERN.strip("^$"), name):
+            fail(f"bad task name {name!r} (the directory's name): a-z, 0-9, '_', '.', '-' (max 64)", 2)
+        task_py = directory / "task.py"
+        if not task_py.is_file():
+            fail(f"{directory} has no task.py (docs/verification.md: the task format)", 2)
+        text = task_py.read_text()
+        try:
+            info = task_info_from_source(name, text)
+        except ValueError as exc:
+            fail(str(exc), 2)
+        body = {"name": name, "task_py": text, "repo": repo, "reviewers": reviewer or [], "message": message}
+        answer = call(home, "POST", "/api/tasks/definitions", json=body)
+        if as_json:
+            print_json(answer, indent=1)
+            return
+        verb = "an update of" if answer["update"] else "the new task"
+        who = ", ".join(answer["reviewers"]) or "a reviewer (none requested: name one with --reviewer)"
+        console.print(
+            f"proposed {verb} {info.name} ({info.title}) as PR #{answer['pr']} in {answer['repo']} "
+            f"(branch {answer['branch']}); it lands on main once {who} approves, then the board and "
+            "the workers have it"
+        )
 
     @command(tasks_app, "post")
     def post(

@@ -42,6 +42,7 @@ from orchestrator.worker.executors import ExecSpec, Executor, make_executor
 from orchestrator.worker.executors.base import job_env
 from orchestrator.worker.executors.local import make_writable
 from orchestrator.worker.results import PROJECT_ROOT, Verdict, harness_argv, interpret
+from orchestrator.worker.tasks import TaskCache, TaskUnavailable
 
 log = logging.getLogger("kswarm.jobs.worker")
 
@@ -86,6 +87,7 @@ class Worker:
         self.keep = keep
         self.instance = f"{socket.gethostname()[:24]}-{os.getpid()}-{secrets.token_hex(2)}"
         self.running: dict[str, Running] = {}
+        self.tasks = TaskCache(self.workdir / "tasks")
         self._freed = asyncio.Event()
 
     async def run(self, stop: asyncio.Event | None = None) -> None:
@@ -210,9 +212,14 @@ class Worker:
             url = self.clone_url.format(gateway=self.gateway, repo=job.repo)
             await checkout(url, job.sha, src, self.token)
             candidate = inside(src, job.kernel)
-            task_dir = pool.task_root() / job.task
-            if not (task_dir / "task.py").is_file():
-                raise CheckoutError(f"pool {pool.name} has no task {job.task!r} on this worker")
+            # The task is main's (or the operator-local pool's), never the checkout's: the PR's head
+            # may carry its own tasks/; nothing of it is read.
+            task_dir, task_source = await self.tasks.for_job(pool, job, client.gateway)
+            running.pending_log.append(
+                f"[kswarm] task {job.task}: {task_source['source']} "
+                f"{task_source.get('repo') or ''}@{(task_source.get('commit') or '-')[:12]} "
+                f"blob {task_source['blob_sha'][:12]}\n"
+            )
             result_path = out / "result.json"
             visible = pool.visible_devices_var if pool.executor != "slurm" else None
             env = job_env(out, {"PYTHONPATH": str(PROJECT_ROOT), **running.allocation.env(visible)})
@@ -233,11 +240,14 @@ class Worker:
                 partition=pool.partition,
                 image=pool.image,
                 pool=pool.name,
+                task_dir=task_dir,
             )
             outcome = await executor.run(spec, running.cancel, running.pending_log.append)
             running.pending_log.append(f"[kswarm] isolation: {', '.join(outcome.isolation)}\n")
             verdict = interpret(outcome, result_path, sha256_of(candidate), job.timeout_s)
-        except CheckoutError as exc:
+            if verdict.result is not None:
+                verdict.result["task_source"] = task_source  # the task this verdict was judged by
+        except (CheckoutError, TaskUnavailable) as exc:
             verdict = Verdict(JobState.error, "error", str(exc), None, None)
         except Exception as exc:  # a broken pool config or worker bug: report it, do not burn attempts
             log.exception("job %s: worker failure", job.id)

@@ -20,6 +20,8 @@ from gateway.jobs.plugin import JobsPlugin
 from gateway.jobs.pools import JobsSettings
 from gateway.plugin import Plugin
 from gateway.plugins import default_plugins, replace_plugins
+from gateway.tasks.models import TasksSettings
+from gateway.tasks.plugin import TasksPlugin
 from kstest.gateway import GatewayThread
 
 HERE = Path(__file__).resolve().parent
@@ -53,10 +55,14 @@ def add(x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
 '''
 
 
-def plugins(settings: JobsSettings) -> list[Plugin[Any]]:
-    """The default plugins, with the forge (no gate) and jobs plugins configured for these suites."""
-    forge = ForgePlugin(ForgeSettings(gate_enabled=False))
-    return replace_plugins(default_plugins(), forge, JobsPlugin(settings))
+def plugins(settings: JobsSettings, gate: bool = False) -> list[Plugin[Any]]:
+    """The default plugins, with the forge and jobs plugins configured for these suites: no gate, or
+    (``gate``) the gate merging and the board following the dataset repo's main every half second."""
+    forge = ForgePlugin(ForgeSettings(gate_enabled=gate))
+    chosen: list[Plugin[Any]] = [forge, JobsPlugin(settings)]
+    if gate:
+        chosen.append(TasksPlugin(TasksSettings(sweep_s=0.5)))
+    return replace_plugins(default_plugins(), *chosen)
 
 
 class JobsGateway(GatewayThread):
@@ -64,9 +70,10 @@ class JobsGateway(GatewayThread):
 
     jobs_settings: JobsSettings
     tokens: dict[str, str]
+    gate: bool = False
 
     def plugins(self) -> list[Plugin[Any]]:
-        return plugins(self.jobs_settings)
+        return plugins(self.jobs_settings, self.gate)
 
     def as_(self, who: str) -> httpx.Client:
         return self.client(self.operator_token if who == "operator" else self.tokens[who])

@@ -4,6 +4,7 @@ real single-node Slurm with fake GPUs."""
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shutil
 import subprocess
@@ -49,15 +50,16 @@ def pool_configs() -> list[PoolConfig]:
     ]
 
 
-@pytest.fixture(scope="module")
-def jobs_gw(redis_url: str) -> Iterator[JobsGateway]:
-    """A gateway with forge and jobs on a Redis emptied for this module; agents alice and bob,
-    workers w1 and w2, and the repo kswarm/kernels."""
+@contextlib.contextmanager
+def jobs_gateway(redis_url: str, gate: bool = False) -> Iterator[JobsGateway]:
+    """A gateway with forge and jobs on a Redis emptied for it; agents alice and bob, workers w1 and w2,
+    and the repo kswarm/kernels. ``gate``: the gate merges and the board follows main (jobkit.plugins)."""
     client = redis_sync.Redis.from_url(redis_url)
     client.flushall()
     client.close()
     tmp = Path(tempfile.mkdtemp(prefix="ksj"))
     gw = JobsGateway(tmp / "home", redis_url)
+    gw.gate = gate
     gw.jobs_settings = JobsSettings(
         pools_file=None, pools=pool_configs(), claim_idle_s=5.0, reclaim_every_s=0.5
     )
@@ -72,6 +74,13 @@ def jobs_gw(redis_url: str) -> Iterator[JobsGateway]:
     finally:
         gw.stop()
         shutil.rmtree(tmp, ignore_errors=True)
+
+
+@pytest.fixture(scope="module")
+def jobs_gw(redis_url: str) -> Iterator[JobsGateway]:
+    """A gateway with forge and jobs (no gate) on a Redis emptied for this module (``jobs_gateway``)."""
+    with jobs_gateway(redis_url) as gw:
+        yield gw
 
 
 @pytest.fixture

@@ -4,7 +4,9 @@ It keeps the harness's contract (the result record at ``--out``, exit code 0 pas
 3 unverifiable) and does what the candidate's ``# standin: ...`` lines say:
 ``sleep S``, ``verdict V``, ``connect PORT`` (report whether 127.0.0.1:PORT answered),
 ``marker PATH`` (append a line per run), ``crash`` (exit 2, no record), ``liar`` (record pass, exit 1),
-``write PATH`` (try to write into the checkout).
+``write PATH`` (try to write into the checkout). It records the sha256 of the task file it was handed
+(``task_sha256``), and a task file's ``# standin-task: verdict V`` line overrides the candidate's verdict:
+a "weaker reference" for the attack tests, which must never be the task a job is judged by.
 """
 
 from __future__ import annotations
@@ -38,6 +40,9 @@ def main() -> int:
     args = parser.parse_args()
     source = Path(args.candidate).read_bytes()
     verdict, extra = "pass", {}
+    task_file = Path(args.task or ".") / "task.py"
+    task_bytes = task_file.read_bytes() if task_file.is_file() else b""
+    extra["task_sha256"] = hashlib.sha256(task_bytes).hexdigest() if task_bytes else None
     print(f"standin: candidate {args.candidate} pool {args.pool}", flush=True)
     for line in source.decode().splitlines():
         if not line.startswith("# standin:"):
@@ -72,6 +77,9 @@ def main() -> int:
                 extra["write"] = f"failed: {exc}"
         elif word == "spam":
             sys.stdout.write("x" * int(rest))
+    for line in task_bytes.decode(errors="replace").splitlines():
+        if line.startswith("# standin-task: verdict "):
+            verdict = line.removeprefix("# standin-task: verdict ").strip()
     record = {
         "verdict": verdict,
         "candidate_sha256": hashlib.sha256(source).hexdigest(),

@@ -55,6 +55,7 @@ class ExecSpec:
     partition: str | None = None
     image: str = "kswarm/empty"
     pool: str = "cpu"
+    task_dir: Path | None = None  # the trusted task definition (read-only; outside the checkout)
 
     @property
     def result_path(self) -> Path:
