@@ -83,7 +83,8 @@ def register(app: typer.Typer) -> None:
             str | None, typer.Option("--repo", "-r", help="org/name of the dataset repo.")
         ] = None,
         reviewer: Annotated[
-            list[str] | None, typer.Option("--reviewer", help="Who reviews the PR (repeatable).")
+            list[str] | None,
+            typer.Option("--reviewer", metavar="NAME", help="Who reviews the PR (repeatable)."),
         ] = None,
         message: Annotated[str, typer.Option("--message", "-m", help="Commit message and PR body.")] = "",
         home: HomeOpt = None,
