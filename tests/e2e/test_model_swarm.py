@@ -202,6 +202,21 @@ def run(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Run]:
                 api.close()
             code = up.stop(timeout=120)
             assert code == 0, up.output()[-4000:]
+            # Nothing the swarm started is left: Redis, the orchestrator, agents, workers, the CLI (each
+            # names the home on its command line).
+            assert left_running(home) == []
+
+
+def left_running(home: Path) -> list[str]:
+    found = []
+    for proc in Path("/proc").iterdir():
+        try:
+            line = (proc / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
+        except OSError:
+            continue
+        if proc.name.isdigit() and str(home) in line:
+            found.append(f"{proc.name} {line[:200]}")
+    return found
 
 
 def check_developer(run: Run, dev: str) -> None:
@@ -279,8 +294,14 @@ def test_loop_agents_reach_a_merge_through_the_proxy(run: Run) -> None:
     board = run.api.get("/api/tasks").json()
     tasks = {t["id"]: t for t in (board["tasks"] if isinstance(board, dict) else board)}
     assert {tasks[t]["state"] for t in done} == {"done"}, tasks
-    reviewed = [args for name, args in run.upstream.decisions["reviewer"] if name == "pr_review"]
+    reviewer = run.upstream.decisions["reviewer"]
+    reviewed = [args for name, args in reviewer if name == "pr_review"]
     assert sorted(a["number"] for a in reviewed) == sorted(p["number"] for p in run.prs)
+    for review in reviewed:  # each verdict came after reading that PR's diff and the job
+        before = reviewer[: reviewer.index(("pr_review", review))]
+        assert ("pr_view", {"number": review["number"], "repo": REPO, "diff": True}) in before, reviewer
+        assert any(name == "job_status" for name, _ in before), reviewer
+        assert review["event"] == "APPROVED" and len(review["head_sha"]) == 40, review
     # Every model request reached the upstream with the real key, never an agent's token.
     seen = run.upstream.state.requests
     assert seen and {r["key"] for r in seen} == {REAL_KEY}

@@ -121,10 +121,13 @@ class Done:
     is_error: bool
 
     def data(self) -> Any:
+        """The result as JSON; an MCP list result wrapped as ``{"result": [...]}`` (how Claude Code shows
+        a tool's structured content) is unwrapped, as the kswarm loop does."""
         try:
-            return json.loads(self.text)
+            value = json.loads(self.text)
         except ValueError:
             return None
+        return value["result"] if isinstance(value, dict) and set(value) == {"result"} else value
 
 
 @dataclass
@@ -234,18 +237,23 @@ def developer_start(wake: Wake, event: dict[str, Any]) -> list[tuple[str, Step]]
         found = HEAD_RE.findall(d["push"].text) if "push" in d else []
         return found[-1] if found else None
 
-    checkout = "\n".join(
+    # One && chain from the work dir each time: a shell that keeps its cwd between calls (Claude Code's
+    # Bash) and one that does not (the loop's bash) run it alike, and a failed step stops it.
+    where = shlex.quote(f"{wake.work.rstrip('/')}/{clone}")
+    checkout = " && ".join(
         [
-            "set -e",
-            f'[ -d {clone}/.git ] || git clone -q "$KSWARM_GIT_URL"/{shlex.quote(repo)}.git {clone}',
-            f"cd {clone} && git fetch -q origin && git checkout -q -B {shlex.quote(branch)} origin/main",
+            f"cd {shlex.quote(wake.work)}",
+            f'{{ [ -d {where}/.git ] || git clone -q "$KSWARM_GIT_URL"/{shlex.quote(repo)}.git {where}; }}',
+            f"cd {where}",
+            "git fetch -q origin",
+            f"git checkout -q -B {shlex.quote(branch)} origin/main",
             "git log -1 --format='base %H'",
         ]
     )
-    push = "\n".join(
+    push = " && ".join(
         [
-            "set -e",
-            f"cd {clone} && git add -- {shlex.quote(kernel)}",
+            f"cd {where}",
+            f"git add -- {shlex.quote(kernel)}",
             f"git commit -q -m {shlex.quote(f'{task}: Triton kernel by {wake.me}')}",
             f"git push -q -f origin HEAD:refs/heads/{shlex.quote(branch)}",
             'echo "HEAD $(git rev-parse HEAD)"',
