@@ -230,14 +230,14 @@ class MonitorFeeder:
             return
         seen = await self.ctx.redis.hgetall(keys.AUDIT_SEEN)
         open_now: dict[str, tuple[str, int]] = {}
-        for repo in await forge.list_repos():
-            for pr in await forge.list_prs(repo.org, repo.name, "open"):
+        for info in await forge.list_repos():
+            for pr in await forge.list_prs(info.org, info.name, "open"):
                 open_now[f"{pr.full_name}#{pr.number}"] = (pr.full_name, pr.number)
         watch = dict(open_now)
         for name in seen:
-            repo, _, number = str(name).rpartition("#")
-            if repo and number.isdigit():
-                watch.setdefault(str(name), (repo, int(number)))
+            full, _, digits = str(name).rpartition("#")
+            if full and digits.isdigit():
+                watch.setdefault(str(name), (full, int(digits)))
         for name, (repo, number) in watch.items():
             last_seen = float(seen.get(name) or 0)
             newest = last_seen

@@ -17,6 +17,7 @@ if getattr(gateway, "__file__", None) is None:
     gateway.__path__.append(str(Path(__file__).resolve().parents[3] / "gateway"))
 
 from jobs_kit import JobsUiGateway
+from monitor_ui_kit import MonitorUiGateway
 from ui_kit import CHROMIUM, UiGateway
 
 
@@ -53,3 +54,14 @@ def chromium() -> Path:
     if not CHROMIUM.exists():
         pytest.skip(f"browser tests need Debian's Chromium at {CHROMIUM}: apt-get install -y chromium")
     return CHROMIUM
+
+
+@pytest.fixture
+def mon_ui(clean_redis: str, short_tmp: Path) -> Iterator[MonitorUiGateway]:
+    """A UI gateway with the monitor (thresholds in seconds), the search index and the real job runner."""
+    gw = MonitorUiGateway(short_tmp / "home", clean_redis)
+    gw.start()
+    try:
+        yield gw
+    finally:
+        gw.stop()

@@ -5,37 +5,13 @@ from a job's page, a chart that reads back what was posted; a screenshot of each
 from __future__ import annotations
 
 import re
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-import pytest
-from jobs_kit import jobs_plugin, seed_jobs
+from jobs_kit import seed_jobs
+from monitor_ui_kit import MonitorUiGateway
 from playwright.sync_api import expect
-from ui_kit import UiGateway, browser_page, shot, ui_plugins, wait_for
-
-from gateway.monitor.plugin import MonitorPlugin
-from gateway.monitor.settings import MonitorSettings
-from gateway.plugin import Plugin
-from gateway.search.plugin import SearchPlugin
-
-
-class MonitorUiGateway(UiGateway):
-    def plugins(self) -> list[Plugin[Any]]:
-        fast = MonitorSettings(
-            stall_after_s=3.0, attention_every_s=0.3, sample_s=0.3, pr_blocked_after_s=0.0, lease_s=5.0
-        )
-        return ui_plugins(jobs_plugin(), MonitorPlugin(fast), SearchPlugin())
-
-
-@pytest.fixture
-def mon_ui(clean_redis: str, short_tmp: Path) -> Iterator[MonitorUiGateway]:
-    gw = MonitorUiGateway(short_tmp / "home", clean_redis)
-    gw.start()
-    try:
-        yield gw
-    finally:
-        gw.stop()
+from ui_kit import UiGateway, browser_page, shot, wait_for
 
 
 def beat(gw: UiGateway, token: str, doing: str = "") -> None:

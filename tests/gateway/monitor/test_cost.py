@@ -1,0 +1,65 @@
+"""What a kernel cost: the LLM proxy's usage of an agent is booked to the task it holds a claim on while
+spending it (claims give the window), else to ``-``; per task, agent and swarm, and per window (what the
+dataset build asks for each record). Usage is booked through the proxy's own usage store, as the proxy
+does for every model call."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+
+from monitor_kit import MonitorGateway, wait_for
+from redis import Redis
+
+from gateway.llm.usage import Usage
+from gateway.monitor import keys
+from gateway.services import LLM_USAGE
+
+
+def book(gw: MonitorGateway, agent: str, tokens_in: int, tokens_out: int) -> None:
+    store = gw.app.state.ctx.services.get(LLM_USAGE)
+    assert gw._loop is not None
+    usage = Usage(input_tokens=tokens_in, output_tokens=tokens_out)
+    asyncio.run_coroutine_threadsafe(store.record(agent, None, usage), gw._loop).result(10)
+
+
+def cost(gw: MonitorGateway) -> dict:
+    with gw.client(gw.operator_token) as op:
+        reply = op.get("/api/monitor/cost")
+    assert reply.status_code == 200, reply.text
+    return reply.json()
+
+
+def test_usage_is_booked_to_the_task_held_while_spending(mon_gateway: MonitorGateway) -> None:
+    gw = mon_gateway
+    dev = gw.add_principal("dev-1")
+    redis = Redis.from_url(gw.redis_url, decode_responses=True)
+    with gw.client(gw.operator_token) as op:
+        assert op.post("/api/tasks", json={"id": "softmax", "title": "Softmax"}).status_code == 201
+    book(gw, "dev-1", 10, 0)  # first sight: the baseline, booked nowhere
+    wait_for(lambda: redis.hget(keys.USAGE_LAST, "dev-1:tokens") == "10", what="the usage baseline")
+    with gw.client(dev) as agent:
+        assert agent.post("/api/tasks/softmax/claim").status_code == 200
+    wait_for(lambda: redis.hlen(keys.CLAIMS_OPEN) == 1, what="the claim window opened")
+    start = time.time()
+    book(gw, "dev-1", 1_000, 234)
+    wait_for(lambda: cost(gw)["by_task"].get("softmax", {}).get("tokens") == 1_234, what="booked to softmax")
+    with gw.client(dev) as agent:
+        assert agent.post("/api/tasks/softmax/release").status_code == 200
+    wait_for(lambda: redis.hlen(keys.CLAIMS_OPEN) == 0, what="the claim window closed")
+    book(gw, "dev-1", 500, 0)
+    report = wait_for(lambda: (r := cost(gw))["by_task"].get("-", {}).get("tokens") == 500 and r, what="to -")
+    assert report["by_task"]["softmax"]["tokens"] == 1_234, "spent after the release is not the task's"
+    assert report["by_agent"]["dev-1"]["tokens"] == 1_734 and report["swarm"]["tokens"] == 1_734
+    assert report["by_task"]["softmax"]["cost_usd"] > 0
+    with gw.client(gw.operator_token) as op:
+        window = op.get(
+            "/api/monitor/cost/window",
+            params={"task": "softmax", "agent": "dev-1", "since": start - 120, "until": time.time() + 60},
+        ).json()
+        assert window["tokens"] == 1_234
+        assert op.get("/api/monitor/cost/window", params={"task": "x", "agent": "dev-1"}).status_code == 422
+        claims = op.get("/api/monitor/claims", params={"task": "softmax"}).json()
+    assert [(c["agent"], c["how"]) for c in claims] == [("dev-1", "released")]
+    with gw.client(dev) as agent:
+        assert agent.get("/api/monitor/cost").status_code == 403
