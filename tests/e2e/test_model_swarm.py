@@ -29,7 +29,8 @@ import yaml
 
 from kstest.cli import Up, kswarm
 from kstest.gateway import free_port
-from kstest.model_upstream import KERNELS, ModelUpstream
+from kstest.model_policy import KERNELS
+from kstest.model_upstream import ModelUpstream
 
 pytestmark = pytest.mark.slow
 
