@@ -16,16 +16,21 @@ RUN apt-get update \
  && rm -rf /var/lib/apt/lists/* \
  && python3 -m venv /opt/kswarm
 
-WORKDIR /opt/kswarm-src
-COPY pyproject.toml README.md ./
-COPY gateway ./gateway
-COPY orchestrator ./orchestrator
-COPY agents ./agents
 ARG EXTRAS=""
 # For builds behind a mirror or a TLS-inspecting proxy (visible to pip during the build only).
 ARG PIP_INDEX_URL
 ARG PIP_CERT
-RUN /opt/kswarm/bin/pip install --no-cache-dir --disable-pip-version-check ".${EXTRAS}" \
+WORKDIR /opt/kswarm-src
+# The dependencies first, from pyproject.toml alone: a layer that survives every change of the code.
+COPY pyproject.toml README.md ./
+RUN mkdir gateway orchestrator agents && touch gateway/__init__.py orchestrator/__init__.py agents/__init__.py \
+ && /opt/kswarm/bin/pip install --no-cache-dir --disable-pip-version-check ".${EXTRAS}" \
+ && /opt/kswarm/bin/pip uninstall -y -q kswarm && rm -rf /opt/kswarm-src/*
+COPY pyproject.toml README.md ./
+COPY gateway ./gateway
+COPY orchestrator ./orchestrator
+COPY agents ./agents
+RUN /opt/kswarm/bin/pip install --no-cache-dir --disable-pip-version-check --no-deps . \
  && rm -rf /opt/kswarm-src \
  # The orchestrator gives agents PATH=/usr/local/bin:/usr/bin:/bin: `python` there is the venv's.
  && printf '#!/bin/sh\nexec /opt/kswarm/bin/python "$@"\n' > /usr/local/bin/python \

@@ -10,7 +10,8 @@
 - ``kickoff``: seed the dataset repo's tasks and the knowledge base, protect ``main``, and send the
   lead its kick-off once; then watch until the first pull request is merged and say so.
 - ``health SERVICE``: the healthcheck; the gateway's ``/healthz`` (200 only when every component is
-  healthy; 503/507 name what is not) for every service that talks to the gateway.
+  healthy; 503/507 name what is not) for every service that talks to the gateway, plus the
+  orchestrator's heartbeat and the worker's lease of its pool's node.
 """
 
 from __future__ import annotations
@@ -28,6 +29,7 @@ SECRETS = Path(os.environ.get("KSWARM_SECRETS", "/run/secrets"))
 SPEC = Path(os.environ.get("KSWARM_SPEC_FILE", "/etc/kswarm/swarm.yaml"))
 REDIS_URL = os.environ.get("KSWARM_GATEWAY_REDIS_URL", "unix:///run/kswarm-redis/redis.sock")
 STATE = Path(os.environ.get("KSWARM_COMPOSE_STATE", "/var/lib/kswarm-state"))
+GATEWAY_SOCKET = Path(os.environ.get("KSWARM_GATEWAY_UNIX_SOCKET", "/run/kswarm-gateway/gateway.sock"))
 WAIT_NOTE_S = 15.0
 
 
@@ -40,15 +42,19 @@ def gateway_url() -> str:
     return os.environ.get("KSWARM_URL") or f"http://127.0.0.1:{port}"
 
 
-def secret(name: str, required: bool = True) -> str | None:
-    """The secret ``name`` (compose mounts each as a dir holding one file of the same name)."""
-    path = SECRETS / name / name
+def secret(name: str, required: bool = True, label: str | None = None) -> str | None:
+    """The secret ``name`` (compose mounts each as a dir holding one file of the same name; ``name``
+    may also be ``dir/file``). A required one that is missing or empty ends the service: no service
+    runs with an empty token."""
+    path = SECRETS / name if "/" in name else SECRETS / name / name
     try:
         value = path.read_text().strip()
     except OSError:
         value = ""
     if not value and required:
-        sys.exit(f"kswarm: no {name} at {path}: the init service writes it on first start (see its log)")
+        sys.exit(
+            f"kswarm: no {label or name} at {path}: the init service writes it on first start (see its log)"
+        )
     return value or None
 
 
@@ -85,21 +91,40 @@ def pools() -> list[str]:
     return [str(p["name"]) for p in raw.get("pools") or []]
 
 
+def worker_token_file(pool: str) -> Path:
+    """Where init writes the token of ``pool``'s worker principal (``worker-<pool>``), in the
+    ``worker_token`` secret's dir: the compose worker of that pool reads it."""
+    from gateway.jobs.pools import worker_principal
+
+    return SECRETS / "worker_token" / worker_principal(pool)
+
+
 def init() -> None:
+    """The operator's token and one token per pool of the spec, each of a principal of the right kind
+    (a worker's bound to its pool, as ``kswarm worker token`` makes it); a kept token must still
+    verify as that very principal, or it is replaced. A name taken by a principal of another kind is
+    refused: the deployment does not start with a token that is not what it says."""
     import asyncio
 
     from redis.asyncio import Redis
 
     from gateway.client.home import write_secret
+    from gateway.jobs.pools import worker_principal
+    from gateway.jobs.queue import JobQueue
     from gateway.principals import PrincipalKind, PrincipalStore
 
     swarm = os.environ.get("KSWARM_GATEWAY_SWARM", "kswarm")
 
     async def ensure(store: PrincipalStore, name: str, kind: PrincipalKind, path: Path) -> None:
+        principal, token = await store.ensure(name, kind)
+        if principal.kind != kind or principal.disabled:
+            state = "disabled" if principal.disabled else f"of kind {principal.kind.value}"
+            sys.exit(f"kswarm: principal {name} is {state}, not an enabled {kind.value}: no token written")
         kept = path.read_text().strip() if path.exists() else ""  # noqa: ASYNC240 - a one-shot init
-        if kept and await store.verify(kept) is not None:
+        holder = await store.verify(kept) if kept and token is None else None
+        if holder is not None and holder.name == name:
             return
-        _, token = await store.ensure(name, kind)
+        path.parent.mkdir(parents=True, exist_ok=True)
         write_secret(path, token or await store.issue_token(name))
         say(f"generated the {kind.value} token of {name} ({path.parent.name} secret)")
 
@@ -120,10 +145,11 @@ def init() -> None:
             await ensure(
                 store, "operator", PrincipalKind.operator, SECRETS / "operator_token" / "operator_token"
             )
+            queue = JobQueue(redis)
             for pool in pools():
-                await ensure(
-                    store, f"worker-{pool}", PrincipalKind.worker, SECRETS / "worker_token" / "worker_token"
-                )
+                name = worker_principal(pool)
+                await ensure(store, name, PrincipalKind.worker, worker_token_file(pool))
+                await queue.bind_worker(name, pool)  # its token takes this pool's jobs only
         finally:
             await redis.aclose()
 
@@ -144,16 +170,42 @@ def run_gateway() -> None:
 
 
 def run_orchestrator() -> None:
-    env = dict(os.environ, KSWARM_TOKEN=secret("operator_token") or "")
-    wait_for_gateway(gateway_url())
-    argv = [sys.executable, "-m", "orchestrator.supervisor", "-f", str(SPEC), "--backend", "docker"]
-    os.execvpe(sys.executable, argv, env)
+    """The supervisor until compose stops it (SIGTERM), then every agent's container and volumes
+    removed (their files stay in the orchestrator-home volume), so that `down` leaves no container."""
+    import signal
+    import threading
+
+    from orchestrator.provision import SwarmLayout
+    from orchestrator.runtime.docker import DockerSetupError
+    from orchestrator.spec import load_spec
+    from orchestrator.supervisor import Supervisor, stop_swarm
+
+    token = secret("operator_token") or ""
+    url = gateway_url()
+    wait_for_gateway(url)
+    home = Path(os.environ.get("KSWARM_HOME", "/var/lib/kswarm"))
+    spec = load_spec(SPEC)
+    try:
+        supervisor = Supervisor(
+            spec, "docker", home, url, token, GATEWAY_SOCKET, redis_url=REDIS_URL if REDIS_URL else None
+        )
+    except DockerSetupError as exc:  # one line per restart, not a traceback (mount the daemon's socket)
+        sys.exit(f"kswarm: {exc}")
+    stop = threading.Event()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        signal.signal(sig, lambda *_: stop.set())
+    say(f"supervising swarm {spec.swarm} ({len(spec.expand())} agents) on the docker backend")
+    try:
+        supervisor.run(stop)
+    finally:
+        names = stop_swarm(SwarmLayout(home), supervisor.runtime, purge=False)
+        say(f"stopped and removed {len(names)} agent container(s); their files stay in the home volume")
 
 
 def run_worker() -> None:
-    token_file = SECRETS / "worker_token" / "worker_token"
-    secret("worker_token")
     pool = os.environ.get("KSWARM_POOL", "cpu")
+    token_file = worker_token_file(pool)
+    secret(f"worker_token/{token_file.name}", label="worker_token")
     wait_for_gateway(gateway_url())
     argv = [sys.executable, "-m", "orchestrator.worker", "--pool", pool, "--gateway", gateway_url()]
     argv += [
@@ -171,9 +223,10 @@ def kickoff() -> None:
 
     from gateway.client import GatewayClient, GatewayError, GatewayTarget
 
+    token = secret("operator_token")
     url = gateway_url()
     wait_for_gateway(url)
-    api = GatewayClient(GatewayTarget(token=secret("operator_token"), url=url, timeout=60))
+    api = GatewayClient(GatewayTarget(token=token, url=url, timeout=60))
     spec = yaml.safe_load(SPEC.read_text()) or {}
     org = spec.get("swarm", "kswarm")
     repo = os.environ.get("KSWARM_DATASET_REPO", f"{org}/dataset")
@@ -190,7 +243,7 @@ def kickoff() -> None:
         api.request("POST", "/api/kb/seed")
         review = spec.get("review") or {}
         policy = {
-            "required_approvals": review.get("approvals", 1),
+            "required_approvals": review.get("required_approvals", 1),
             "required_checks": review.get("required_checks", ["kswarm/verify:cpu"]),
             "protected_branches": ["main"],
             "dataset": True,
@@ -229,15 +282,53 @@ def kickoff() -> None:
         time.sleep(2)
 
 
+def api_get(path: str, token: str) -> tuple[int, object]:
+    """``GET path`` as the holder of ``token`` (through the one client): (status, JSON or why not)."""
+    from gateway.client import GatewayClient, GatewayError, GatewayTarget
+
+    try:
+        return 200, GatewayClient(GatewayTarget(token=token, url=gateway_url(), timeout=5)).get(path)
+    except GatewayError as exc:
+        return exc.status, str(exc)[:300]
+
+
+def unhealthy(why: str) -> None:
+    print(why)
+    sys.exit(1)
+
+
 def health(service: str) -> None:
+    """0 when ``service`` itself is healthy, not only the gateway: the gateway's ``/healthz`` (200 only
+    when every component is; 503/507 name the one that is not), and then what the service does --
+    the orchestrator's heartbeat is current (``GET /api/swarm``: supervising), the worker holds its
+    pool's node lease (``GET /api/jobs/pools``: a live worker of its principal on this host)."""
+    if service == "secrets":
+        sys.exit(0 if (SECRETS / "operator_token" / "operator_token").is_file() else 1)
     if service == "redis":
         sock = REDIS_URL.removeprefix("unix://")
         done = subprocess.run(["redis-cli", "-s", sock, "ping"], capture_output=True, text=True)
         sys.exit(0 if done.stdout.strip() == "PONG" else 1)
     code, body = healthz(gateway_url())
     if code != 200:
-        print(f"gateway /healthz: HTTP {code} {body[:300]}")
-        sys.exit(1)
+        unhealthy(f"gateway /healthz: HTTP {code} {body[:300]}")
+    if service == "orchestrator":
+        code, report = api_get("/api/swarm", secret("operator_token") or "")
+        if code != 200 or not isinstance(report, dict) or not report.get("supervising"):
+            why = report.get("reason") if isinstance(report, dict) else report
+            unhealthy(f"orchestrator: not supervising (HTTP {code}: {why})")
+    if service == "worker":
+        import socket
+
+        from gateway.jobs.pools import worker_principal
+
+        pool = os.environ.get("KSWARM_POOL", "cpu")
+        token_file = worker_token_file(pool)
+        code, pools = api_get("/api/jobs/pools", secret(f"worker_token/{token_file.name}") or "")
+        mine = f"{worker_principal(pool)}/{socket.gethostname()[:24]}-"
+        views = [p for p in pools if isinstance(p, dict)] if isinstance(pools, list) else []
+        live = [w for p in views if p.get("pool") == pool for w in p.get("workers") or []]
+        if not any(str(w.get("worker", "")).startswith(mine) for w in live):
+            unhealthy(f"worker: no live worker {mine}* in pool {pool} (HTTP {code}; live: {live})")
     sys.exit(0)
 
 

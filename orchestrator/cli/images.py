@@ -5,7 +5,7 @@ The images (compose.yaml uses all of them; docs/deploy.md):
 | image | Dockerfile | what runs from it |
 |---|---|---|
 | ``kswarm/kswarm`` | ``infra/kswarm.Dockerfile`` | the gateway, the orchestrator, Redis, compose's init |
-| ``kswarm/worker`` | ``infra/worker.Dockerfile`` | job workers: service image + torch (CPU), Triton, numpy |
+| ``kswarm/worker`` | ``infra/worker.Dockerfile`` | job workers: kswarm + torch (CPU), Triton, numpy |
 | ``kswarm/agent`` | ``infra/agent.Dockerfile`` | agents of the docker backend (``host_shared: false``) |
 | ``kswarm/empty`` | (an empty tar) | agents and jobs of the host-shared mode |
 
@@ -30,7 +30,7 @@ from typing import Annotated, Any
 import typer
 
 from orchestrator.cli.commands import command
-from orchestrator.cli.output import console, fail, print_json
+from orchestrator.cli.output import console, err_console, fail, print_json
 
 REPO = Path(__file__).resolve().parents[2]
 BASE_IMAGE = "debian:bookworm-slim"
@@ -118,6 +118,7 @@ def ensure_base(base: str = BASE_IMAGE, root: Path = REPO) -> None:
 def build_image(
     client: Any, image: Image, tag: str, build_args: dict[str, str], wheels: list[Path], quiet: bool
 ) -> None:
+    out = err_console if quiet else console
     """One ``docker build`` through the SDK; the build's output streams to the terminal unless quiet."""
     tail: list[str] = []
     stream = client.api.build(
@@ -134,7 +135,7 @@ def build_image(
     for chunk in stream:
         if "error" in chunk:
             for line in tail[-15:]:
-                console.print(f"    {line}", markup=False, highlight=False, soft_wrap=True)
+                out.print(f"    {line}", markup=False, highlight=False, soft_wrap=True)
             raise ImageBuildError(f"building {tag} failed: {' '.join(str(chunk['error']).split())[:300]}")
         text = str(chunk.get("stream", "")).rstrip()
         if text:
@@ -150,8 +151,11 @@ def build_all(
     extra_wheels: list[Path] | None = None,
     quiet: bool = False,
     client: Any = None,
+    as_json: bool = False,
 ) -> list[str]:
-    """Build ``names`` (in dependency order: the worker builds on the service image); returns the tags."""
+    """Build ``names`` (each from the base image); returns the tags. Progress goes to stderr under
+    ``as_json`` (stdout is the JSON document alone)."""
+    progress = err_console if as_json else console
     from orchestrator.runtime.docker import docker_client, ensure_empty_image
 
     client = client or docker_client(timeout=3600)
@@ -167,12 +171,11 @@ def build_all(
         full = image_tag(prefix, image.name, tag)
         args = dict(common)
         if image.name == "worker":
-            args["SERVICE_IMAGE"] = image_tag(prefix, "kswarm", tag)
             args["TORCH_VERSION"] = TORCH_VERSION
             if wheels:
                 args["TORCH_INDEX"] = ""  # the local wheel, no index
         source = f" (torch from {wheels[0].name})" if image.wheels and wheels else ""
-        console.print(
+        progress.print(
             f"building [bold]{full}[/] from {image.dockerfile}{source} ...", highlight=False, soft_wrap=True
         )
         build_image(client, image, full, args, wheels, quiet)
@@ -209,10 +212,8 @@ def register(app: typer.Typer) -> None:
         unknown = sorted(set(names) - set(IMAGE_NAMES))
         if unknown:
             fail(f"unknown image {', '.join(unknown)}: choose from {', '.join(IMAGE_NAMES)}", 2)
-        if "worker" in names and "kswarm" not in names:
-            names = [*names, "kswarm"]  # the worker builds FROM the service image of the same tag
         try:
-            built = build_all(names, prefix, tag, wheels, quiet or as_json)
+            built = build_all(names, prefix, tag, wheels, quiet or as_json, as_json=as_json)
         except DockerSetupError as exc:
             fail(str(exc), 3)
         except ImageBuildError as exc:

@@ -97,7 +97,13 @@ def init(plan: SandboxPlan, m: Mounter, launcher_alive: int, own_userns: bool) -
             os._exit(SETUP_FAILED)
         os.close(launcher_alive)
         if plan.loopback:
-            loopback_up()
+            try:
+                loopback_up()
+            except PermissionError:
+                # Root without CAP_NET_ADMIN (a container: compose's worker) cannot bring up lo in a
+                # network namespace the initial user namespace owns. The sandbox then has no
+                # interface at all: more confined, never less.
+                pass
         build_root(plan, m)
         limit_processes(plan.pids, own_userns, plan.run_as)
         m.prctl(PR_SET_NO_NEW_PRIVS, 1, "prctl(NO_NEW_PRIVS)")

@@ -1,0 +1,162 @@
+"""compose's ``init`` and the services' start (infra/compose/kswarm_compose.py), against a real
+redis-server, without Docker: tokens are generated on first start, of the principal they claim to be
+(a worker's bound to its pool), kept while they still are, and a service without its token refuses
+to start. The attacks: a secrets file swapped for another principal's token, a principal's name taken
+by another kind, an empty token file."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import stat
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from orch_kit import REPO
+from redis.asyncio import Redis
+
+from gateway.jobs.queue import JobQueue
+from gateway.principals import Principal, PrincipalKind, PrincipalStore
+from kstest.gateway import GatewayThread
+
+HELPER = REPO / "infra" / "compose" / "kswarm_compose.py"
+SPEC = REPO / "infra" / "compose" / "swarm.yaml"
+SWARM = "kswarm"
+
+
+def secrets_dir(root: Path) -> Path:
+    for name in ("model_key", "operator_token", "worker_token", "gitea_admin_token"):
+        (root / name).mkdir(parents=True, exist_ok=True)
+    return root
+
+
+def helper(redis_url: str, secrets: Path, *args: str, **env: str) -> subprocess.CompletedProcess[str]:
+    environ = {
+        **os.environ,
+        "KSWARM_GATEWAY_REDIS_URL": redis_url,
+        "KSWARM_SECRETS": str(secrets),
+        "KSWARM_SPEC_FILE": str(SPEC),
+        "KSWARM_GATEWAY_SWARM": SWARM,
+        **env,
+    }
+    return subprocess.run(
+        [sys.executable, str(HELPER), *args], capture_output=True, text=True, env=environ, timeout=60
+    )
+
+
+def with_store(redis_url: str, fn: object) -> object:
+    async def main() -> object:
+        redis = Redis.from_url(redis_url, decode_responses=True)
+        try:
+            return await fn(PrincipalStore(redis, SWARM), JobQueue(redis))  # type: ignore[operator]
+        finally:
+            await redis.aclose()
+
+    return asyncio.run(main())
+
+
+def verify(redis_url: str, token: str) -> Principal | None:
+    async def check(store: PrincipalStore, queue: JobQueue) -> Principal | None:
+        return await store.verify(token)
+
+    return with_store(redis_url, check)  # type: ignore[return-value]
+
+
+def bound_pool(redis_url: str, name: str) -> str | None:
+    async def check(store: PrincipalStore, queue: JobQueue) -> str | None:
+        return await queue.bound_pool(name)
+
+    return with_store(redis_url, check)  # type: ignore[return-value]
+
+
+def test_init_generates_tokens_of_the_right_principals_once(clean_redis: str, tmp_path: Path) -> None:
+    secrets = secrets_dir(tmp_path / "secrets")
+    first = helper(clean_redis, secrets, "init")
+    assert first.returncode == 0, first.stderr
+    operator_file = secrets / "operator_token" / "operator_token"
+    worker_file = secrets / "worker_token" / "worker-cpu"
+    operator, worker = operator_file.read_text().strip(), worker_file.read_text().strip()
+    for path in (operator_file, worker_file):
+        assert stat.S_IMODE(path.stat().st_mode) == 0o600
+    op = verify(clean_redis, operator)
+    wk = verify(clean_redis, worker)
+    assert op is not None and (op.name, op.kind) == ("operator", PrincipalKind.operator)
+    assert wk is not None and (wk.name, wk.kind) == ("worker-cpu", PrincipalKind.worker)
+    assert bound_pool(clean_redis, "worker-cpu") == "cpu"  # it takes the cpu pool's jobs only
+    assert "no model key" in first.stdout
+
+    again = helper(clean_redis, secrets, "init")  # a restart, `docker compose up` again
+    assert again.returncode == 0, again.stderr
+    assert "generated" not in again.stdout
+    assert operator_file.read_text().strip() == operator and worker_file.read_text().strip() == worker
+
+
+def test_attack_a_worker_secret_holding_the_operators_token_is_replaced(
+    clean_redis: str, tmp_path: Path
+) -> None:
+    """Whoever swaps the worker's secret file for the operator's token (a copy-paste, or on purpose)
+    must not get a worker container that acts as the operator: init keeps a token only if it verifies
+    as the very principal of that file."""
+    secrets = secrets_dir(tmp_path / "secrets")
+    assert helper(clean_redis, secrets, "init").returncode == 0
+    operator = (secrets / "operator_token" / "operator_token").read_text()
+    worker_file = secrets / "worker_token" / "worker-cpu"
+    worker_file.write_text(operator)
+    done = helper(clean_redis, secrets, "init")
+    assert done.returncode == 0, done.stderr
+    now = verify(clean_redis, worker_file.read_text().strip())
+    assert now is not None and (now.name, now.kind) == ("worker-cpu", PrincipalKind.worker)
+    assert "generated the worker token of worker-cpu" in done.stdout
+
+
+def test_attack_a_principal_name_taken_by_another_kind_is_refused(clean_redis: str, tmp_path: Path) -> None:
+    """An agent registered as ``worker-cpu`` (or ``operator``) before the first start must not be
+    handed the worker's (the operator's) secret: init stops with one line and writes no token."""
+
+    async def squat(store: PrincipalStore, queue: JobQueue) -> None:
+        await store.create("worker-cpu", PrincipalKind.agent)
+
+    with_store(clean_redis, squat)
+    secrets = secrets_dir(tmp_path / "secrets")
+    done = helper(clean_redis, secrets, "init")
+    assert done.returncode != 0
+    assert done.stderr.strip().splitlines()[-1] == (
+        "kswarm: principal worker-cpu is of kind agent, not an enabled worker: no token written"
+    )
+    assert not (secrets / "worker_token" / "worker-cpu").exists()
+
+
+@pytest.mark.parametrize(
+    ("service", "secret"),
+    [("worker", "worker_token"), ("orchestrator", "operator_token"), ("kickoff", "operator_token")],
+)
+def test_a_service_without_its_token_refuses_to_start(
+    clean_redis: str, tmp_path: Path, service: str, secret: str
+) -> None:
+    """No empty default: a missing or empty token file ends the service before it reaches anything."""
+    secrets = secrets_dir(tmp_path / "secrets")
+    (secrets / "operator_token" / "operator_token").write_text("\n")  # empty, as an attacker might leave it
+    done = helper(clean_redis, secrets, service, KSWARM_URL="http://127.0.0.1:9")
+    assert done.returncode != 0
+    line = done.stderr.strip().splitlines()[-1]
+    assert line.startswith(f"kswarm: no {secret} at ") and "init service writes it" in line
+
+
+def test_healthchecks_say_what_is_missing_not_only_whether_the_gateway_answers(
+    gateway: GatewayThread, tmp_path: Path
+) -> None:
+    """A gateway that answers is not a healthy orchestrator or worker: with no supervisor beating and
+    no worker holding the pool's node, their healthchecks fail and say why (the gateway's passes)."""
+    secrets = secrets_dir(tmp_path / "secrets")
+    (secrets / "operator_token" / "operator_token").write_text(gateway.operator_token)
+    (secrets / "worker_token" / "worker-cpu").write_text(gateway.operator_token)
+    env = {"KSWARM_URL": gateway.url}
+    assert helper(gateway.redis_url, secrets, "health", "gateway", **env).returncode == 0
+    orchestrator = helper(gateway.redis_url, secrets, "health", "orchestrator", **env)
+    assert orchestrator.returncode == 1 and "orchestrator: not supervising" in orchestrator.stdout
+    worker = helper(gateway.redis_url, secrets, "health", "worker", **env)
+    assert worker.returncode == 1 and "worker: no live worker worker-cpu/" in worker.stdout
+    down = helper(gateway.redis_url, secrets, "health", "worker", KSWARM_URL="http://127.0.0.1:9")
+    assert down.returncode == 1 and down.stdout.startswith("gateway /healthz: HTTP 0")
