@@ -135,14 +135,16 @@ def test_an_operator_approves_from_the_pr_page_and_the_gate_box_says_merged(
         page.goto(f"{mon_ui.url}/ui/prs/kswarm/kernels/{number}")
         expect(page.locator("#gate-reasons")).to_contain_text("human approval", timeout=10_000)
         shot(page, "pr-waiting-for-a-human")
+        page.wait_for_selector("body[data-live=open]", timeout=30_000)  # the page's scripts are running
         page.fill("#review-form textarea[name=body]", "**ok** by me, see #1")
         page.click("#review-approve")
+        page.wait_for_selector("body[data-last-action=done]", timeout=30_000)
 
         def merged() -> bool:
             with mon_ui.client(mon_ui.operator_token) as op:
                 return op.get(f"/api/forge/repos/kswarm/kernels/pulls/{number}").json()["state"] == "merged"
 
-        wait_for(merged, what="the gate merges on the operator's approval")
+        wait_for(merged, timeout=60, what="the gate merges on the operator's approval")
         page.goto(f"{mon_ui.url}/ui/prs/kswarm/kernels/{number}")
         expect(page.locator("#gate-state")).to_have_text("merged")
         line = page.locator("#gate-line").inner_text()
