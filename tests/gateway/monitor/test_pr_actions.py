@@ -4,11 +4,12 @@ monitor's action log, the gate's decision, ``#reviews`` to the author)."""
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import httpx
 import typer
-from monitor_kit import MonitorGateway, log_in, open_pr, wait_for
+from monitor_kit import MonitorGateway, git, log_in, open_pr, wait_for
 from typer.testing import CliRunner
 
 from orchestrator.cli import prs as prs_cli
@@ -113,3 +114,31 @@ def test_kswarm_pr_review_and_comment(mon_gateway: MonitorGateway, short_tmp: Pa
     code, _, err = kswarm_pr(gw, alice, tmp_path, "review", str(number), "--approve", "--repo", REPO)
     assert code != 0 and err.startswith("error: ")
     assert len(pr_view(gw, number)["reviews"]) == 1
+
+
+def test_the_pr_page_shows_one_diff_per_push(mon_gateway: MonitorGateway, short_tmp: Path) -> None:
+    gw = mon_gateway
+    alice = gw.add_principal("alice")
+    number, first = open_pr(gw, short_tmp, alice, "alice", REPO, "docs/pushes.md")
+    work = short_tmp / "work-alice-docs-pushes.md"
+    (work / "docs" / "second.md").write_text("the second push\n")
+    git(short_tmp / "git-home", alice, "alice", "add", "docs/second.md", cwd=work)
+    git(short_tmp / "git-home", alice, "alice", "commit", "-q", "-m", "second push", cwd=work)
+    git(short_tmp / "git-home", alice, "alice", "push", "-q", "origin", "alice/pushes", cwd=work)
+    second = git(short_tmp / "git-home", alice, "alice", "rev-parse", "HEAD", cwd=work).strip()
+
+    def heads() -> list[str]:
+        with gw.client(gw.operator_token) as op:
+            got = op.get("/api/monitor/heads", params={"repo": REPO, "branch": "alice/pushes"}).json()
+        return [h["sha"] for h in got]
+
+    wait_for(lambda: heads() == [first, second], what="both pushes recorded")
+    with httpx.Client(base_url=gw.url, timeout=30) as browser:
+        log_in(gw, browser)
+        html = browser.get(f"/ui/prs/{REPO}/{number}", headers={"Accept": "text/html"}).text
+    pushes = re.findall(r'<details class="push" id="push-([0-9a-f]+)"', html)
+    assert sorted(pushes) == sorted([first[:10], second[:10]]) or sorted(pushes) == sorted(
+        [first[:7], second[:7]]
+    )
+    newest = html[html.index(f'id="push-{pushes[0]}"') : html.index(f'id="push-{pushes[1]}"')]
+    assert "docs/second.md" in newest and "docs/pushes.md" not in newest, "a push's diff is its own change"
