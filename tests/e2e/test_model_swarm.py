@@ -129,18 +129,29 @@ def merged_prs(api: httpx.Client) -> list[dict[str, Any]]:
     return [p for p in prs if p["state"] == "merged"]
 
 
-def wait_merges(up: Up, api: httpx.Client, count: int, timeout: float) -> list[dict[str, Any]]:
+def wait_merges(
+    up: Up, api: httpx.Client, upstream: ModelUpstream, count: int, timeout: float, quiet: float = 150
+) -> list[dict[str, Any]]:
+    """Until ``count`` PRs are merged; fails early once the swarm has gone quiet (no model request and
+    no job change for ``quiet`` seconds: a verify job takes well under that), so a broken seam is a
+    failure in minutes, not a long wait for the deadline."""
     deadline = time.monotonic() + timeout
+    seen: tuple[int, str] = (-1, "")
+    changed = time.monotonic()
     while time.monotonic() < deadline:
         if up.proc.poll() is not None:
             raise AssertionError(f"kswarm up exited {up.proc.returncode}:\n{up.output()[-6000:]}")
         merged = merged_prs(api)
         if len(merged) >= count:
             return merged
+        jobs = json.dumps([(j["id"], j["state"]) for j in api.get("/api/jobs").json()])
+        now = (len(upstream.state.requests), jobs)
+        if now != seen:
+            seen, changed = now, time.monotonic()
+        elif time.monotonic() - changed > quiet:
+            raise AssertionError(f"{len(merged)}/{count} PRs merged and the swarm is quiet for {quiet:.0f}s")
         time.sleep(2)
-    raise AssertionError(
-        f"{len(merged_prs(api))}/{count} PRs merged after {timeout:.0f}s:\n{up.output()[-6000:]}"
-    )
+    raise AssertionError(f"{len(merged_prs(api))}/{count} PRs merged after {timeout:.0f}s")
 
 
 def wait_agents(up: Up, api: httpx.Client, names: set[str], timeout: float) -> None:
@@ -189,9 +200,11 @@ def run(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Run]:
             sent = kswarm(home, "chat", "send", "@lead", KICKOFF)
             assert sent.returncode == 0, sent.stdout + sent.stderr
             try:
-                prs = wait_merges(up, api, len(developers), timeout=420)
+                prs = wait_merges(up, api, upstream, len(developers), timeout=420)
             except AssertionError as exc:
-                raise AssertionError(f"{exc}\n{agent_logs(home)}\n{upstream.decisions}") from None
+                raise AssertionError(
+                    f"{exc}\n{up.output()[-4000:]}\n{agent_logs(home)}\n{upstream.decisions}"
+                ) from None
             built = kswarm(home, "dataset", "build", "--repo", REPO, "--json", timeout=300)
             assert built.returncode == 0, built.stdout + built.stderr
             summary = json.loads(built.stdout)
