@@ -10,8 +10,10 @@ import json
 import os
 import shutil
 import signal
+import socket
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -219,9 +221,6 @@ def test_a_fork_server_of_another_pool_is_refused(add_task: Path) -> None:
 @pytest.mark.skipif(not hasattr(os, "pidfd_open"), reason="the zygote waits on pidfds (Linux 5.3+)")
 def test_the_zygote_refuses_a_fork_request_without_its_descriptors() -> None:
     """Anything on the control socket but a well-formed request is refused, and the zygote still forks."""
-    import socket
-    import time
-
     with ForkServer(interpret=True) as server:
         server.start()
         zygote = server._zygote
@@ -260,7 +259,9 @@ def test_a_candidate_that_checks_whether_it_was_forked_is_caught(
 
 
 @pytest.mark.slow
-@pytest.mark.skipif(shutil.which("setpriv") is None, reason="drops CAP_SYS_PTRACE with setpriv")
+@pytest.mark.skipif(
+    os.geteuid() == 0 and shutil.which("setpriv") is None, reason="as root, drops CAP_SYS_PTRACE with setpriv"
+)
 def test_a_child_without_cap_sys_ptrace_cannot_read_the_zygotes_or_the_harnesss_memory(
     make_task: TaskFactory, tmp_path: Path
 ) -> None:
@@ -275,7 +276,8 @@ def test_a_child_without_cap_sys_ptrace_cannot_read_the_zygotes_or_the_harnesss_
     cli = [sys.executable, "-P", "-s", "-m", "orchestrator.verify", "--task", str(task)]
     cli += ["--candidate", str(probe), "--pool", "cpu", "--out", str(out)]
     cli += ["--static-advisory", "--seeds", ",".join(map(str, SEEDS))]
-    drop = ["setpriv", "--bounding-set=-sys_ptrace", "--inh-caps=-sys_ptrace"]
+    # Another uid has no CAP_SYS_PTRACE to begin with; root gives it up for the run.
+    drop = ["setpriv", "--bounding-set=-sys_ptrace", "--inh-caps=-sys_ptrace"] if os.geteuid() == 0 else []
     done = subprocess.run(drop + cli, cwd=tmp_path, capture_output=True, text=True, timeout=900)
     assert seen_path.exists(), (done.returncode, done.stderr[-2000:])
     seen = json.loads(seen_path.read_text())
@@ -314,3 +316,24 @@ def test_a_candidate_that_forges_reports_to_pull_the_plans_early_is_caught(
     assert result.verdict == "fail", summary(result)
     assert Flag.MONITOR_TAMPERED in result.flags, summary(result)
     assert any("not the one sent" in r for r in result.reasons), result.reasons
+
+
+def test_the_zygote_shares_no_writable_memory_and_runs_one_thread() -> None:
+    """What a child could write into and the next child read: a writable shared mapping (MAP_SHARED)
+    of the zygote survives copy-on-write. There is none; and the zygote forks with one thread only (a
+    thread in a forking process leaves its locks held in every child)."""
+    with ForkServer(interpret=True) as server:
+        server.start()
+        zygote = server._zygote
+        assert zygote is not None
+        while not zygote.ready:
+            try:
+                zygote.receive(time.monotonic() + 1)
+            except TimeoutError:
+                continue
+        pid = zygote.proc.pid
+        maps = Path(f"/proc/{pid}/maps").read_text().splitlines()
+        status = Path(f"/proc/{pid}/status").read_text()
+    writable_shared = [m for m in maps if m.split()[1][1] == "w" and m.split()[1][3] == "s"]
+    assert maps and writable_shared == [], writable_shared
+    assert "\nThreads:\t1\n" in status
