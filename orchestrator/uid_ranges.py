@@ -54,13 +54,18 @@ def _locked(path: Path) -> Iterator[dict[str, int]]:
 
 
 def process_owners() -> Iterator[tuple[int, int]]:
-    """(pid, uid) of every process now, from the owners of /proc/<pid>."""
+    """(pid, uid) of every live process now, from the owners of /proc/<pid>. Zombies are left out: an
+    exited process waiting for its reaper (bubblewrap's init, orphaned to the host's pid 1) runs nothing
+    and must keep neither a uid nor a block taken."""
     for entry in Path("/proc").iterdir():
         if entry.name.isdigit():
             try:
-                yield int(entry.name), entry.stat().st_uid
+                uid = entry.stat().st_uid
+                stat = (entry / "stat").read_text()
             except OSError:  # gone meanwhile
                 continue
+            if stat[stat.rindex(")") + 2 :][:1] not in ("Z", "X"):
+                yield int(entry.name), uid
 
 
 def blocks_in_use() -> set[int]:

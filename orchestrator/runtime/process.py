@@ -95,10 +95,10 @@ def agent_process(launcher: int) -> int:
 
 
 def pids_of_uid(uid: int) -> list[int]:
-    """The live processes of ``uid``. Zombies are not among them: an exited process awaiting its reaper
-    (bubblewrap's init, orphaned when its monitor exits first, waits for the host's pid 1) runs nothing,
-    cannot be signalled, and must not make the uid look taken."""
-    return [pid for pid, owner in process_owners() if owner == uid and proc_start_ticks(pid) is not None]
+    """The live processes of ``uid``. Zombies are not among them (``process_owners``): an exited process
+    awaiting its reaper (bubblewrap's init, orphaned when its monitor exits first, waits for the host's
+    pid 1) runs nothing, cannot be signalled, and must not make the uid look taken."""
+    return [pid for pid, owner in process_owners() if owner == uid]
 
 
 def can_isolate_by_uid() -> bool:
