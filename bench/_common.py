@@ -7,7 +7,8 @@ import sys
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT / "tests"))  # kstest: the same real gateway/Redis helpers the tests use
+sys.path.insert(0, str(ROOT))  # the tree itself first: tests/ mirrors its folders (tests/orchestrator, ...)
+sys.path.append(str(ROOT / "tests"))  # kstest: the same real gateway/Redis helpers the tests use
 
 
 def pct(values: list[float], q: float) -> float:

@@ -9,6 +9,7 @@ from typing import Any
 from fastapi import FastAPI
 from fastapi.responses import Response
 from redis.asyncio import Redis
+from starlette.routing import Route
 
 from gateway.api import build_api_router
 from gateway.config import GatewaySettings
@@ -17,7 +18,7 @@ from gateway.deps import OperatorOnly
 from gateway.error_shapes import declare_error_shapes, install_error_handler
 from gateway.events import build_events_router
 from gateway.health import build_health_router
-from gateway.mcp_server import build_mcp, build_mcp_app
+from gateway.mcp_server import MCP_PATH, build_mcp, build_mcp_app, build_protected_resource_router
 from gateway.plugin import Lifespan, Plugin, install_plugin, order_plugins
 
 
@@ -39,6 +40,7 @@ def create_app(
         await ctx.redis.ping()
         await ctx.chat.ensure_default_channels()
         async with AsyncExitStack() as stack:
+            await stack.enter_async_context(ctx.hub.running())  # before anyone can wait on it
             await stack.enter_async_context(mcp.session_manager.run())
             for factory in lifespans:
                 await stack.enter_async_context(factory())
@@ -61,6 +63,7 @@ def create_app(
     app.include_router(build_health_router())
     app.include_router(build_api_router())
     app.include_router(build_events_router())
+    app.include_router(build_protected_resource_router(ctx))
     for plugin in ordered:
         plugin_lifespan = install_plugin(plugin, app, ctx, mcp)
         if plugin_lifespan is not None:
@@ -77,6 +80,7 @@ def create_app(
 
     app.openapi = openapi  # type: ignore[method-assign]
 
-    # The MCP app is mounted last, at the root, so that it answers /mcp and nothing shadows our routes.
-    app.mount("/", build_mcp_app(ctx, mcp))
+    # /mcp is the first route: matched before the others (a plugin's many routes would otherwise be
+    # tried one by one on every MCP call), and it shadows nothing (no other route is /mcp).
+    app.router.routes.insert(0, Route(MCP_PATH, build_mcp_app(ctx, mcp)))
     return app

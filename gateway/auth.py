@@ -1,4 +1,9 @@
-"""Request authentication: every route but /healthz resolves the caller from its token."""
+"""Request authentication: every route but /healthz resolves the caller from its token.
+
+``TokenCheck`` is the lookup every request makes (REST, SSE, MCP, the LLM proxy): the token's hash to
+its principal in one Redis round trip (a script reads both keys), with ``PrincipalStore.verify``'s
+rules -- only ``ksw_`` tokens, unknown, revoked and quarantined ones refused.
+"""
 
 from __future__ import annotations
 
@@ -7,10 +12,36 @@ import binascii
 from collections.abc import Awaitable, Callable
 
 from fastapi import Request
+from redis.asyncio import Redis
 from starlette.datastructures import Headers
 
+from gateway import keys
 from gateway.errors import Forbidden, Unauthorized
-from gateway.principals import Principal, PrincipalKind
+from gateway.principals import TOKEN_PREFIX, Principal, PrincipalKind, hash_token
+
+# KEYS[1]: the token's key. Returns the principal's JSON, or false. The principal's key is derived from
+# the name the token maps to, so it cannot be declared (one Redis, no cluster: docs/architecture.md).
+_VERIFY_SCRIPT = """
+local name = redis.call('GET', KEYS[1])
+if not name then return false end
+return redis.call('HGET', ARGV[1] .. name, 'json')
+"""
+
+
+class TokenCheck:
+    """Token -> principal in one round trip; None for unknown, revoked or disabled tokens."""
+
+    def __init__(self, redis: Redis) -> None:
+        self._script = redis.register_script(_VERIFY_SCRIPT)
+
+    async def verify(self, token: str) -> Principal | None:
+        if not token.startswith(TOKEN_PREFIX):
+            return None
+        raw = await self._script(keys=[keys.token(hash_token(token))], args=[keys.principal("")])
+        if not raw:
+            return None
+        principal = Principal.model_validate_json(raw)
+        return None if principal.disabled else principal
 
 
 def token_from_headers(headers: Headers) -> str | None:
@@ -44,7 +75,7 @@ async def current_principal(request: Request) -> Principal:
     token = token_from_headers(request.headers)
     if token is None:
         raise Unauthorized("missing bearer token")
-    principal = await request.app.state.ctx.principals.verify(token)
+    principal = await request.app.state.ctx.tokens.verify(token)
     if principal is None:
         raise Unauthorized("invalid or revoked token")
     request.state.principal = principal

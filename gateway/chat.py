@@ -17,9 +17,10 @@ from collections.abc import Awaitable, Callable
 from redis.asyncio import Redis
 
 from gateway import keys
-from gateway.chat_scripts import POST_SCRIPT, RATE_SCRIPT
+from gateway.chat_scripts import POST_SCRIPT
 from gateway.config import GatewaySettings
 from gateway.errors import ChatError
+from gateway.events import EventHub
 from gateway.metrics import GatewayMetrics
 from gateway.models import (
     FIRST_ID,
@@ -34,7 +35,8 @@ from gateway.principals import Principal, PrincipalKind, PrincipalStore
 
 CHANNEL_RE = re.compile(r"[a-z0-9][a-z0-9_-]{0,63}")  # fullmatch: "$" would let a trailing "\n" in
 MENTION_RE = re.compile(r"(?<![\w@./-])@([a-z][a-z0-9-]{0,38})(?![\w-])")
-INBOX_WAIT_SLICE = 2.0  # seconds per blocking read; bounds how long a dropped caller is served
+INBOX_WAIT_SLICE = 2.0  # a blocked wait checks this often that its caller is still there
+WAKE_MAXLEN = 100_000  # approximate length cap of the wake-up stream (the hub reads it as it grows)
 SEARCH_SCAN = 2000  # messages scanned per channel by search; bounded on purpose
 DEDUPE_TTL_S = 7 * 86_400  # how long a deduplicated post remembers it was made
 
@@ -95,14 +97,19 @@ class ChatService:
     """All chat operations; callers pass the authenticated principal, never a claimed name."""
 
     def __init__(
-        self, redis: Redis, principals: PrincipalStore, settings: GatewaySettings, metrics: GatewayMetrics
+        self,
+        redis: Redis,
+        principals: PrincipalStore,
+        settings: GatewaySettings,
+        metrics: GatewayMetrics,
+        hub: EventHub | None = None,
     ) -> None:
         self.redis = redis
         self.principals = principals
         self.settings = settings
         self.metrics = metrics
+        self.hub = hub  # blocked inbox waits wait on it (no Redis connection each) while it runs
         self._post = redis.register_script(POST_SCRIPT)
-        self._rate = redis.register_script(RATE_SCRIPT)
 
     # -- channels ---------------------------------------------------------------------------
 
@@ -199,21 +206,6 @@ class ChatService:
 
     # -- posting ----------------------------------------------------------------------------
 
-    async def check_rate(self, principal: Principal) -> None:
-        wait = float(
-            await self._rate(
-                keys=[keys.rate(principal.name)],
-                args=[self.settings.rate_limit_per_sec, self.settings.rate_limit_burst, time.time()],
-            )
-        )
-        if wait > 0:
-            retry = max(1, int(wait + 0.999))
-            raise ChatError(
-                f"rate limit: {self.settings.rate_limit_per_sec:g} messages/s per sender; retry in {retry}s",
-                status=429,
-                headers={"Retry-After": str(retry)},
-            )
-
     async def post(
         self,
         principal: Principal,
@@ -224,7 +216,11 @@ class ChatService:
         dedupe: str | None = None,
     ) -> Message:
         """Post ``text``; with ``dedupe``, a key (scoped to the sender) that makes retries of the same
-        post after a crash land once: a repeat returns the first post's id and writes nothing."""
+        post after a crash land once: a repeat returns the first post's id and writes nothing.
+
+        Two round trips to Redis: one pipeline reads everything the checks need (the channel, the
+        mentioned names, the parent, the members for @all), then one script checks the sender's rate
+        and writes the post everywhere (``chat_scripts.POST_SCRIPT``)."""
         size = len(text.encode())
         if size > self.settings.max_message_bytes:
             raise ChatError(
@@ -233,37 +229,43 @@ class ChatService:
         if not text.strip():
             raise ChatError("empty message")
         reply_to = client_id(reply_to, "reply_to")
-        meta = await self._readable_channel(principal, channel)
-        await self.check_rate(principal)
-
         mentions = parse_mentions(text)
         mention_all = "all" in mentions
         named = [m for m in mentions if m != "all"]
-        if named:
-            async with self.redis.pipeline(transaction=False) as pipe:
-                for name in named:
-                    pipe.sismember(keys.PRINCIPALS, name)
-                known = await pipe.execute()
-            unknown = [n for n, ok in zip(named, known, strict=True) if not ok]
-            if unknown:
-                raise ChatError("unknown mention(s): " + ", ".join(f"@{n}" for n in unknown))
 
+        async with self.redis.pipeline(transaction=False) as pipe:
+            pipe.hget(keys.CHANNELS, channel)
+            for name in named:
+                pipe.sismember(keys.PRINCIPALS, name)
+            if reply_to:
+                pipe.xrange(keys.channel_stream(channel), reply_to, reply_to)
+            if mention_all:
+                pipe.smembers(keys.channel_members(channel))
+            replies = await pipe.execute()
+        raw_meta, known = replies[0], replies[1 : 1 + len(named)]
+        rest = replies[1 + len(named) :]
+        parent = rest.pop(0) if reply_to else None
+        members: set[str] = rest.pop(0) if mention_all else set()
+
+        meta = Channel.model_validate_json(raw_meta) if raw_meta else None
+        # A DM someone else is in answers exactly like a missing channel: no existence oracle.
+        if meta is None or not self.can_read(principal, channel):
+            raise ChatError(f"no channel {channel!r}", status=404)
+        unknown = [n for n, ok in zip(named, known, strict=True) if not ok]
+        if unknown:
+            raise ChatError("unknown mention(s): " + ", ".join(f"@{n}" for n in unknown))
         thread = ""
         parent_sender = None
         if reply_to:
-            parent = await self.redis.xrange(keys.channel_stream(channel), reply_to, reply_to)
             if not parent:
                 raise ChatError(f"no message {reply_to} in {channel!r}", status=404)
             parent_fields = parent[0][1]
             thread = parent_fields.get("thread") or reply_to
             parent_sender = parent_fields["sender"]
 
-        if meta.kind == "channel":
-            await self.redis.sadd(keys.channel_members(channel), principal.name)
         reasons: dict[str, str] = {}
-        if mention_all:
-            for member in await self.redis.smembers(keys.channel_members(channel)):
-                reasons[member] = "mention"
+        for member in members:
+            reasons[member] = "mention"
         for name in named:
             reasons[name] = "mention"
         if parent_sender:
@@ -289,26 +291,47 @@ class ChatService:
         }
         flat = [x for pair in fields.items() for x in pair]
         recipients = sorted(reasons)
-        msg_id = await self._post(
+        settings = self.settings
+        reply = await self._post(
             keys=[
                 keys.channel_stream(channel),
                 keys.EVENTS,
                 keys.thread_index(channel, thread or "none"),
                 keys.dedupe(principal.name, dedupe or "-"),
+                keys.rate(principal.name),
+                keys.channel_members(channel),
+                keys.WAKE,
                 *(keys.inbox(r) for r in recipients),
             ],
             args=[
-                self.settings.channel_maxlen,
-                self.settings.events_maxlen,
-                self.settings.inbox_maxlen,
+                settings.channel_maxlen,
+                settings.events_maxlen,
+                settings.inbox_maxlen,
                 DEDUPE_TTL_S if dedupe else 0,
+                settings.rate_limit_per_sec,
+                settings.rate_limit_burst,
+                time.time(),
+                1 if meta.kind == "channel" else 0,  # posting in a channel joins it
+                principal.name,
+                WAKE_MAXLEN,
+                ",".join(keys.inbox_topic(r) for r in recipients),
                 len(flat),
                 *flat,
                 *(reasons[r] for r in recipients),
             ],
         )
+        if isinstance(reply, list):  # {'rate', seconds}: the sender's bucket is empty
+            raise self._rate_refusal(float(reply[1]))
         self.metrics.messages_posted.labels(kind=meta.kind).inc()
-        return message_from_fields(msg_id, fields)
+        return message_from_fields(reply, fields)
+
+    def _rate_refusal(self, wait: float) -> ChatError:
+        retry = max(1, int(wait + 0.999))
+        return ChatError(
+            f"rate limit: {self.settings.rate_limit_per_sec:g} messages/s per sender; retry in {retry}s",
+            status=429,
+            headers={"Retry-After": str(retry)},
+        )
 
     async def post_dm(
         self,
@@ -407,20 +430,18 @@ class ChatService:
         """New inbox items after the caller's cursor; blocks up to ``wait`` s for the first one.
 
         The cursor advances past what is returned, so each item is handed out once per principal.
-        The wait is cut into slices so that a caller who went away (``gone()``) stops it early.
+        While the event hub runs, a blocked wait holds no Redis connection: it is woken when a post
+        names this inbox, then reads it with one pooled command. The wait is cut into slices so that a
+        caller who went away (``gone()``) stops it early.
         """
         wait = max(0.0, min(wait, self.settings.inbox_max_wait))
         limit = max(1, min(limit, self.settings.history_max_limit))
         stream = keys.inbox(principal.name)
         cursor = await self.redis.hget(keys.cursors(principal.name), "inbox") or "0-0"
-        entries = await self.redis.xrange(stream, f"({cursor}", "+", limit)
-        deadline = time.monotonic() + wait
-        while not entries and (left := deadline - time.monotonic()) > 0:
-            block = max(1, int(min(left, INBOX_WAIT_SLICE) * 1000))
-            reply = await self.redis.xread({stream: cursor}, count=limit, block=block)
-            entries = reply[0][1] if reply else []
-            if not entries and gone is not None and await gone():
-                return []
+        if wait > 0 and self.hub is not None and self.hub.active:
+            entries = await self._wait_on_hub(principal, stream, cursor, wait, limit, gone)
+        else:
+            entries = await self._read_blocking(stream, cursor, wait, limit, gone)
         if not entries:
             return []
         await self.redis.hset(keys.cursors(principal.name), "inbox", entries[-1][0])
@@ -429,6 +450,50 @@ class ChatService:
         for item in items:
             self.metrics.post_to_inbox_seconds.observe(max(0.0, now - item.ts))
         return items
+
+    async def _wait_on_hub(
+        self,
+        principal: Principal,
+        stream: str,
+        cursor: str,
+        wait: float,
+        limit: int,
+        gone: Callable[[], Awaitable[bool]] | None,
+    ) -> list[tuple[str, dict[str, str]]]:
+        assert self.hub is not None
+        deadline = time.monotonic() + wait
+        # Armed before the first read: a post that lands after it wakes the watch.
+        with self.hub.watch(keys.inbox_topic(principal.name)) as watch:
+            entries = await self.redis.xrange(stream, f"({cursor}", "+", limit)
+            while not entries and (left := deadline - time.monotonic()) > 0:
+                woken = await watch.wait(min(left, INBOX_WAIT_SLICE))
+                # Re-read when woken, when a wake-up may have been missed, and once at the end.
+                must_read = woken or watch.stale or deadline - time.monotonic() <= 0
+                watch.arm()  # before the read, so that a post after it still wakes us
+                if must_read:
+                    entries = await self.redis.xrange(stream, f"({cursor}", "+", limit)
+                if not entries and gone is not None and await gone():
+                    return []
+        return entries
+
+    async def _read_blocking(
+        self,
+        stream: str,
+        cursor: str,
+        wait: float,
+        limit: int,
+        gone: Callable[[], Awaitable[bool]] | None,
+    ) -> list[tuple[str, dict[str, str]]]:
+        """Without the hub (a ChatService used outside an app): blocking reads, a connection each."""
+        entries = await self.redis.xrange(stream, f"({cursor}", "+", limit)
+        deadline = time.monotonic() + wait
+        while not entries and (left := deadline - time.monotonic()) > 0:
+            block = max(1, int(min(left, INBOX_WAIT_SLICE) * 1000))
+            reply = await self.redis.xread({stream: cursor}, count=limit, block=block)
+            entries = reply[0][1] if reply else []
+            if not entries and gone is not None and await gone():
+                return []
+        return entries
 
     async def peek_inbox(self, principal: Principal, limit: int = 50) -> list[InboxItem]:
         """Unread inbox items without advancing the cursor."""

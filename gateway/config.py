@@ -22,11 +22,25 @@ class GatewaySettings(BaseSettings):
     unix_socket: Path | None = Field(
         None, description="Unix socket path for agent containers; default <home>/run/gateway.sock."
     )
+    redis_pool_size: int = Field(
+        64,
+        ge=2,
+        description="Redis connections this gateway process may open (waits hold none; the hub has one).",
+    )
+    redis_pool_wait: float = Field(
+        5.0, gt=0, description="Longest a request waits for a free Redis connection before a 503 (s)."
+    )
     public_url: str | None = Field(None, description="URL printed for humans; default http://host:port.")
     swarm: str = Field("kswarm", description="Swarm name; agents' e-mails are <name>@agents.<swarm>.")
     max_message_bytes: int = Field(16 * 1024, description="Largest chat message accepted (UTF-8 bytes).")
-    rate_limit_per_sec: float = Field(20.0, description="Sustained chat posts per second per sender.")
-    rate_limit_burst: int = Field(40, description="Chat posts a sender may burst above the sustained rate.")
+    # A rate limit stops one looping agent from flooding every inbox and the event stream; 20/s is far
+    # above what an agent that reads what it answers posts (docs/gateway.md, "Limits"). Benches raise it.
+    rate_limit_per_sec: float = Field(
+        20.0, ge=0, description="Sustained chat posts per second per sender (0: unlimited)."
+    )
+    rate_limit_burst: int = Field(
+        40, ge=1, description="Chat posts a sender may make at once before the sustained rate applies."
+    )
     inbox_max_wait: float = Field(
         60.0, description="Longest server-side inbox wait a client may ask for (s)."
     )

@@ -14,7 +14,7 @@ own usage) are the service's, so that REST and MCP apply the same ones. ``Ctx`` 
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from typing import Annotated, TypeVar
 
 from fastapi import Depends, Request
@@ -35,13 +35,18 @@ def ctx_of(request: Request) -> GatewayContext:
     return request.app.state.ctx
 
 
-Ctx = Annotated[GatewayContext, Depends(ctx_of)]
+# Dependencies are coroutines: FastAPI runs a plain function in a worker thread, for every request.
+async def _ctx(request: Request) -> GatewayContext:
+    return request.app.state.ctx
 
 
-def provided(key: ServiceKey[T]) -> Callable[[Request], T]:
+Ctx = Annotated[GatewayContext, Depends(_ctx)]
+
+
+def provided(key: ServiceKey[T]) -> Callable[[Request], Awaitable[T]]:
     """A dependency: the service ``key`` names (``Annotated[JobService, Depends(provided(JOB_SERVICE))]``)."""
 
-    def service(request: Request) -> T:
-        return ctx_of(request).services.get(key)
+    async def service(request: Request) -> T:
+        return request.app.state.ctx.services.get(key)
 
     return service

@@ -12,12 +12,16 @@ validation, an unknown route) keep FastAPI's shapes; ``declare_error_shapes`` de
 
 from __future__ import annotations
 
+import logging
+import time
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 from fastapi import FastAPI, Request
 from fastapi.openapi.utils import validation_error_definition, validation_error_response_definition
 from fastapi.responses import JSONResponse, Response
 from pydantic import BaseModel
+from redis.exceptions import RedisError
 
 from gateway.errors import BadRequest, GatewayError
 from gateway.models import AnthropicError, GiteaError, Refusal
@@ -38,6 +42,8 @@ ANTHROPIC_TYPES = {
     504: "timeout_error",
 }
 HTTP_METHODS = frozenset({"get", "put", "post", "delete", "options", "head", "patch", "trace"})
+REDIS_LOG_INTERVAL_S = 10.0
+log = logging.getLogger("kswarm.redis")
 
 
 def error_body(path: str, status: int, message: str) -> dict[str, Any]:
@@ -68,9 +74,28 @@ async def answer_error(request: Request, exc: Exception) -> Response:
     return error_response(path, error)
 
 
+def redis_outage_handler() -> Callable[[Request, Exception], Awaitable[Response]]:
+    """Redis unreachable (or failing) under a route: a 503 with Retry-After in the path's shape, counted
+    and logged once per ``REDIS_LOG_INTERVAL_S`` with how many there were -- not a traceback each."""
+    state = {"last": -REDIS_LOG_INTERVAL_S, "since": 0}
+
+    async def answer(request: Request, exc: Exception) -> Response:
+        request.app.state.ctx.metrics.redis_unavailable.inc()
+        state["since"] += 1
+        now = time.monotonic()
+        if now - state["last"] >= REDIS_LOG_INTERVAL_S:
+            log.error("Redis failed under %d request(s) (503): %r", state["since"], exc)
+            state["last"], state["since"] = now, 0
+        refusal = GatewayError("Redis is unavailable; retry", 503, headers={"Retry-After": "1"})
+        return error_response(request.url.path, refusal)
+
+    return answer
+
+
 def install_error_handler(app: FastAPI) -> None:
     app.add_exception_handler(GatewayError, answer_error)
     app.add_exception_handler(ValueError, answer_error)
+    app.add_exception_handler(RedisError, redis_outage_handler())
 
 
 def _ref(name: str) -> dict[str, str]:

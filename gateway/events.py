@@ -1,25 +1,303 @@
-"""Server-sent events at /api/events: the global event stream, filtered to what the caller may see.
+"""The gateway's event hub (one Redis reader per process for every waiter) and SSE at /api/events.
 
-Each event's SSE id is its Redis stream id, so a client that reconnects with ``Last-Event-ID``
+Waiting costs no Redis connection per waiter. ``EventHub`` is the process's one blocking reader: a
+loop of ``XREAD BLOCK`` over the global event stream (``ks:events``, what SSE shows) and the wake-up
+stream (``ks:wake``, which inboxes a post wrote to), on a connection of its own outside the pool. It
+keeps the recent events in memory and wakes whoever waits: an SSE stream reads the events it has not
+sent from that memory, a blocked inbox wait (REST or MCP) is woken when its topic is named and then
+reads its own inbox with one ordinary pooled command. So a thousand waiting agents hold one
+connection between them, and the pool (``GatewaySettings.redis_pool_size``) only serves commands that
+return at once.
+
+Correctness never depends on a wake-up: the data stays in its stream. A waiter that was not woken
+reads again when its wait ends, or when the hub restarted or failed in between (``Watch.stale``); an
+SSE subscriber whose position is older than the hub's memory reads Redis directly. The hub's blocking
+read is time-sliced (``BLOCK_MS``), so shutdown never waits on it.
+
+Each SSE event's id is its Redis stream id, so a client that reconnects with ``Last-Event-ID``
 resumes exactly after the last event it received: nothing lost, nothing repeated.
 """
 
 from __future__ import annotations
 
+import asyncio
+import bisect
 import json
+import logging
+import time
 from collections.abc import AsyncIterator
-from typing import Annotated
+from contextlib import asynccontextmanager, suppress
+from typing import TYPE_CHECKING, Annotated, Any
 
 from fastapi import APIRouter, Depends, Query, Request
+from redis.asyncio import ConnectionPool, Redis
+from redis.exceptions import RedisError
 from sse_starlette import EventSourceResponse, ServerSentEvent
 
 from gateway import keys
 from gateway.auth import current_principal
-from gateway.context import GatewayContext
+from gateway.metrics import GatewayMetrics
 from gateway.models import MESSAGE_ID_SCHEMA, optional_message_id
 from gateway.principals import Principal
 
-BLOCK_MS = 5000
+if TYPE_CHECKING:
+    from gateway.context import GatewayContext
+
+log = logging.getLogger("kswarm.events")
+
+BLOCK_MS = 1000  # the hub's blocking read, sliced: cancelling it (shutdown) never waits longer
+READ_COUNT = 500  # entries per read: a burst is taken in a few reads
+RECENT_EVENTS = 4096  # events kept in memory for SSE subscribers (older positions read Redis)
+SSE_WAIT_S = 5.0  # an SSE stream checks its client is still there at least this often
+SSE_PAGE = 200  # events sent per read
+LOG_INTERVAL_S = 30.0  # a failing hub says so at most this often
+
+
+def id_key(entry_id: str) -> tuple[int, int]:
+    ms, _, seq = entry_id.partition("-")
+    return int(ms), int(seq or 0)
+
+
+class _Topic:
+    """The waiters of one topic: one event they all wait on, set (and dropped) by the hub."""
+
+    __slots__ = ("event", "waiters")
+
+    def __init__(self) -> None:
+        self.event = asyncio.Event()
+        self.waiters = 0
+
+
+class Watch:
+    """One waiter's registration on a topic. Armed before the waiter reads, so that a write after the
+    read wakes it; re-armed (``arm``) before each later read."""
+
+    __slots__ = ("_entry", "_epoch", "hub", "topic")
+
+    def __init__(self, hub: EventHub, topic: str) -> None:
+        self.hub = hub
+        self.topic = topic
+        self._entry: _Topic | None = None
+        self._epoch = 0
+        self.arm()
+
+    def arm(self) -> None:
+        self.release()
+        self._entry = self.hub._enter(self.topic)
+        self._epoch = self.hub.epoch
+
+    def release(self) -> None:
+        if self._entry is not None:
+            self.hub._leave(self.topic, self._entry)
+            self._entry = None
+
+    @property
+    def stale(self) -> bool:
+        """A wake-up may have been missed since arming: the hub restarted, failed or is not reading."""
+        return self._epoch != self.hub.epoch or not self.hub.live
+
+    async def wait(self, seconds: float) -> bool:
+        """True when woken, False when ``seconds`` passed first."""
+        assert self._entry is not None, "wait on an armed watch"
+        event = self._entry.event
+        if event.is_set():
+            return True
+        try:
+            await asyncio.wait_for(event.wait(), seconds)
+        except TimeoutError:
+            return False
+        return True
+
+    def __enter__(self) -> Watch:
+        return self
+
+    def __exit__(self, *_: object) -> None:
+        self.release()
+
+
+class EventHub:
+    """The process's one reader of ``ks:events`` and ``ks:wake``; see the module docstring."""
+
+    def __init__(self, redis: Redis, metrics: GatewayMetrics, recent: int = RECENT_EVENTS) -> None:
+        self.redis = redis  # the pool: what waiters read with once woken
+        self.metrics = metrics
+        self.recent_max = recent
+        self.active = False  # between start and stop of ``running()``
+        self.live = False  # the reader is connected and reading
+        self.epoch = 0  # bumped whenever the reader (re)starts or fails: waiters re-read
+        self._topics: dict[str, _Topic] = {}
+        self._keys: list[tuple[int, int]] = []  # ids of ``_events``, ascending
+        self._events: list[tuple[str, dict[str, str]]] = []
+        self._covered_after: tuple[int, int] | None = None  # memory holds every event after this id
+        self._new_events = asyncio.Event()
+        self._events_id: str | None = None  # the reader's positions
+        self._wake_id: str | None = None
+        self._last_log = 0.0
+
+    # -- waiters -----------------------------------------------------------------------------
+
+    def watch(self, topic: str) -> Watch:
+        return Watch(self, topic)
+
+    def waiters(self) -> int:
+        return sum(t.waiters for t in self._topics.values())
+
+    def _enter(self, topic: str) -> _Topic:
+        entry = self._topics.get(topic)
+        if entry is None:
+            entry = self._topics[topic] = _Topic()
+        entry.waiters += 1
+        return entry
+
+    def _leave(self, topic: str, entry: _Topic) -> None:
+        entry.waiters -= 1
+        if entry.waiters <= 0 and self._topics.get(topic) is entry:
+            del self._topics[topic]
+
+    def wake(self, topic: str) -> None:
+        entry = self._topics.pop(topic, None)
+        if entry is not None:
+            entry.event.set()
+
+    def _wake_everyone(self) -> None:
+        topics, self._topics = self._topics, {}
+        for entry in topics.values():
+            entry.event.set()
+        self._announce()
+
+    def _announce(self) -> None:
+        new, self._new_events = self._new_events, asyncio.Event()
+        new.set()
+
+    # -- SSE subscribers ---------------------------------------------------------------------
+
+    def _from_memory(self, after: str, count: int) -> list[tuple[str, dict[str, str]]] | None:
+        """The events after ``after`` from memory, or None when memory does not reach back that far."""
+        if not self.live or self._covered_after is None:
+            return None
+        position = id_key(after)
+        if position < self._covered_after:
+            return None
+        start = bisect.bisect_right(self._keys, position)
+        return self._events[start : start + count]
+
+    async def events_after(
+        self, after: str, seconds: float, count: int = SSE_PAGE
+    ) -> list[tuple[str, dict[str, str]]]:
+        """Up to ``count`` events after ``after``, waiting up to ``seconds`` for the first ([]: none)."""
+        announced = self._new_events  # taken before looking: a batch that lands after the look sets it
+        found = self._from_memory(after, count)
+        if found is None:  # behind the hub's memory, or no hub: one ordinary (non-blocking) read
+            found = await self.redis.xrange(keys.EVENTS, f"({after}", "+", count)
+        if found:
+            return found
+        with suppress(TimeoutError):
+            await asyncio.wait_for(announced.wait(), seconds)
+        found = self._from_memory(after, count)
+        if found is None:
+            found = await self.redis.xrange(keys.EVENTS, f"({after}", "+", count)
+        return found
+
+    # -- the reader --------------------------------------------------------------------------
+
+    def _reader_client(self) -> Redis:
+        """A client with one connection of its own: the blocking read never takes one from the pool."""
+        pool = self.redis.connection_pool
+        kwargs = dict(pool.connection_kwargs)
+        timeout = kwargs.get("socket_timeout")
+        if timeout is not None and timeout < BLOCK_MS / 1000 + 5:
+            kwargs["socket_timeout"] = BLOCK_MS / 1000 + 5
+        own = ConnectionPool(connection_class=pool.connection_class, max_connections=1, **kwargs)
+        return Redis(connection_pool=own)
+
+    @asynccontextmanager
+    async def running(self) -> AsyncIterator[EventHub]:
+        """Run the reader for the app's lifetime (the app's lifespan enters this)."""
+        reader = self._reader_client()
+        task = asyncio.create_task(self._run(reader), name="kswarm-event-hub")
+        self.active = True
+        try:
+            yield self
+        finally:
+            self.active = False
+            task.cancel()
+            with suppress(asyncio.CancelledError):
+                await task
+            self.live = False
+            self._wake_everyone()
+            await reader.aclose()
+
+    async def _start_positions(self, reader: Redis) -> None:
+        """Where a first start reads from: now (the ids of the newest entries)."""
+        for stream in (keys.EVENTS, keys.WAKE):
+            newest = await reader.xrevrange(stream, "+", "-", 1)
+            position = newest[0][0] if newest else "0-0"
+            if stream == keys.EVENTS:
+                self._events_id = position
+            else:
+                self._wake_id = position
+
+    async def _run(self, reader: Redis) -> None:
+        failures = 0
+        while True:
+            try:
+                if self._events_id is None or self._wake_id is None:
+                    await self._start_positions(reader)
+                assert self._events_id is not None and self._wake_id is not None
+                if self._covered_after is None:
+                    self._covered_after = id_key(self._events_id)
+                self.epoch += 1
+                self.live = True
+                self._wake_everyone()  # whoever waited across a gap reads again
+                while True:
+                    reply = await reader.xread(
+                        {keys.EVENTS: self._events_id, keys.WAKE: self._wake_id},
+                        count=READ_COUNT,
+                        block=BLOCK_MS,
+                    )
+                    self._take(reply or [])
+                    failures = 0
+            except asyncio.CancelledError:
+                raise
+            except (RedisError, OSError) as exc:
+                self.live = False
+                self.epoch += 1
+                self._wake_everyone()
+                now = time.monotonic()
+                if now - self._last_log >= LOG_INTERVAL_S:
+                    self._last_log = now
+                    log.warning("event hub: reading Redis failed (%r); waiters fall back to re-reading", exc)
+                failures += 1
+                await asyncio.sleep(min(5.0, 0.1 * 2**failures))
+
+    def _take(self, reply: list[Any]) -> None:
+        """One read's entries: wake-ups wake their topics, events go to memory and are announced."""
+        for stream, entries in reply:
+            if not entries:
+                continue
+            if stream == keys.WAKE:
+                self._wake_id = entries[-1][0]
+                for _, fields in entries:
+                    for topic in fields.get("to", "").split(","):
+                        self.wake(topic)
+                self.metrics.hub_wakeups.inc(len(entries))
+            else:
+                self._events_id = entries[-1][0]
+                self._remember(entries)
+                self._announce()
+
+    def _remember(self, entries: list[tuple[str, dict[str, str]]]) -> None:
+        for entry_id, fields in entries:
+            self._keys.append(id_key(entry_id))
+            self._events.append((entry_id, fields))
+        excess = len(self._keys) - self.recent_max
+        if excess > self.recent_max // 4:  # trimmed in chunks: amortised O(1) per event
+            self._covered_after = self._keys[excess - 1]
+            del self._keys[:excess]
+            del self._events[:excess]
+
+
+# -- SSE -------------------------------------------------------------------------------------
 
 
 async def tail_events(
@@ -28,8 +306,12 @@ async def tail_events(
     ctx.metrics.sse_clients.inc()
     try:
         while not await request.is_disconnected():
-            reply = await ctx.redis.xread({keys.EVENTS: last_id}, count=200, block=BLOCK_MS)
-            for entry_id, fields in reply[0][1] if reply else []:
+            try:
+                entries = await ctx.hub.events_after(last_id, SSE_WAIT_S)
+            except RedisError:  # Redis away or the pool busy (logged there): the stream waits, then retries
+                await asyncio.sleep(1)
+                continue
+            for entry_id, fields in entries:
                 last_id = entry_id
                 if not ctx.chat.visible_event(principal, fields):
                     continue

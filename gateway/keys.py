@@ -54,3 +54,12 @@ EVENTS = f"{PREFIX}events"
 
 def dedupe(sender: str, key: str) -> str:
     return f"{PREFIX}dedupe:{sender}:{key}"  # string: the id a deduplicated post was accepted under
+
+
+# stream: one entry per write that someone may be waiting for, naming its topics (``to``: comma-joined,
+# e.g. ``inbox:alice``); the gateway's event hub is its one reader and wakes the waiters of each topic.
+WAKE = f"{PREFIX}wake"
+
+
+def inbox_topic(name: str) -> str:
+    return f"inbox:{name}"  # the wake-up topic of a principal's inbox

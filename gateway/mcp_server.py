@@ -1,49 +1,59 @@
 """The agents' MCP entry point at /mcp (official ``mcp`` SDK, streamable HTTP, bearer tokens).
 
-Every tool resolves the caller from the verified bearer token (``get_access_token``); no tool
-takes a sender, author or identity argument. Tool descriptions are kept short on purpose: their
-total size is paid in every agent's context window (see docs/mcp.md).
+Every tool resolves the caller from the verified bearer token (``caller()``); no tool takes a sender,
+author or identity argument. Tool descriptions are kept short on purpose: their total size is paid in
+every agent's context window (see docs/mcp.md).
 
 Tools raise the gateway's errors like routes do and catch nothing to translate: ``GatewayMCP`` turns a
 ``GatewayError`` (and a request model's ``ValidationError``, a 422) escaping any tool, a plugin's too,
-into the tool error ``<message> (HTTP <status>)``, the message REST answers for the same refusal.
+into the tool error ``<message> (HTTP <status>)``, the message REST answers for the same refusal. A
+call of a tool that does not exist is the JSON-RPC error the MCP spec defines (``-32602``).
+
+Authentication is ``McpAuth``, in front of the SDK's transport: it checks the token once (the same
+``TokenCheck`` as REST) and hands the SDK the principal, or answers 401 the way the MCP authorization
+spec tells clients to read it -- ``WWW-Authenticate: Bearer resource_metadata=...`` pointing at the
+RFC 9728 document (``build_protected_resource_router``), which says that tokens come from the swarm's
+operator and that there is no OAuth server to go to.
 """
 
 from __future__ import annotations
 
+import logging
 from typing import Any
 
-from mcp.server.auth.middleware.auth_context import get_access_token
+from fastapi import APIRouter, Request
+from fastapi.responses import JSONResponse
+from mcp.server.auth.middleware.auth_context import AuthContextMiddleware, get_access_token
+from mcp.server.auth.middleware.bearer_auth import AuthenticatedUser
 from mcp.server.auth.provider import AccessToken
-from mcp.server.auth.settings import AuthSettings
 from mcp.server.mcpserver import Context, MCPServer
 from mcp.server.mcpserver.exceptions import ToolError, UnexpectedToolError
 from mcp.server.transport_security import TransportSecuritySettings
+from mcp.shared.exceptions import MCPError
 from mcp.types import CallToolResult, InputRequiredResult
+from mcp_types import INVALID_PARAMS
 from pydantic import ValidationError
+from redis.exceptions import RedisError
 from starlette.applications import Starlette
+from starlette.authentication import AuthCredentials
+from starlette.datastructures import Headers
+from starlette.types import ASGIApp, Receive, Scope, Send
 
+from gateway.auth import token_from_headers
 from gateway.context import GatewayContext
 from gateway.errors import GatewayError
 from gateway.principals import Principal
 
-
-class PrincipalTokenVerifier:
-    """Verifies MCP bearer tokens against the same principal store as the REST API."""
-
-    def __init__(self, ctx: GatewayContext) -> None:
-        self.ctx = ctx
-
-    async def verify_token(self, token: str) -> AccessToken | None:
-        principal = await self.ctx.principals.verify(token)
-        if principal is None:
-            return None
-        return AccessToken(
-            token=token,
-            client_id=principal.name,
-            scopes=[],
-            claims={"principal": principal.model_dump_json()},
-        )
+log = logging.getLogger("kswarm.mcp")
+MCP_PATH = "/mcp"
+RESOURCE_METADATA_PATHS = (
+    "/.well-known/oauth-protected-resource",
+    "/.well-known/oauth-protected-resource/mcp",
+)
+TOKENS_FROM = (
+    "kswarm bearer tokens are issued by the swarm's operator (kswarm agent add, POST /api/principals); "
+    "there is no OAuth server"
+)
 
 
 def tool_message(exc: GatewayError | ValidationError) -> str:
@@ -59,6 +69,10 @@ class GatewayMCP(MCPServer):
     async def call_tool(
         self, name: str, arguments: dict[str, Any], context: Context[Any, Any] | None = None
     ) -> CallToolResult | InputRequiredResult:
+        if self._tool_manager.get_tool(name) is None:
+            # The spec's protocol error for an unknown tool, not a tool result an agent could mistake
+            # for the tool's own failure.
+            raise MCPError(code=INVALID_PARAMS, message=f"Unknown tool: {name}")
         try:
             return await super().call_tool(name, arguments, context)
         except UnexpectedToolError as exc:
@@ -70,22 +84,119 @@ class GatewayMCP(MCPServer):
 
 
 def caller() -> Principal:
+    """The principal of the MCP request being served (``McpAuth`` verified its token)."""
     access = get_access_token()
-    if access is None or not access.claims:
+    principal = access.claims.get("principal") if access is not None and access.claims else None
+    if not isinstance(principal, Principal):
         raise ToolError("not authenticated")
-    return Principal.model_validate_json(access.claims["principal"])
+    return principal
+
+
+def base_url(ctx: GatewayContext, headers: Headers) -> str:
+    """The URL a client reached us by: its Host when it is one of ours (TCP or the socket), else ours."""
+    host = headers.get("host", "")
+    if host in mcp_transport_security(ctx).allowed_hosts:
+        return f"http://{host}"
+    return ctx.settings.url()
+
+
+def resource_metadata_url(ctx: GatewayContext, headers: Headers) -> str:
+    return base_url(ctx, headers) + RESOURCE_METADATA_PATHS[1]
+
+
+class McpAuth:
+    """The /mcp door: one token check, then the SDK's transport with the principal in its auth context.
+
+    No token or a bad one is a 401 whose ``WWW-Authenticate`` names the protected-resource metadata
+    (RFC 9728, what MCP clients read to learn how to authenticate) and whose body says why, in the
+    OAuth error form (``error``, ``error_description``) MCP clients print; Redis away or the pool busy
+    is a 503 with Retry-After, as on every route."""
+
+    def __init__(self, ctx: GatewayContext, app: ASGIApp) -> None:
+        self.ctx = ctx
+        self.app = AuthContextMiddleware(app)
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        headers = Headers(scope=scope)
+        token = token_from_headers(headers)
+        try:
+            principal = await self.ctx.tokens.verify(token) if token else None
+        except GatewayError as exc:  # RedisBusy: the pool stayed full
+            await JSONResponse({"detail": exc.message}, exc.status, exc.headers)(scope, receive, send)
+            return
+        except RedisError:
+            self.ctx.metrics.redis_unavailable.inc()
+            await unavailable()(scope, receive, send)
+            return
+        if principal is None:
+            why = "missing bearer token" if token is None else "invalid or revoked token"
+            await self.refuse(headers, why, bad=token is not None)(scope, receive, send)
+            return
+        access = AccessToken(
+            token=token, client_id=principal.name, scopes=[], claims={"principal": principal}
+        )
+        scope["user"] = AuthenticatedUser(access)
+        scope["auth"] = AuthCredentials([])
+        await self.app(scope, receive, send)
+
+    def refuse(self, headers: Headers, why: str, bad: bool) -> JSONResponse:
+        description = f"{why}: {TOKENS_FROM}"
+        challenge = f'Bearer realm="kswarm", resource_metadata="{resource_metadata_url(self.ctx, headers)}"'
+        if bad:  # RFC 6750 3.1: an error code only when a token was sent
+            challenge += f', error="invalid_token", error_description="{why}"'
+        body = {"error": "invalid_token", "error_description": description, "detail": description}
+        return JSONResponse(body, 401, {"WWW-Authenticate": challenge})
+
+
+def unavailable() -> JSONResponse:
+    return JSONResponse({"detail": "Redis is unavailable; retry"}, 503, {"Retry-After": "1"})
+
+
+def build_protected_resource_router(ctx: GatewayContext) -> APIRouter:
+    """RFC 9728 protected-resource metadata for /mcp (public, as the RFC has it)."""
+    router = APIRouter()
+
+    async def metadata(request: Request) -> dict[str, Any]:
+        base = base_url(ctx, request.headers)
+        return {
+            "resource": base + MCP_PATH,
+            "bearer_methods_supported": ["header"],
+            "resource_name": "kswarm gateway",
+            # No authorization_servers (optional in RFC 9728): nothing to run an OAuth flow against.
+            "kswarm_token_issuer": "operator",
+            "kswarm_token_note": TOKENS_FROM,
+        }
+
+    for path in RESOURCE_METADATA_PATHS:
+        router.add_api_route(
+            path, metadata, methods=["GET"], summary="How to authenticate to /mcp (RFC 9728; public)"
+        )
+
+    async def register() -> JSONResponse:
+        # An MCP client that finds no authorization server in the metadata falls back to OAuth's default
+        # endpoints on our origin, starting with dynamic client registration (RFC 7591): it is refused
+        # here in RFC 7591's error form, which such clients print, so a person learns what to do.
+        description = f"{TOKENS_FROM}: send one as Authorization: Bearer <token> (this one was refused)"
+        body = {"error": "invalid_client_metadata", "error_description": description, "detail": description}
+        return JSONResponse(body, 400)
+
+    router.add_api_route(
+        "/register",
+        register,
+        methods=["POST"],
+        summary="OAuth client registration: refused, there is no OAuth server (public)",
+        response_class=JSONResponse,
+    )
+    return router
 
 
 def build_mcp(ctx: GatewayContext) -> GatewayMCP:
     server = GatewayMCP(
         name="kswarm",
         instructions="kswarm gateway: chat, PRs, jobs, tasks and knowledge for the agent swarm.",
-        token_verifier=PrincipalTokenVerifier(ctx),
-        auth=AuthSettings(
-            issuer_url=ctx.settings.url(),  # type: ignore[arg-type]
-            resource_server_url=None,
-            required_scopes=[],
-        ),
         warn_on_duplicate_tools=True,
         log_level="WARNING",
     )
@@ -150,11 +261,13 @@ def mcp_transport_security(ctx: GatewayContext) -> TransportSecuritySettings:
     )
 
 
-def build_mcp_app(ctx: GatewayContext, server: GatewayMCP) -> Starlette:
-    return server.streamable_http_app(
-        streamable_http_path="/mcp",
+def build_mcp_app(ctx: GatewayContext, server: GatewayMCP) -> ASGIApp:
+    """The SDK's streamable HTTP app behind ``McpAuth`` (the app routes it at /mcp, first)."""
+    sdk: Starlette = server.streamable_http_app(
+        streamable_http_path=MCP_PATH,
         stateless_http=True,  # any gateway replica, or a restarted one, can answer any call
         json_response=True,
         transport_security=mcp_transport_security(ctx),
         host=ctx.settings.host,
     )
+    return McpAuth(ctx, sdk)

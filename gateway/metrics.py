@@ -25,6 +25,25 @@ class GatewayMetrics:
             registry=self.registry,
         )
         self.sse_clients = Gauge("kswarm_sse_clients", "Connected SSE clients", registry=self.registry)
+        self.waiters = Gauge(
+            "kswarm_waiters", "Blocked waits (inbox, REST and MCP) on the event hub", registry=self.registry
+        )
+        self.hub_wakeups = Counter(
+            "kswarm_event_hub_wakeups", "Wake-up entries the event hub has read", registry=self.registry
+        )
+        self.redis_pool_in_use = Gauge(
+            "kswarm_redis_pool_in_use", "Pooled Redis connections in use", registry=self.registry
+        )
+        self.redis_pool_exhausted = Counter(
+            "kswarm_redis_pool_exhausted",
+            "Requests refused (503) because every pooled Redis connection stayed busy",
+            registry=self.registry,
+        )
+        self.redis_unavailable = Counter(
+            "kswarm_redis_unavailable",
+            "Requests answered 503 because Redis could not be reached",
+            registry=self.registry,
+        )
 
         # Gauges whose truth lives in Redis or on disk are set at scrape time by these callbacks,
         # so every gateway replica reports the same numbers and nothing polls in between.

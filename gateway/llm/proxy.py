@@ -22,7 +22,7 @@ import time
 import weakref
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import anyio
 import httpx
@@ -33,16 +33,13 @@ from redis.exceptions import RedisError
 from gateway.auth import current_principal
 from gateway.context import GatewayContext
 from gateway.error_shapes import error_response
-from gateway.errors import BudgetRefused, GatewayError, ProxyError
+from gateway.errors import BudgetRefused, GatewayError, ProxyError, Unauthorized
 from gateway.llm.config import LLMProxySettings
 from gateway.llm.sse_scrub import KeyScrubber
 from gateway.llm.stream import ProxyStream, Slot
 from gateway.llm.usage import TOKEN_FIELDS, TOKEN_TYPES, BudgetRefusal, Reservation, Usage, UsageStore
 from gateway.llm.usage_api import UsageMetrics
 from gateway.principals import Principal, PrincipalKind
-
-if TYPE_CHECKING:
-    pass
 
 log = logging.getLogger("kswarm.llm_proxy")
 
@@ -53,6 +50,7 @@ REQUEST_HEADERS = ("anthropic-version", "anthropic-beta", "content-type", "accep
 RESPONSE_HEADERS = ("content-type", "request-id", "retry-after", "retry-after-ms", "x-should-retry")
 SENDER = "gateway"  # the gate principal that posts budget notices to #ops
 ALLOWED_KINDS = (PrincipalKind.agent, PrincipalKind.operator)
+NO_RETRY = {"x-should-retry": "false"}
 
 
 def parse_retry_after(headers: httpx.Headers) -> float | None:
@@ -170,9 +168,16 @@ class LLMProxy:
 
     @staticmethod
     async def authenticate(request: Request) -> Principal:
-        principal = await current_principal(request)
+        """The caller, or a 401/403 that no client retries: ``x-should-retry: false`` makes the
+        anthropic SDKs and the Claude Code CLI stop at once (a bad token stays bad)."""
+        try:
+            principal = await current_principal(request)
+        except Unauthorized as exc:
+            raise ProxyError(exc.message, 401, code=exc.code, headers={**exc.headers, **NO_RETRY}) from None
         if principal.kind not in ALLOWED_KINDS:
-            raise ProxyError(f"{principal.kind.value} principals may not use the LLM proxy", 403)
+            raise ProxyError(
+                f"{principal.kind.value} principals may not use the LLM proxy", 403, headers=NO_RETRY
+            )
         return principal
 
     async def post_notices(self, notices: list[str]) -> None:

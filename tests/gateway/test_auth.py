@@ -10,8 +10,15 @@ import redis as redis_sync
 
 from kstest.gateway import GatewayClients as GatewayProcess
 
-# The UI login form is how a browser gets a session; it answers 401 to a bad token itself.
-OPEN_PATHS = {"/healthz", "/ui/login"}
+# The UI login form is how a browser gets a session; it answers 401 to a bad token itself. The MCP
+# protected-resource metadata (RFC 9728) is what a client reads when it has no valid token.
+OPEN_PATHS = {
+    "/healthz",
+    "/ui/login",
+    "/.well-known/oauth-protected-resource",
+    "/.well-known/oauth-protected-resource/mcp",
+    "/register",
+}
 
 
 def concrete(path: str) -> str:

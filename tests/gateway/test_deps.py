@@ -20,8 +20,13 @@ from gateway.auth import current_principal
 from gateway.deps import AnyPrincipal, OperatorOnly, WorkerOnly
 from kstest.gateway import GatewayThread
 
-# Routes that answer without a token, by design: liveness, the schema, the UI's login form and redirect.
+# Routes that answer without a token, by design: liveness, the schema, the UI's login form and redirect,
+# and how to authenticate to /mcp (RFC 9728 metadata, and OAuth client registration refused with why:
+# what clients without a valid token read).
 PUBLIC = {
+    ("GET", "/.well-known/oauth-protected-resource"),
+    ("GET", "/.well-known/oauth-protected-resource/mcp"),
+    ("POST", "/register"),
     ("GET", "/healthz"),
     ("GET", "/openapi.json"),
     ("GET", "/docs"),

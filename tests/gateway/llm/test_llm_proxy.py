@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import os
 import secrets
+import subprocess
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -249,6 +251,83 @@ def test_missing_bad_revoked_tokens_and_wrong_kinds_are_refused(make_gateway, up
     with httpx.Client(trust_env=False) as client:
         missing = client.post(f"{gw.url}/v1/messages", json={})
         assert missing.status_code == 401 and missing.json()["error"]["type"] == "authentication_error"
+    assert upstream.requests(path=None) == []
+
+
+def test_refusals_tell_clients_not_to_retry(make_gateway, upstream) -> None:
+    """A bad token stays bad: the Claude Code CLI retried the 401 ten times over ~90 s until the proxy
+    said ``x-should-retry: false`` (which it and the anthropic SDKs obey) in Anthropic's error shape."""
+    gw = make_gateway()
+    token = gw.add("erin")
+    worker = gw.add("worker-1", PrincipalKind.worker)
+    with gw.api() as op:
+        op.delete("/api/principals/erin/tokens")
+    with httpx.Client(base_url=gw.url, trust_env=False) as client:
+        for headers, status, kind in (
+            ({}, 401, "authentication_error"),
+            ({"x-api-key": "ksw_forged-0000000000000000000000"}, 401, "authentication_error"),
+            ({"x-api-key": token}, 401, "authentication_error"),
+            ({"Authorization": f"Bearer {worker}"}, 403, "permission_error"),
+        ):
+            reply = client.post(
+                "/v1/messages", json={"model": "m", "max_tokens": 5, "messages": MSG}, headers=headers
+            )
+            assert reply.status_code == status
+            assert reply.headers.get("x-should-retry") == "false", headers
+            body = reply.json()
+            assert body["type"] == "error" and body["error"]["type"] == kind and body["error"]["message"]
+    sent: list[httpx2.Request] = []
+    counting = httpx2.Client(event_hooks={"request": [sent.append]}, trust_env=False)
+    with pytest.raises(anthropic.AuthenticationError):
+        gw.sdk(token, max_retries=5, http_client=counting).messages.create(
+            model="m", max_tokens=5, messages=MSG
+        )
+    assert len(sent) == 1, "the SDK did not retry a refused token"
+    assert upstream.requests(path=None) == []
+
+
+def bundled_claude_cli() -> Path | None:
+    try:
+        import claude_agent_sdk
+    except ImportError:
+        return None
+    path = Path(claude_agent_sdk.__file__).parent / "_bundled" / "claude"
+    return path if path.is_file() else None
+
+
+@pytest.mark.slow
+def test_claude_code_cli_stops_at_a_revoked_token(make_gateway, upstream, short_tmp: Path) -> None:
+    """The real Claude Code CLI with a revoked token reports it and exits (it retried ~90 s before)."""
+    cli = bundled_claude_cli()
+    if cli is None:
+        pytest.skip("the Claude Code CLI is not installed (pip install claude-agent-sdk)")
+    gw = make_gateway()
+    token = gw.add("erin")
+    with gw.api() as op:
+        op.delete("/api/principals/erin/tokens")
+    home = short_tmp / "cli-home"
+    home.mkdir()
+    env = {
+        "PATH": os.environ.get("PATH", "/usr/bin:/bin"),
+        "HOME": str(home),
+        "ANTHROPIC_BASE_URL": gw.url,
+        "ANTHROPIC_API_KEY": token,
+        "DISABLE_AUTOUPDATER": "1",
+        "DISABLE_TELEMETRY": "1",
+        "DISABLE_ERROR_REPORTING": "1",
+        "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC": "1",
+    }
+    # The bound is far above a prompt refusal and far below the retries (ten over ~90 s) it replaces.
+    done = subprocess.run(
+        [str(cli), "-p", "say hi", "--output-format", "text"],
+        env=env,
+        cwd=home,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    said = done.stdout + done.stderr
+    assert "invalid or revoked token" in said and "authenticate" in said.lower(), said
     assert upstream.requests(path=None) == []
 
 

@@ -1,0 +1,182 @@
+"""Waiting costs no Redis connection each: the event hub, the bounded pool, and the 503 when it is full.
+
+These are correctness tests (every post lands, every waiter wakes, a full pool is a clear 503), not
+timing tests: the only waits are generous bounds on things that must happen.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import httpx
+import pytest
+import redis as redis_sync
+from redis.asyncio import Redis
+
+from gateway.context import RedisBusy, RedisPool
+from gateway.metrics import GatewayMetrics
+from gateway.principals import PrincipalKind, PrincipalStore
+from kstest.gateway import GatewayThread
+
+WAITERS = 160  # above redis-py's default pool of 100, which one blocked wait each used to exhaust
+POOL = 8  # far below the waiters: they must hold none of it
+
+
+async def create_agents(redis_url: str, names: list[str]) -> dict[str, str]:
+    redis = Redis.from_url(redis_url, decode_responses=True)
+    try:
+        store = PrincipalStore(redis, "test")
+        return {name: (await store.create(name, PrincipalKind.agent))[1] for name in names}
+    finally:
+        await redis.aclose()
+
+
+def redis_clients(redis_url: str) -> int:
+    client = redis_sync.Redis.from_url(redis_url)
+    try:
+        return int(client.info("clients")["connected_clients"]) - 1  # not this one
+    finally:
+        client.close()
+
+
+async def until(condition, what: str, bound: float = 30.0) -> None:
+    """Poll ``condition`` until true; fail after ``bound`` s (a bound on a must-happen, not a timing)."""
+    deadline = time.monotonic() + bound
+    while not condition():
+        assert time.monotonic() < deadline, f"never happened: {what}"
+        await asyncio.sleep(0.05)
+
+
+@pytest.fixture
+def small_pool_gateway(clean_redis: str, short_tmp: Path) -> Iterator[GatewayThread]:
+    gw = GatewayThread(
+        short_tmp / "home", clean_redis, redis_pool_size=POOL, redis_pool_wait=10.0, rate_limit_per_sec=0
+    )
+    gw.start()
+    try:
+        yield gw
+    finally:
+        gw.stop()
+
+
+@pytest.mark.slow
+async def test_many_blocked_waiters_share_one_reader(small_pool_gateway: GatewayThread) -> None:
+    gw = small_pool_gateway
+    hub = gw.app.state.ctx.hub
+    names = [f"w{i:03d}" for i in range(WAITERS)]
+    tokens = await create_agents(gw.redis_url, names)
+    # Other clients of this session's Redis (earlier tests' leftovers) are not ours to count.
+    before = redis_clients(gw.redis_url)
+    limits = httpx.Limits(max_connections=WAITERS + 8, max_keepalive_connections=WAITERS + 8)
+    async with httpx.AsyncClient(base_url=gw.url, limits=limits, timeout=60) as http:
+        waits = [
+            asyncio.create_task(
+                http.get("/api/inbox", params={"wait": 45}, headers={"Authorization": f"Bearer {tokens[n]}"})
+            )
+            for n in names
+        ]
+        await until(lambda: hub.waiters() == WAITERS, f"{WAITERS} waiters registered on the hub")
+        grown = redis_clients(gw.redis_url) - before
+        # At most the pool filling up: not one connection per waiter.
+        assert grown <= POOL, f"{grown} more Redis connections for {WAITERS} waiters"
+
+        op = {"Authorization": f"Bearer {gw.operator_token}"}
+        posts = [
+            http.post("/api/channels/general/messages", json={"text": f"for @{n}"}, headers=op) for n in names
+        ]
+        answers = await asyncio.gather(*posts)
+        assert [a.status_code for a in answers] == [201] * WAITERS, "every post succeeds"
+        replies = await asyncio.wait_for(asyncio.gather(*waits), 60)
+    for name, reply in zip(names, replies, strict=True):
+        assert reply.status_code == 200
+        assert [i["text"] for i in reply.json()["items"]] == [f"for @{name}"], (
+            "every waiter wakes with its own"
+        )
+    ids = [a.json()["id"] for a in answers]
+    assert len(set(ids)) == WAITERS
+
+
+async def test_a_waiter_is_served_across_a_reader_reconnect(gateway: GatewayThread) -> None:
+    """The hub's connection is killed under a blocked wait: the wait still returns the DM posted after."""
+    tokens = {n: gateway.add_principal(n) for n in ("alice", "bob")}
+    hub = gateway.app.state.ctx.hub
+    async with gateway.async_client(tokens["bob"]) as bob, gateway.async_client(tokens["alice"]) as alice:
+        waiter = asyncio.create_task(bob.get("/api/inbox", params={"wait": 30}))
+        await until(lambda: hub.waiters() == 1, "bob waits on the hub")
+        epoch = hub.epoch
+        admin = redis_sync.Redis.from_url(gateway.redis_url, decode_responses=True)
+        try:
+            readers = [c for c in admin.client_list() if c.get("cmd") == "xread"]
+            assert readers, "the hub blocks in XREAD on its own connection"
+            for client in readers:
+                admin.client_kill_filter(_id=client["id"])
+        finally:
+            admin.close()
+        await until(lambda: hub.epoch > epoch and hub.live, "the hub reconnects")
+        assert (await alice.post("/api/dms/bob/messages", json={"text": "after the gap"})).status_code == 201
+        reply = await asyncio.wait_for(waiter, 40)
+    assert [i["text"] for i in reply.json()["items"]] == ["after the gap"]
+
+
+async def test_full_pool_waits_then_refuses_with_503_logged_once(
+    clean_redis: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    metrics = GatewayMetrics()
+    pool = RedisPool.from_url(clean_redis, metrics=metrics, max_connections=1, timeout=0.2)
+    redis = Redis(connection_pool=pool)
+    try:
+        held = await pool.get_connection()
+        caplog.set_level(logging.WARNING, logger="kswarm.redis")
+        for _ in range(3):
+            with pytest.raises(RedisBusy) as refused:
+                await redis.ping()
+            assert refused.value.status == 503 and refused.value.headers["Retry-After"] == "1"
+        assert metrics.redis_pool_exhausted._value.get() == 3
+        lines = [r for r in caplog.records if "pool exhausted" in r.getMessage()]
+        assert len(lines) == 1, "one line per interval, not one per refusal"
+        assert not any(r.exc_info for r in caplog.records), "no traceback"
+        await pool.release(held)
+        assert await redis.ping(), "a released connection serves the next command"
+    finally:
+        await redis.aclose()
+
+
+def test_http_answers_503_with_retry_after_when_the_pool_stays_full(
+    clean_redis: str, short_tmp: Path
+) -> None:
+    gw = GatewayThread(short_tmp / "home", clean_redis, redis_pool_size=4, redis_pool_wait=0.3)
+    gw.start()
+    assert gw._loop is not None
+    pool = gw.app.state.ctx.redis.connection_pool
+    held: list[object] = []
+
+    async def hog() -> None:  # in the gateway's loop: take every connection the pool will give
+        while True:
+            try:
+                held.append(await pool.get_connection())
+            except RedisBusy:
+                return
+
+    async def give_back() -> None:
+        for connection in held:
+            await pool.release(connection)
+
+    try:
+        asyncio.run_coroutine_threadsafe(hog(), gw._loop).result(30)
+        with gw.client(gw.operator_token) as op:
+            busy = op.get("/api/channels")
+            assert busy.status_code == 503, busy.text
+            assert busy.headers["Retry-After"] == "1" and "Redis connections" in busy.json()["detail"]
+            mcp = op.post("/mcp", json={"jsonrpc": "2.0", "id": 1, "method": "tools/list"})
+            assert mcp.status_code == 503 and mcp.headers["Retry-After"] == "1"
+            asyncio.run_coroutine_threadsafe(give_back(), gw._loop).result(30)
+            assert op.get("/api/channels").status_code == 200
+            metrics = op.get("/metrics").text
+        exhausted = [ln for ln in metrics.splitlines() if ln.startswith("kswarm_redis_pool_exhausted_total")]
+        assert exhausted and float(exhausted[0].split()[-1]) >= 2
+    finally:
+        gw.stop()
