@@ -32,7 +32,18 @@ from gateway.client import auth_headers
 
 log = logging.getLogger("kswarm.agent.claude")
 
-ENV_PASS = ("PATH", "LANG", "LC_ALL", "TMPDIR", "TERM", "GIT_CONFIG_GLOBAL", "KSWARM_AGENT", "KSWARM_SWARM")
+# KSWARM_TOKEN_FILE: the git credential helper reads the agent's token from it (a path, not the token).
+ENV_PASS = (
+    "PATH",
+    "LANG",
+    "LC_ALL",
+    "TMPDIR",
+    "TERM",
+    "GIT_CONFIG_GLOBAL",
+    "KSWARM_AGENT",
+    "KSWARM_SWARM",
+    "KSWARM_TOKEN_FILE",
+)
 QUIET_ENV = {
     "ENABLE_TOOL_SEARCH": "false",  # list the gateway's MCP tools directly
     "DISABLE_AUTOUPDATER": "1",
@@ -70,6 +81,9 @@ def cli_env(
     env.setdefault("PATH", "/usr/local/bin:/usr/bin:/bin")
     env.update(QUIET_ENV)
     env.update(HOME=str(home), ANTHROPIC_BASE_URL=base_url, ANTHROPIC_API_KEY=config.secret())
+    # Where the Bash tool's git reaches the forge: the gateway's own /git, over TCP (the bridge's URL when
+    # the agent has only the gateway's socket), as agents/tools/git_remote.py gives the loop's bash.
+    env["KSWARM_GIT_URL"] = source.get("KSWARM_GIT_URL") or f"{base_url.rstrip('/')}/git"
     return env
 
 

@@ -29,6 +29,7 @@ import redis as redis_sync
 from _common import ms, pct
 from redis.asyncio import Redis
 
+from gateway.client.target import auth_headers
 from gateway.principals import PrincipalKind, PrincipalStore
 from kstest.gateway import GatewayProcess
 from orchestrator.local.embedded_redis import EmbeddedRedis
@@ -43,7 +44,7 @@ def waiters_process(url: str, tokens: list[str], stop: EventType, out: Connectio
 
     async def agent(token: str) -> None:
         limits = httpx.Limits(max_connections=1, max_keepalive_connections=1)
-        headers = {"Authorization": f"Bearer {token}"}
+        headers = auth_headers(token)
         async with httpx.AsyncClient(base_url=url, headers=headers, limits=limits, timeout=60) as http:
             while not stop.is_set():
                 try:
@@ -72,7 +73,7 @@ async def post_at_rate(
     """Post ``rate`` msg/s for ``seconds``; returns the acked ids and how many posts failed."""
     acked: set[str] = set()
     failed = 0
-    headers = {"Authorization": f"Bearer {token}"}
+    headers = auth_headers(token)
     async with httpx.AsyncClient(base_url=url, headers=headers, timeout=30) as http:
 
         async def post(text: str) -> None:
@@ -115,7 +116,7 @@ def rss_mb(pid: int) -> float:
 
 
 def gateway_metric(gw: GatewayProcess, name: str) -> float:
-    headers = {"Authorization": f"Bearer {gw.operator_token}"}
+    headers = auth_headers(gw.operator_token)
     try:
         text = httpx.get(f"{gw.url}/metrics", headers=headers, timeout=30).text
     except httpx.TimeoutException:  # a gateway busy accepting hundreds of agents: ask again

@@ -12,6 +12,7 @@ from gateway.app import create_app
 from gateway.config import GatewaySettings
 from gateway.errors import PluginError
 from gateway.llm.config import LLMProxySettings
+from gateway.logs import configure_logging
 from gateway.plugins import default_plugins
 from gateway.server import serve
 
@@ -23,6 +24,7 @@ def settings_error(what: str, exc: ValidationError) -> str:
 
 
 def main() -> None:
+    configure_logging()  # before any component is built: the MCP SDK would configure rich tracebacks
     try:
         settings = GatewaySettings()
         llm = LLMProxySettings()

@@ -27,6 +27,8 @@ PLUGINS: dict[str, str] = {
     "kb": "gateway.kb.plugin:KBPlugin",
     "dataset": "gateway.dataset.plugin:DatasetPlugin",
     "ui": "gateway.ui.plugin:UiPlugin",
+    "monitor": "gateway.monitor.plugin:MonitorPlugin",
+    "search": "gateway.search.plugin:SearchPlugin",
 }
 
 

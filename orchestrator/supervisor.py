@@ -142,7 +142,7 @@ class Supervisor:
 
     def _provision_repos(self) -> None:
         """The spec's repos in the forge (org = the swarm's name), each protected by its review policy
-        (the gate's own model, as the spec holds it)."""
+        (the gate's own model, as the spec holds it); a dataset repo seeded with the task catalogue."""
         for repo in self.spec.repos:
             policy = self.spec.repo_policy(repo).model_dump(mode="json")
             try:
@@ -152,6 +152,14 @@ class Supervisor:
                 self.client.request(
                     "PUT", f"/api/forge/repos/{self.spec.swarm}/{repo.name}/policy", json=policy
                 )
+                if repo.kind == "dataset":
+                    # The task definitions the workers trust, on the protected main (only while main
+                    # holds just its initial commit: idempotent). Posting work is the lead's call.
+                    self.client.request(
+                        "POST",
+                        "/api/tasks/seed",
+                        json={"repo": f"{self.spec.swarm}/{repo.name}", "post_tasks": False},
+                    )
             except GatewayError as exc:
                 log.warning("repo %s/%s: %s", self.spec.swarm, repo.name, exc)
 

@@ -66,8 +66,7 @@ class ForgeRefs:
     async def task(self, repo: str, task: str) -> TaskDefinition:
         """The definition a worker will load for ``task`` (``gateway/tasks/definitions.py``): the
         repo's protected main when it is a trusted dataset branch, else the catalogue; 404 when
-        neither has it. For submission to check the task exists where the worker will look (not called
-        yet: ``JobsService.submit`` still checks only the pool's catalogue dir)."""
+        neither has it. Submission checks with it that the task exists where the worker will look."""
         try:
             return await task_definition(self.forge, repo, task, with_content=False)
         except (BoardError, ForgeError) as exc:

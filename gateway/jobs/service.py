@@ -68,10 +68,12 @@ class JobService:
         task = task_of_kernel(request.kernel)  # the only task this file can be verified as
         pool = self.pool(request.pool)
         devices, timeout = pool.admit(request)
-        task_dir = pool.task_root() / task
-        if pool.task_root().is_dir() and not (task_dir / "task.py").is_file():
-            raise JobError(f"pool {pool.name} has no task {task!r} (from {request.kernel})", 404)
         repo = await self.refs.repo(request.repo)
+        if pool.tasks_dir is not None:  # the pool's own task dir wins over the repo's main
+            if not (pool.task_root() / task / "task.py").is_file():
+                raise JobError(f"pool {pool.name} has no task {task!r} (from {request.kernel})", 404)
+        else:  # where the worker will load it from: the repo's protected main, else the catalogue
+            await self.refs.task(repo, task)
         ref = request.ref
         priority = "normal"
         if request.reproduce_pr is not None:

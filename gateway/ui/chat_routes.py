@@ -1,18 +1,19 @@
 """The Chat panel: channels and DMs, live over SSE, threads, scroll-back, search, the operator composer."""
 
+import asyncio
 import json
 from collections.abc import AsyncIterator
 from typing import Annotated, Any
 
 from fastapi import APIRouter, Depends, Query, Request
 from fastapi.responses import HTMLResponse
-from redis.exceptions import TimeoutError as RedisTimeoutError
+from redis.exceptions import RedisError
 from sse_starlette import EventSourceResponse, ServerSentEvent
 
 from gateway import keys
 from gateway.chat import dm_channel, dm_members, message_from_fields
 from gateway.errors import GatewayError, NotFound
-from gateway.events import resume_id
+from gateway.events import SSE_WAIT_S, resume_id
 from gateway.models import (
     FIRST_ID,
     MAX_ID_PART,
@@ -31,8 +32,6 @@ ALL = "*"  # the pseudo-channel "all activity": every channel and DM, interleave
 MAX_PAGES = 20
 FTS_ROUTE = "/api/search/messages"
 SEARCH_PAGE = 25
-# Below redis-py's default socket_timeout (5 s since redis-py 8), so a quiet stream never times out.
-BLOCK_MS = 2000
 
 
 def predecessor(entry_id: str) -> str:
@@ -322,11 +321,12 @@ async def tail(
     ctx.metrics.sse_clients.inc()
     try:
         while not await request.is_disconnected():
-            try:
-                reply = await ctx.redis.xread({keys.EVENTS: last_id}, count=200, block=BLOCK_MS)
-            except RedisTimeoutError:  # a client configured with a shorter socket timeout
+            try:  # the gateway's one reader wakes every stream: an open page holds no Redis connection
+                entries = await ctx.hub.events_after(last_id, SSE_WAIT_S)
+            except RedisError:  # Redis away or the pool busy (logged there): the stream waits, then retries
+                await asyncio.sleep(1)
                 continue
-            for entry_id, fields in reply[0][1] if reply else []:
+            for entry_id, fields in entries:
                 last_id = entry_id
                 if not ctx.chat.visible_event(user.principal, fields):
                     continue

@@ -15,6 +15,7 @@ from orchestrator.cli import agent_remote
 from orchestrator.cli.commands import HomeOpt, JsonOpt, command, connect
 from orchestrator.cli.output import colour_of, console, fail, print_json
 from orchestrator.cli.swarm import Name, load_ctx
+from orchestrator.cli.timeline import register_agent_timeline
 from orchestrator.operations import SupervisorLock, quarantine, release, request_restart
 from orchestrator.provision import SwarmLayout
 
@@ -36,6 +37,7 @@ def register(app: typer.Typer) -> typer.Typer:
     app.add_typer(agent_app, name="agent")
     register_principal_verbs(agent_app)
     register_swarm_verbs(agent_app)
+    register_agent_timeline(agent_app)  # its own module: the timeline's paging and following
     return agent_app
 
 

@@ -11,7 +11,7 @@ import sys
 
 import typer
 
-from orchestrator.cli import agent, chat, dataset, demo, images, jobs, prs, swarm, tasks, worker
+from orchestrator.cli import agent, attention, chat, dataset, demo, images, jobs, prs, swarm, tasks, worker
 from orchestrator.cli.commands import root_options
 
 
@@ -26,6 +26,7 @@ def build_app() -> typer.Typer:
     app.callback()(root_options)
     swarm.register(app)
     agent.register(app)
+    attention.register(app)
     chat.register(app)
     prs.register(app)
     jobs.register(app)

@@ -39,6 +39,7 @@ from gateway.config import GatewaySettings
 from gateway.jobs.plugin import JobsPlugin
 from gateway.jobs.pools import JobsSettings
 from gateway.llm.config import LLMProxySettings
+from gateway.logs import configure_logging
 from gateway.plugin import Plugin
 from gateway.plugins import default_plugins, replace_plugins
 from gateway.principals import PrincipalKind, PrincipalStore
@@ -47,7 +48,6 @@ from gateway.tasks.models import TasksSettings
 from gateway.tasks.plugin import TasksPlugin
 from orchestrator.local.child import OrchestratorChild
 from orchestrator.local.embedded_redis import EmbeddedRedis, EmbeddedRedisError
-from orchestrator.local.logs import configure_logging
 from orchestrator.spec import SwarmSpec
 
 LLM_URL_ENV = "KSWARM_LLM_URL"
@@ -194,7 +194,7 @@ class Launcher:
     async def run(self, on_ready: Callable[[GatewayInfo], None]) -> int:
         """Start everything, call ``on_ready``, serve until signalled; then stop it all in order.
         Returns 0 after a clean stop."""
-        configure_logging()  # before the gateway's components are built (see orchestrator/local/logs.py)
+        configure_logging()  # before the gateway's components are built (see gateway/logs.py)
         self._take_signals()
         began_stop = 0.0
         with ExitStack() as stack:

@@ -20,6 +20,7 @@ what the next fork starts from.
 from __future__ import annotations
 
 import ctypes
+import inspect
 import json
 import os
 import secrets
@@ -39,6 +40,7 @@ from types import TracebackType
 from orchestrator.verify.reaping import kill_tree
 
 HERE = Path(__file__).resolve().parent
+PROJECT_ROOT = HERE.parents[1]  # the folder that holds orchestrator/, gateway/ and agents/
 # The project's distribution name: what its editable install's import hooks are named after.
 DISTRIBUTION = "kswarm"
 # A PATH like any machine's (Triton finds its compiler there): the parent's would name its own tools.
@@ -60,10 +62,30 @@ PR_SET_DUMPABLE = 4
 EXIT_GRACE_S = 30.0  # after a kill, how long the zygote has to report the exit
 TAIL = 4000
 
+
 # The zygote's bootstrap (stdin of ``python -I -``). Everything after ``serve`` returns runs only in a
 # forked child: it reads the harness's child-side modules and the plan from its plan pipe, loads them
 # under per-job random file names, removes them from sys.modules and hands over to the runner.
-BOOT = """\
+def tree_free_path(paths: list[str], roots: list[str], dist: str) -> list[str]:
+    """``paths`` without the entries that make the tree importable: the project root (put there by a
+    plain ``.pth`` of an editable install) and an editable finder's path hook. An entry that merely
+    lies under a directory named like the project (a venv in ``~/kswarm/.venv``) is kept: it holds
+    torch. Its source is part of the zygote's bootstrap (so it has no braces: BOOT is formatted)."""
+    import os
+
+    kept = []
+    for path in paths:
+        if os.path.realpath(path or os.curdir) in roots:
+            continue
+        if "__editable__" in path and dist in path:
+            continue
+        kept.append(path)
+    return kept
+
+
+BOOT = (
+    inspect.getsource(tree_free_path)
+    + """\
 def main():
     import json, linecache, os, sys, types
     # An editable install of the project (a .pth finder) would make the harness importable by name
@@ -73,7 +95,7 @@ def main():
         del sys.modules[name]
     sys.meta_path[:] = [f for f in sys.meta_path if not mine(f) and not mine(type(f))]
     sys.path_hooks[:] = [h for h in sys.path_hooks if not mine(h)]
-    sys.path[:] = [p for p in sys.path if "{dist}" not in p]
+    sys.path[:] = tree_free_path(sys.path, {roots!r}, "{dist}")
     for key in [k for k in sys.path_importer_cache if "{dist}" in str(k)]:
         del sys.path_importer_cache[key]
     sys.argv[:] = [""]
@@ -113,6 +135,7 @@ def main():
     return runner.run(bundle["plan"], fd_in, fd_out, {{n: vars(m) for n, m in loaded.items()}})
 raise SystemExit(main())
 """
+)
 
 
 def child_env(home: Path, *, interpret: bool) -> dict[str, str]:
@@ -210,6 +233,7 @@ class _Zygote:
         self.clean = True  # the last child's exit was reported: the next fork may reuse this zygote
         boot = BOOT.format(
             dist=DISTRIBUTION,
+            roots=[os.path.realpath(PROJECT_ROOT)],
             control=zygote_end.fileno(),
             zname=f"_{secrets.token_hex(5)}",
             zfile=f"<{secrets.token_hex(5)}>",

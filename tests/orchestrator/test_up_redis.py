@@ -80,7 +80,7 @@ def test_redis_kill_9_under_posting_heals_and_loses_no_acknowledged_message(shor
     finally:
         up.stop()
     out = up.output()
-    # Said once, in one line each (orchestrator/local/logs.py): no traceback per failing loop pass.
+    # Said once, in one line each (gateway/logs.py): no traceback per failing loop pass.
     assert "Traceback" not in out, out[max(0, out.find("Traceback") - 1500) :][:3000]
     assert "restarted from its append-only file" in out
 

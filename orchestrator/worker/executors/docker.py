@@ -77,6 +77,8 @@ class DockerExecutor:
             Mount(str(spec.checkout), str(spec.checkout), type="bind", read_only=True),
             Mount(str(spec.outdir), str(spec.outdir), type="bind", read_only=False),
         ]
+        if spec.task_dir is not None:  # main's task definition, cached in the worker's dir: not shared
+            mounts.append(Mount(str(spec.task_dir), str(spec.task_dir), type="bind", read_only=True))
         device_requests: list[Any] = []
         devices: list[str] = []
         if spec.device == "cuda" and spec.devices:

@@ -337,3 +337,14 @@ def test_the_zygote_shares_no_writable_memory_and_runs_one_thread() -> None:
     writable_shared = [m for m in maps if m.split()[1][1] == "w" and m.split()[1][3] == "s"]
     assert maps and writable_shared == [], writable_shared
     assert "\nThreads:\t1\n" in status
+
+
+def test_the_zygote_drops_the_tree_but_keeps_a_venv_under_a_dir_named_like_the_project() -> None:
+    """A clone in ``~/kswarm`` with its venv in ``~/kswarm/.venv``: torch must stay importable (a
+    substring filter on the project's name dropped that site-packages and every job failed), while the
+    project root and the editable install's path hook go."""
+    from orchestrator.verify.forkserver import PROJECT_ROOT, tree_free_path
+
+    site = "/home/u/kswarm/.venv/lib/python3.11/site-packages"
+    paths = ["/usr/lib/python3.11", site, "__editable__.kswarm-0.1.0.finder.__path_hook__", str(PROJECT_ROOT)]
+    assert tree_free_path(paths, [str(PROJECT_ROOT)], "kswarm") == ["/usr/lib/python3.11", site]

@@ -168,6 +168,11 @@ def test_docker_container_request_is_exact(short_tmp: Path) -> None:
         "devices": [],
         "restart_policy": {"Name": "no"},
     }
+    tasks = short_tmp / "task-cache" / "add"
+    with_task = executor.container_request(ExecSpec(**base, device="cpu", task_dir=tasks))  # type: ignore[arg-type]
+    # main's task definition (cached in the worker's own dir) reaches the job read-only, nothing above it
+    task_mount = Mount(str(tasks), str(tasks), type="bind", read_only=True)
+    assert with_task["mounts"] == [*expected_mounts, task_mount]
     npu = executor.container_request(ExecSpec(**base, device="npu", devices=(0, 1)))  # type: ignore[arg-type]
     assert npu["device_requests"] == [] and npu["network_mode"] == "none"
     assert npu["devices"] == [

@@ -222,12 +222,6 @@ def test_an_added_task_is_merged_posted_and_verified_without_a_restart(
     assert worker.proc.poll() is None, "the same worker process throughout"
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="gateway/jobs/service.py (engineer A) checks a submitted job's task only against the pool's "
-    "task_root() (the catalogue), not ForgeRefs.task (main, then the catalogue): a job of an added task "
-    "is refused with 404 at submission",
-)
 def test_submission_accepts_a_job_of_an_added_task(
     jobs_gw: JobsGateway, short_tmp: Path, tmp_path: Path
 ) -> None:

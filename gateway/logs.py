@@ -1,4 +1,4 @@
-"""The log of ``kswarm up``'s own process (the gateway's components): plain lines on stderr.
+"""The log of a gateway process (``kswarm up`` and ``python -m gateway``): plain lines on stderr.
 
 Configured before the gateway is built, because otherwise the MCP SDK's server configures the root
 logger itself on construction (``logging.basicConfig`` with rich's handler and ``rich_tracebacks``): every
