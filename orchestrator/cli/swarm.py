@@ -15,6 +15,7 @@ from typing import Annotated, Any, Literal
 
 import httpx
 import typer
+from rich.markup import escape
 from rich.panel import Panel
 
 from gateway.client import GatewayInfo, NoGateway, kswarm_home
@@ -87,6 +88,16 @@ def health_line(url: str) -> str | None:
     return str(body.get("detail") or body.get("failing") or f"HTTP {reply.status_code}")
 
 
+def protections() -> list[str]:
+    """What the one sandbox gives agents and jobs on this host (``orchestrator/sandbox/report.py``)."""
+    from orchestrator.sandbox.report import protection_lines
+
+    try:
+        return [escape(line) for line in protection_lines(65534)]
+    except Exception as exc:  # a banner must not stop `up`: say what is unknown, and why
+        return [escape(f"sandbox: unknown ({type(exc).__name__}: {exc})")]
+
+
 def print_banner(
     info: GatewayInfo, token: str, warnings: list[str], spec: SwarmSpec | None, degraded: str | None
 ) -> None:
@@ -101,6 +112,7 @@ def print_banner(
         swarm = (
             f"swarm     {spec.swarm}: {len(agents)} agent(s), {workers} job worker(s)\n"
             f"pools     {pools or '-'}\nrepos     {repos or '-'}\n"
+            + "".join(f"{'protects' if i == 0 else '':<10}{line}\n" for i, line in enumerate(protections()))
         )
     body = (
         f"gateway   [bold]{info.url}[/bold]"
