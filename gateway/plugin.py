@@ -16,8 +16,10 @@ from the registry in ``gateway.plugins``.
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 from abc import ABC, abstractmethod
-from collections.abc import Callable, Iterable
+from collections.abc import AsyncIterator, Callable, Coroutine, Iterable, Mapping
 from contextlib import AbstractAsyncContextManager
 from typing import TYPE_CHECKING, Any, ClassVar, Generic, TypeVar
 
@@ -34,6 +36,21 @@ if TYPE_CHECKING:
 
 Lifespan = Callable[[], AbstractAsyncContextManager[None]]
 S = TypeVar("S", bound=BaseModel)
+
+
+@contextlib.asynccontextmanager
+async def background(loops: Mapping[str, Coroutine[Any, Any, None]]) -> AsyncIterator[None]:
+    """A lifespan's background loops (task name -> coroutine): started on entry, cancelled and awaited
+    on exit, so a stopping gateway never waits on a loop blocked in a read."""
+    tasks = [asyncio.create_task(loop, name=name) for name, loop in loops.items()]
+    try:
+        yield
+    finally:
+        for task in tasks:
+            task.cancel()
+        for task in tasks:
+            with contextlib.suppress(asyncio.CancelledError):
+                await task
 
 
 class NoSettings(BaseModel):

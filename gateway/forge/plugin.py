@@ -8,7 +8,6 @@ embedded forge, which delivers webhooks to the hooks registered on its repositor
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 import logging
 from collections.abc import AsyncIterator, Awaitable, Callable
@@ -33,7 +32,7 @@ from gateway.forge.routes import build_forge_router
 from gateway.forge.settings import ForgeSettings
 from gateway.forge.webhook import build_webhook_router
 from gateway.mcp_server import GatewayMCP
-from gateway.plugin import Lifespan, Plugin
+from gateway.plugin import Lifespan, Plugin, background
 from gateway.principals import PrincipalKind
 from gateway.services import EVIDENCE_LEDGER, FORGE, FORGE_SETTINGS, REVIEW_GATE
 
@@ -107,17 +106,13 @@ class ForgePlugin(Plugin[ForgeSettings]):
                     await DefaultRepo(ctx.redis).claim(full)  # the first one, unless one is set
                 except ForgeError as exc:
                     log.error("cannot ensure repo %s: %s", full, exc)
-            tasks = [asyncio.create_task(gate.run(), name="kswarm-gate")] if settings.gate_enabled else []
+            loops = {"kswarm-gate": gate.run()} if settings.gate_enabled else {}
             if deliverer is not None:
-                tasks.append(asyncio.create_task(deliverer.run(), name="kswarm-forge-hooks"))
+                loops["kswarm-forge-hooks"] = deliverer.run()
             try:
-                yield
+                async with background(loops):
+                    yield
             finally:
-                for task in tasks:
-                    task.cancel()
-                for task in tasks:
-                    with contextlib.suppress(asyncio.CancelledError):
-                        await task
                 await forge.aclose()
 
         return lifespan

@@ -8,9 +8,6 @@ works) or ``KSWARM_JOBS_POOLS`` (JSON), default one ``cpu`` pool.
 
 from __future__ import annotations
 
-import asyncio
-import contextlib
-from collections.abc import AsyncIterator
 from typing import Annotated, Any
 
 from fastapi import APIRouter, Depends, FastAPI, Query, Request, Response
@@ -33,7 +30,7 @@ from gateway.jobs.models import (
 from gateway.jobs.pools import JobsSettings
 from gateway.jobs.service import JobService
 from gateway.mcp_server import GatewayMCP, caller
-from gateway.plugin import Lifespan, Plugin
+from gateway.plugin import Lifespan, Plugin, background
 from gateway.services import EVIDENCE_LEDGER, FORGE, FORGE_SETTINGS, JOB_SERVICE
 
 Svc = Annotated[JobService, Depends(provided(JOB_SERVICE))]
@@ -206,14 +203,4 @@ class JobsPlugin(Plugin[JobsSettings]):
         app.include_router(build_jobs_router())
         register_job_tools(mcp, svc)
 
-        @contextlib.asynccontextmanager
-        async def lifespan() -> AsyncIterator[None]:
-            task = asyncio.create_task(svc.reclaim_loop(), name="kswarm-jobs-reclaim")
-            try:
-                yield
-            finally:
-                task.cancel()
-                with contextlib.suppress(asyncio.CancelledError):
-                    await task
-
-        return lifespan
+        return lambda: background({"kswarm-jobs-reclaim": svc.reclaim_loop()})

@@ -7,7 +7,6 @@ principal dependency in REST), never a request field.
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 import re
 from collections.abc import AsyncIterator
@@ -19,7 +18,7 @@ from gateway.context import GatewayContext
 from gateway.deps import AnyPrincipal, OperatorOnly, provided
 from gateway.errors import BadRequest, NotFound
 from gateway.mcp_server import GatewayMCP, caller
-from gateway.plugin import Lifespan, Plugin
+from gateway.plugin import Lifespan, Plugin, background
 from gateway.services import FORGE, TASK_BOARD
 from gateway.tasks.definitions import add_task, task_definition
 from gateway.tasks.models import (
@@ -174,12 +173,7 @@ class TasksPlugin(Plugin[TasksSettings]):
         @contextlib.asynccontextmanager
         async def lifespan() -> AsyncIterator[None]:
             await svc.bot()
-            task = asyncio.create_task(svc.sweeper(), name="kswarm-tasks-sweeper")
-            try:
+            async with background({"kswarm-tasks-sweeper": svc.sweeper()}):
                 yield
-            finally:
-                task.cancel()
-                with contextlib.suppress(asyncio.CancelledError):
-                    await task
 
         return lifespan
