@@ -193,3 +193,31 @@ def test_detach_leaves_it_running_and_down_stops_every_process(short_tmp: Path) 
     assert not alive(info["pid"])
     assert [role for role, pid in pids.items() if alive(pid)] == []
     assert processes_with(str(home)) == []
+
+
+@pytest.mark.docker
+def test_down_purge_with_sixteen_docker_agents_leaves_no_container_volume_or_process(short_tmp: Path) -> None:
+    """The docker backend's stop path (it once hung with 18 agents and left 16 volumes): `up -d`, then
+    `kswarm down --purge` leaves no container or volume of the swarm (by label) and no process."""
+    import docker
+    from orch_kit import docker_available
+
+    ok, why = docker_available()
+    if not ok:
+        pytest.skip(why)
+    client = docker.from_env()
+    home, spec = short_tmp / "h", short_tmp / "swarm.yaml"
+    spec.write_text(spec_text("dk", agents=SIXTEEN, workers=1, extra="backend: docker\n"))
+    label = {"label": "kswarm.swarm=dk"}
+    started = kswarm(
+        home, "up", "--home", str(home), "--port", str(free_port()), "-f", str(spec), "-d", timeout=300
+    )
+    assert started.returncode == 0, started.stdout + started.stderr
+    try:
+        wait_for(lambda: len(client.containers.list(filters=label)) >= SIXTEEN, 240, "16 agent containers")
+    finally:
+        down = kswarm(home, "down", "--purge", timeout=300)
+    assert down.returncode == 0, down.stdout + down.stderr
+    assert client.containers.list(all=True, filters=label) == []
+    assert client.volumes.list(filters=label) == []
+    assert processes_with(str(home)) == []
