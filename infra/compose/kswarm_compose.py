@@ -91,19 +91,29 @@ def pools() -> list[str]:
     return [str(p["name"]) for p in raw.get("pools") or []]
 
 
-def worker_token_file(pool: str) -> Path:
-    """Where init writes the token of ``pool``'s worker principal (``worker-<pool>``), in the
-    ``worker_token`` secret's dir: the compose worker of that pool reads it."""
+def worker_secret(pool: str) -> str:
+    """The compose secret of ``pool``'s worker token (``worker_token_<pool>``): one per pool, so that
+    each worker service is handed its own pool's token and no other (compose.yaml mounts it in that
+    service alone, at ``/run/secrets/worker_token/``)."""
     from gateway.jobs.pools import worker_principal
 
-    return SECRETS / "worker_token" / worker_principal(pool)
+    return "worker_token_" + worker_principal(pool).removeprefix("worker-")
+
+
+def worker_token_file(pool: str) -> Path:
+    """Where init writes the token of ``pool``'s worker principal (``worker-<pool>``): the file
+    ``worker_token`` in the pool's own secret dir."""
+    return SECRETS / worker_secret(pool) / "worker_token"
 
 
 def init() -> None:
     """The operator's token and one token per pool of the spec, each of a principal of the right kind
     (a worker's bound to its pool, as ``kswarm worker token`` makes it); a kept token must still
-    verify as that very principal, or it is replaced. A name taken by a principal of another kind is
-    refused: the deployment does not start with a token that is not what it says."""
+    verify as that very principal, or it is replaced -- and what it replaces is revoked: every old
+    token of that principal (whoever copied the file keeps nothing that works), and a token of another
+    principal found in the file (it was handed to a service it is not for: exposed). A name taken by
+    a principal of another kind is refused: the deployment does not start with a token that is not
+    what it says."""
     import asyncio
 
     from redis.asyncio import Redis
@@ -115,18 +125,47 @@ def init() -> None:
 
     swarm = os.environ.get("KSWARM_GATEWAY_SWARM", "kswarm")
 
-    async def ensure(store: PrincipalStore, name: str, kind: PrincipalKind, path: Path) -> None:
+    def kept(path: Path) -> str:
+        return path.read_text().strip() if path.is_file() else ""
+
+    async def principal_of(store: PrincipalStore, name: str, kind: PrincipalKind) -> str | None:
+        """Make sure ``name`` is an enabled principal of ``kind``; its first token if just created."""
         principal, token = await store.ensure(name, kind)
         if principal.kind != kind or principal.disabled:
             state = "disabled" if principal.disabled else f"of kind {principal.kind.value}"
             sys.exit(f"kswarm: principal {name} is {state}, not an enabled {kind.value}: no token written")
-        kept = path.read_text().strip() if path.exists() else ""  # noqa: ASYNC240 - a one-shot init
-        holder = await store.verify(kept) if kept and token is None else None
-        if holder is not None and holder.name == name:
-            return
-        path.parent.mkdir(parents=True, exist_ok=True)
-        write_secret(path, token or await store.issue_token(name))
-        say(f"generated the {kind.value} token of {name} ({path.parent.name} secret)")
+        return token
+
+    async def revoke_misplaced(store: PrincipalStore, name: str, path: Path) -> None:
+        token = kept(path)
+        holder = await store.verify(token) if token else None
+        if holder is not None and holder.name != name and await store.revoke_token(token):
+            say(
+                f"revoked a token of {holder.name} found in the {path.parent.name} secret "
+                "(it was exposed there)"
+            )
+
+    async def ensure(
+        store: PrincipalStore, name: str, kind: PrincipalKind, token: str | None, path: Path
+    ) -> None:
+        if token is None:
+            token = kept(path)
+            holder = await store.verify(token) if token else None
+            if holder is not None and holder.name == name:
+                return
+            revoked = await store.revoke_tokens(name)
+            token = await store.issue_token(name)
+            note = f"; revoked its {revoked} old token(s)" if revoked else ""
+        else:
+            note = ""
+        if not path.parent.is_dir():
+            path.parent.mkdir(parents=True)
+            say(
+                f"made the secret dir {path.parent.name}: compose.yaml needs that secret and a worker "
+                "service to use it (docs/deploy.md, Secrets)"
+            )
+        write_secret(path, token)
+        say(f"generated the {kind.value} token of {name} ({path.parent.name} secret){note}")
 
     async def main() -> None:
         redis = Redis.from_url(REDIS_URL, decode_responses=True)
@@ -142,14 +181,19 @@ def init() -> None:
                         noted = time.monotonic()
                     await asyncio.sleep(0.5)
             store = PrincipalStore(redis, swarm)
-            await ensure(
-                store, "operator", PrincipalKind.operator, SECRETS / "operator_token" / "operator_token"
-            )
+            wanted = [("operator", PrincipalKind.operator, SECRETS / "operator_token" / "operator_token")]
+            wanted += [(worker_principal(p), PrincipalKind.worker, worker_token_file(p)) for p in pools()]
+            # First every principal checked (nothing written if one is refused), then every token
+            # that sits in another principal's file revoked (so that its own file, if it holds it
+            # too, is replaced below), then each file kept or replaced.
+            first = {name: await principal_of(store, name, kind) for name, kind, _ in wanted}
+            for name, _, path in wanted:
+                await revoke_misplaced(store, name, path)
+            for name, kind, path in wanted:
+                await ensure(store, name, kind, first[name], path)
             queue = JobQueue(redis)
             for pool in pools():
-                name = worker_principal(pool)
-                await ensure(store, name, PrincipalKind.worker, worker_token_file(pool))
-                await queue.bind_worker(name, pool)  # its token takes this pool's jobs only
+                await queue.bind_worker(worker_principal(pool), pool)  # its token takes this pool's jobs only
         finally:
             await redis.aclose()
 
@@ -204,8 +248,8 @@ def run_orchestrator() -> None:
 
 def run_worker() -> None:
     pool = os.environ.get("KSWARM_POOL", "cpu")
-    token_file = worker_token_file(pool)
-    secret(f"worker_token/{token_file.name}", label="worker_token")
+    token_file = SECRETS / "worker_token" / "worker_token"  # this pool's secret, mounted as worker_token
+    secret("worker_token")
     wait_for_gateway(gateway_url())
     argv = [sys.executable, "-m", "orchestrator.worker", "--pool", pool, "--gateway", gateway_url()]
     argv += [
@@ -322,8 +366,7 @@ def health(service: str) -> None:
         from gateway.jobs.pools import worker_principal
 
         pool = os.environ.get("KSWARM_POOL", "cpu")
-        token_file = worker_token_file(pool)
-        code, pools = api_get("/api/jobs/pools", secret(f"worker_token/{token_file.name}") or "")
+        code, pools = api_get("/api/jobs/pools", secret("worker_token") or "")
         mine = f"{worker_principal(pool)}/{socket.gethostname()[:24]}-"
         views = [p for p in pools if isinstance(p, dict)] if isinstance(pools, list) else []
         live = [w for p in views if p.get("pool") == pool for w in p.get("workers") or []]

@@ -75,8 +75,8 @@ def test_every_service_has_a_healthcheck_and_no_docker_network() -> None:
 def test_tokens_and_the_model_key_are_secrets_never_environment() -> None:
     config = compose_config("embedded-forge")
     services = config["services"]
-    assert set(config["secrets"]) >= {"model_key", "operator_token", "worker_token"}
-    wanted = {"gateway": "model_key", "orchestrator": "operator_token", "worker-cpu": "worker_token"}
+    assert set(config["secrets"]) >= {"model_key", "operator_token", "worker_token_cpu"}
+    wanted = {"gateway": "model_key", "orchestrator": "operator_token", "worker-cpu": "worker_token_cpu"}
     for name, secret in wanted.items():
         names = [s if isinstance(s, str) else s["source"] for s in services[name].get("secrets", [])]
         assert secret in names, (name, names)

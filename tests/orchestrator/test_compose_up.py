@@ -25,7 +25,7 @@ from orch_kit import REPO
 from test_compose_config import compose_command
 
 pytestmark = [pytest.mark.docker, pytest.mark.slow]
-SECRET_DIRS = ("model_key", "operator_token", "worker_token", "gitea_admin_token")
+SECRET_DIRS = ("model_key", "operator_token", "worker_token_cpu", "gitea_admin_token")
 MERGE_TIMEOUT_S = 900
 HEALTHY_TIMEOUT_S = 120
 LONG_RUNNING = {"redis", "gateway", "orchestrator", "worker-cpu"}
@@ -162,7 +162,7 @@ def test_compose_up_verifies_and_merges_a_pr_and_down_leaves_nothing(
         wait_healthy(client, project, LONG_RUNNING)
 
         # No token and no key in any container's configuration (`docker inspect` shows no secret).
-        worker_token = (secrets / "worker_token" / "worker-cpu").read_text().strip()
+        worker_token = (secrets / "worker_token_cpu" / "worker_token").read_text().strip()
         containers = client.containers.list(
             all=True, filters={"label": f"com.docker.compose.project={project}"}
         )
