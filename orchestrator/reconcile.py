@@ -233,7 +233,8 @@ class Reconciler:
 
     def stop_all(self, force: threading.Event | None = None, timeout: float = 10.0) -> list[str]:
         """Stop every agent of the spec side by side (TERM, KILL after ``timeout``; at once when
-        ``force`` is set meanwhile), leaving records that the next start reads as a clean stop."""
+        ``force`` is set meanwhile) and remove what the backend kept of it (a container, its volumes;
+        never the agent's files), leaving records that the next start reads as a clean stop."""
         names = [a.name for a in self.spec.expand() if self.runtime.status(a.name).running]
         force = force or threading.Event()
         if names:
@@ -247,6 +248,9 @@ class Reconciler:
                     if pending and force.is_set() and not killed:
                         killed = True  # KILL what is still running; the graceful stops then return
                         pending |= {pool.submit(self.runtime.stop, n, 0.0) for n in names}
+                # Stopped is not enough: a container (and its volumes, pointers to the agent's dirs) would
+                # outlive the swarm. The dirs stay; the next start binds them again.
+                list(pool.map(self.runtime.remove, names))
         for agent in self.spec.expand():
             rec = load_record(self.layout, agent.name, self.runtime.backend)
             if rec.state not in ("quarantined", "crash-loop", "backoff"):

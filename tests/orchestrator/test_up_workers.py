@@ -221,3 +221,31 @@ def test_down_purge_with_sixteen_docker_agents_leaves_no_container_volume_or_pro
     assert client.containers.list(all=True, filters=label) == []
     assert client.volumes.list(filters=label) == []
     assert processes_with(str(home)) == []
+
+
+@pytest.mark.docker
+def test_ctrl_c_with_sixteen_docker_agents_leaves_no_container_volume_or_process(short_tmp: Path) -> None:
+    import docker
+    from orch_kit import docker_available
+
+    ok, why = docker_available()
+    if not ok:
+        pytest.skip(why)
+    client = docker.from_env()
+    home, spec = short_tmp / "h", short_tmp / "swarm.yaml"
+    spec.write_text(spec_text("dc", agents=SIXTEEN, workers=1, extra="backend: docker\n"))
+    label = {"label": "kswarm.swarm=dc"}
+    up = Up(home, free_port(), "-f", str(spec))
+    try:
+        up.wait_ready()
+        wait_for(lambda: len(client.containers.list(filters=label)) >= SIXTEEN, 240, "16 agent containers")
+        code, _ = interrupt(up)
+    finally:
+        if up.proc.poll() is None:
+            up.stop()
+    out = up.output()
+    assert code == 0, out[-3000:]
+    assert f"stopped {SIXTEEN} agent(s)" in out, out[-3000:]
+    assert client.containers.list(all=True, filters=label) == []
+    assert client.volumes.list(filters=label) == []
+    assert processes_with(str(home)) == []
