@@ -32,7 +32,10 @@ pytestmark = pytest.mark.slow
 def inspector() -> Path:
     """The Inspector's command (installed once into the repo's ignored cache); skipped with the
     installer's one-line reason where npm or its registry is not there."""
-    done = subprocess.run(["bash", str(INSTALLER)], capture_output=True, text=True, timeout=600)
+    try:
+        done = subprocess.run(["bash", str(INSTALLER)], capture_output=True, text=True, timeout=600)
+    except subprocess.TimeoutExpired:
+        pytest.skip("infra/ci/mcp-inspector.sh: npm did not finish the install in 600 s")
     if done.returncode != 0:
         lines = done.stderr.strip().splitlines() or [f"exit {done.returncode}"]
         pytest.skip(lines[-1])
