@@ -124,3 +124,23 @@ def test_agent_dockerfile_runs_the_agent_entry_point_as_non_root() -> None:
 def test_the_gpu_worker_is_based_on_the_vendors_cuda_image() -> None:
     text = (REPO / "infra" / "worker-cuda.Dockerfile").read_text()
     assert re.search(r"^ARG CUDA_BASE=nvidia/cuda:\S+", text, re.M) and "FROM ${CUDA_BASE}" in text
+
+
+def test_attack_no_secret_file_under_the_repos_secrets_dir_can_be_committed() -> None:
+    """A token written by init into this checkout (the default secrets dir) must never be picked up by
+    ``git add -A``: not the known ones, not the dir init makes for a pool of your own spec, not the
+    round-3 layout's ``worker_token/worker-cpu`` left on disk."""
+    if not (REPO / ".git").exists():
+        pytest.skip("not a git checkout")
+    for path in (
+        "operator_token/operator_token",
+        "model_key/model_key",
+        "gitea_admin_token/gitea_admin_token",
+        "worker_token_cpu/worker_token",
+        "worker_token_gpu/worker_token",
+        "worker_token/worker-cpu",
+    ):
+        done = subprocess.run(
+            ["git", "check-ignore", "-q", f"infra/compose/secrets/{path}"], cwd=REPO, capture_output=True
+        )
+        assert done.returncode == 0, f"infra/compose/secrets/{path} is not ignored by git"
