@@ -220,6 +220,12 @@ class OperatorActions:
             timeout_s=job.timeout_s,
         )
         new = await self._run(operator, "job:requeue", job_id, "", svc.submit(operator, request))
+        # Requeued, the old job's failure or dead letter is dealt with: off Attention (ks:mon:ack), until
+        # it happens again (the new job's own failure is a new item).
+        await self.ctx.redis.hset(
+            keys.ACK,
+            mapping={f"job:{job_id}": repr(time.time()), f"dead:{job.pool}:{job_id}": repr(time.time())},
+        )
         message = (
             f"{operator.name} requeued job {job_id} as {new.id}: {job.kernel} at {job.sha[:10]} "
             f"on {job.pool} ({job.kind})"

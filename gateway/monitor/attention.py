@@ -205,13 +205,15 @@ class AttentionBuilder:
             return [], "no job runner registered"
         items = []
         window = now - self.settings.recent_window_s
+        dead_letters = {pool.name: await svc.queue.dead_letters(pool.name, 20) for pool in svc.pools.values()}
+        dead_ids = {d.get("job") or d.get("id", "") for dead in dead_letters.values() for d in dead}
         for job in await svc.queue.list(limit=200):
             finished = job.finished or job.submitted
             if finished < window:
                 continue
             result = job.result if isinstance(job.result, dict) else {}
             flags = [str(f) for f in result.get("flags") or []]
-            if job.state in ("error", "timeout"):
+            if job.state in ("error", "timeout") and job.id not in dead_ids:  # a dead letter says more
                 items.append(
                     AttentionItem(
                         key=f"job:{job.id}",
@@ -246,7 +248,7 @@ class AttentionBuilder:
                     )
                 )
         for pool in svc.pools.values():
-            for dead in await svc.queue.dead_letters(pool.name, 20):
+            for dead in dead_letters[pool.name]:
                 job_id = dead.get("job") or dead.get("id", "")
                 since = float(dead["id"].split("-")[0]) / 1000 if "-" in dead.get("id", "") else now
                 items.append(
@@ -338,14 +340,22 @@ class AttentionBuilder:
             return [], "no task board registered"
         since_ms = int((now - self.settings.recent_window_s) * 1000)
         rows = await self.ctx.redis.xrevrange(keys.CLAIMS, "+", f"{since_ms}-0", 500)
-        held = {t.id for t in await board.board.list("claimed")}
+        # Nothing to do about a lapse once the task is held again or done; and only a task's newest
+        # window counts (rows are newest first): a lapse followed by another agent's finished claim
+        # (which the board may already have forgotten as a holder) is resolved.
+        settled = {t.id for t in await board.board.list("claimed")} | {
+            t.id for t in await board.board.list("done")
+        }
+        seen: set[str] = set()
         items: dict[str, AttentionItem] = {}
         for _, fields in rows:
             try:
                 window = ClaimWindow.model_validate(json.loads(fields.get("json", "{}")))
             except ValueError:
                 continue
-            if window.how != "lapsed" or window.task in held or window.task in items:
+            newest = window.task not in seen
+            seen.add(window.task)
+            if not newest or window.how != "lapsed" or window.task in settled:
                 continue
             until = window.until or now
             key = f"claim:{window.task}:{int(until)}"

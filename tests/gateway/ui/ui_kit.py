@@ -13,7 +13,7 @@ from typing import Any, TypeVar
 import httpx
 
 from gateway.plugin import Plugin
-from gateway.plugins import default_plugins, replace_plugins
+from gateway.plugins import default_plugins, replace_plugins, without_plugins
 from kstest.gateway import GatewayThread
 
 REPO = Path(__file__).resolve().parents[3]
@@ -62,6 +62,13 @@ class UiGateway(GatewayThread):
         return client
 
 
+class ScanSearchUiGateway(UiGateway):
+    """Without the search plugin: the search page falls back to the chat's scan of recent history."""
+
+    def plugins(self) -> list[Plugin[Any]]:
+        return without_plugins(super().plugins(), "search")
+
+
 def wait_for(predicate: Callable[[], T], timeout: float = 20.0, what: str = "condition") -> T:
     deadline = time.monotonic() + timeout
     last: Any = None
@@ -77,17 +84,18 @@ def wait_for(predicate: Callable[[], T], timeout: float = 20.0, what: str = "con
 
 
 @contextmanager
-def running_swarm(gw: GatewayThread, agents_yaml: str) -> Iterator[Any]:
+def running_swarm(gw: GatewayThread, agents_yaml: str, **lifecycle: float) -> Iterator[Any]:
     """The real orchestrator (process backend) supervising ``agents_yaml`` on ``gw``'s home, publishing to
-    (and taking requests from) ``gw``'s Redis: the only way the UI sees it."""
+    (and taking requests from) ``gw``'s Redis: the only way the UI sees it. ``lifecycle``: overrides of
+    its fast defaults (e.g. ``crash_loop_after``)."""
     import yaml
 
     from orchestrator.spec import parse_spec
     from orchestrator.supervisor import Supervisor, stop_swarm
 
-    lifecycle = {"reconcile_s": 0.2, "backoff_base_s": 0.2, "backoff_max_s": 1.0, "stall_after_s": 60}
+    fast = {"reconcile_s": 0.2, "backoff_base_s": 0.2, "backoff_max_s": 1.0, "stall_after_s": 60}
     # No uid_base: as root, agents' uids come from this home's own block (orchestrator/uid_ranges.py).
-    options = yaml.safe_dump({"lifecycle": lifecycle})
+    options = yaml.safe_dump({"lifecycle": fast | lifecycle})
     spec = parse_spec(f"swarm: {gw.swarm}\nagents:\n{agents_yaml}\n{options}")
     supervisor = Supervisor(
         spec, "process", gw.home, gw.url, gw.operator_token, gw.socket_path, redis_url=gw.redis_url
