@@ -185,6 +185,11 @@ class MonitorFeeder:
             return
         usage = await store.all()
         last = await self.ctx.redis.hgetall(keys.USAGE_LAST)
+        # The monitor's first sample baselines every agent: what was spent before it watched is not
+        # attributed. An agent it first sees later has spent everything since a sample that saw it with
+        # nothing (the proxy lists an agent from its first booked call): its whole usage is new.
+        watching = last.get(keys.USAGE_WATCHING) is not None
+        batch.hset(keys.USAGE_LAST, keys.USAGE_WATCHING, repr(now))
         swarm_tokens, swarm_nusd = 0, 0
         for agent, u in usage.items():
             tokens, nusd = int(u.total_tokens), round(u.cost_usd * NANO)
@@ -192,7 +197,9 @@ class MonitorFeeder:
             batch.hset(keys.USAGE_LAST, f"{agent}:tokens", str(tokens))
             batch.hset(keys.USAGE_LAST, f"{agent}:nusd", str(nusd))
             if before_t is None or before_n is None:
-                continue  # first sight: the usage before the monitor watched is not attributed
+                if not watching:
+                    continue  # the monitor's first sample: the usage before it watched is not attributed
+                before_t = before_n = "0"
             d_tokens, d_nusd = tokens - int(before_t), nusd - int(before_n)
             if d_tokens < 0 or d_nusd < 0:
                 continue  # the agent's usage was reset: re-baselined, nothing booked

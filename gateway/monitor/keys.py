@@ -26,6 +26,8 @@ LEASE = f"{PREFIX}mon:lease"
 CURSOR = f"{PREFIX}mon:cursor"
 SERIES_INDEX = f"{PREFIX}mon:series"
 USAGE_LAST = f"{PREFIX}mon:usage-last"
+# A field of USAGE_LAST (no agent name has an @): the feeder's last usage sample; present once it watches.
+USAGE_WATCHING = "@watching"
 COST = f"{PREFIX}mon:cost"
 CLAIMS_OPEN = f"{PREFIX}mon:claims-open"
 CLAIMS = f"{PREFIX}mon:claims"

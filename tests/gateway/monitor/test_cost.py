@@ -1,7 +1,7 @@
 """What a kernel cost: the LLM proxy's usage of an agent is booked to the task it holds a claim on while
-spending it (claims give the window), else to ``-``; per task, agent and swarm, and per window (what the
-dataset build asks for each record). Usage is booked through the proxy's own usage store, as the proxy
-does for every model call."""
+spending it (claims give the window), else to ``-``, from the agent's very first call on; per task, agent
+and swarm, and per window (what the dataset build asks for each record). Usage is booked through the
+proxy's own usage store, as the proxy does for every model call."""
 
 from __future__ import annotations
 
@@ -36,8 +36,9 @@ def test_usage_is_booked_to_the_task_held_while_spending(mon_gateway: MonitorGat
     redis = Redis.from_url(gw.redis_url, decode_responses=True)
     with gw.client(gw.operator_token) as op:
         assert op.post("/api/tasks", json={"id": "softmax", "title": "Softmax"}).status_code == 201
-    book(gw, "dev-1", 10, 0)  # first sight: the baseline, booked nowhere
-    wait_for(lambda: redis.hget(keys.USAGE_LAST, "dev-1:tokens") == "10", what="the usage baseline")
+    wait_for(lambda: redis.hexists(keys.USAGE_LAST, keys.USAGE_WATCHING), what="the monitor watching usage")
+    book(gw, "dev-1", 10, 0)  # dev-1's first call, seen by a watching monitor: booked (to no task)
+    wait_for(lambda: redis.hget(keys.USAGE_LAST, "dev-1:tokens") == "10", what="dev-1's first call sampled")
     with gw.client(dev) as agent:
         assert agent.post("/api/tasks/softmax/claim").status_code == 200
     wait_for(lambda: redis.hlen(keys.CLAIMS_OPEN) == 1, what="the claim window opened")
@@ -48,9 +49,9 @@ def test_usage_is_booked_to_the_task_held_while_spending(mon_gateway: MonitorGat
         assert agent.post("/api/tasks/softmax/release").status_code == 200
     wait_for(lambda: redis.hlen(keys.CLAIMS_OPEN) == 0, what="the claim window closed")
     book(gw, "dev-1", 500, 0)
-    report = wait_for(lambda: (r := cost(gw))["by_task"].get("-", {}).get("tokens") == 500 and r, what="to -")
+    report = wait_for(lambda: (r := cost(gw))["by_task"].get("-", {}).get("tokens") == 510 and r, what="to -")
     assert report["by_task"]["softmax"]["tokens"] == 1_234, "spent after the release is not the task's"
-    assert report["by_agent"]["dev-1"]["tokens"] == 1_734 and report["swarm"]["tokens"] == 1_734
+    assert report["by_agent"]["dev-1"]["tokens"] == 1_744 and report["swarm"]["tokens"] == 1_744
     assert report["by_task"]["softmax"]["cost_usd"] > 0
     with gw.client(gw.operator_token) as op:
         window = op.get(
