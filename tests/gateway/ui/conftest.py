@@ -18,13 +18,24 @@ if getattr(gateway, "__file__", None) is None:
 
 from jobs_kit import JobsUiGateway
 from monitor_ui_kit import MonitorUiGateway
-from ui_kit import CHROMIUM, UiGateway
+from ui_kit import CHROMIUM, ScanSearchUiGateway, UiGateway
 
 
 @pytest.fixture
 def ui_gateway(clean_redis: str, short_tmp: Path) -> Iterator[UiGateway]:
     """A fresh gateway (real uvicorn in a thread) with the UI and forge plugins and an operator token."""
     gw = UiGateway(short_tmp / "home", clean_redis)
+    gw.start()
+    try:
+        yield gw
+    finally:
+        gw.stop()
+
+
+@pytest.fixture
+def scan_ui(clean_redis: str, short_tmp: Path) -> Iterator[UiGateway]:
+    """Like ``ui_gateway`` without the search plugin (search falls back to the recent-history scan)."""
+    gw = ScanSearchUiGateway(short_tmp / "home", clean_redis)
     gw.start()
     try:
         yield gw

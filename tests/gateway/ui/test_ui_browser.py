@@ -81,7 +81,8 @@ def test_composer_message_reaches_the_mentioned_agents_inbox(ui_gateway: UiGatew
         shot(page, "chat-thread")
 
 
-def test_scroll_back_and_search(ui_gateway: UiGateway, chromium: Path) -> None:
+def test_scroll_back_and_search(scan_ui: UiGateway, chromium: Path) -> None:
+    ui_gateway = scan_ui  # no search index: the search is the chat's substring scan of recent history
     dev = ui_gateway.add_principal("dev-1")
     with ui_gateway.client(ui_gateway.operator_token) as op:
         for i in range(35):
@@ -100,6 +101,7 @@ def test_scroll_back_and_search(ui_gateway: UiGateway, chromium: Path) -> None:
         page.keyboard.press("Enter")
         page.wait_for_url("**/ui/chat/search?q=note+6")
         assert page.locator(".hits li.hit").count() == 11  # 6, 60..69 (recent-history scan: no index)
+        expect(page.locator("#search-count")).to_contain_text("recent history only")
         shot(page, "search")
 
 

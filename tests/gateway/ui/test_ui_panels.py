@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import re
 from pathlib import Path
 from typing import Any
 
@@ -116,8 +117,17 @@ def test_history_paging_threads_and_search(ui_gateway: UiGateway) -> None:
         assert "line 10" in older.text and "line 0" in older.text and older.headers["x-more"] == "0"
         thread = browser.get("/ui/chat/thread", params={"c": "ops", "root": ids[-1]}).text
         assert "line 59" in thread and "a reply" in thread and f'data-reply-to="{ids[-1]}"' in thread
-        found = browser.get("/ui/chat/search", params={"q": "LINE 4"}).text
-        assert "line 4" in found and "line 42" in found and "line 5<" not in found
+
+        # The full-text index (the search plugin): words, case-folded; a prefix with *; matches marked.
+        def hits(q: str) -> list[str]:
+            page = browser.get("/ui/chat/search", params={"q": q}).text
+            return [re.sub(r"<[^>]+>", "", h) for h in re.findall(r'<div class="snippet">(.*?)</div>', page)]
+
+        assert wait_for(lambda: hits("LINE 4"), what="the index to hold the lines") == ["line 4"]
+        found = hits("LINE 4*")
+        assert sorted(found) == sorted(["line 4", *(f"line {i}" for i in range(40, 50))]), found
+        marked = browser.get("/ui/chat/search", params={"q": "line 4"}).text
+        assert "<mark>line</mark> <mark>4</mark>" in marked
         around = browser.get("/ui/chat", params={"c": "ops", "at": ids[5]}).text
         assert "line 5" in around and "Jump to latest" in around
 
