@@ -71,6 +71,37 @@ async def window_sum(api: InternalApi, series: str, seconds: float) -> float:
     return float(sum(p["value"] for p in reply.json().get("points") or []))
 
 
+RECENT_S = 600
+USAGE_FIELDS = ("input_tokens", "output_tokens", "cache_creation_input_tokens", "cache_read_input_tokens")
+
+
+async def reported_recent(api: InternalApi, name: str, seconds: float = RECENT_S) -> dict[str, Any] | None:
+    """The model calls the agent's timeline holds from the last ``seconds`` (by the time the gateway
+    received them): calls, tokens and the gateway's estimate of their cost. A model the agent reaches
+    without the LLM proxy (the demo's scripted policy, a key of its own) is booked nowhere else, so this is
+    then the only answer to "what did it cost lately"; None when there are none."""
+    if not has_route(api.app, TIMELINE_ROUTE):
+        return None
+    reply = await api.get(f"/api/agents/{name}/timeline", kind="model", limit=500)
+    if not reply.ok:
+        return None
+    since = time.time() - seconds
+    page = reply.json()
+    entries = [e for e in page.get("entries") or [] if float(e.get("received") or 0) >= since]
+    if not entries:
+        return None
+    tokens = 0
+    for e in entries:
+        usage = (e.get("data") or {}).get("usage") or {}
+        tokens += sum(int(usage.get(f) or 0) for f in USAGE_FIELDS if isinstance(usage, dict))
+    return {
+        "calls": len(entries),
+        "tokens": tokens,
+        "cost": sum(float(e.get("cost_usd") or 0.0) for e in entries),
+        "at_least": bool(page.get("more")) and len(entries) == len(page.get("entries") or []),
+    }
+
+
 def build_agent_pages(ui: UiService) -> APIRouter:
     router = APIRouter(prefix="/ui")
     User = Annotated[UiUser, Depends(ui.auth.user)]
@@ -112,8 +143,8 @@ def build_agent_pages(ui: UiService) -> APIRouter:
         charts: list[tuple[str, Markup]] = []
         if has_route(ui.app, "/api/monitor/svg/{chart}"):
             recent = {
-                "tokens": await window_sum(api, f"tokens:agent:{name}", 600),
-                "cost": await window_sum(api, f"cost:agent:{name}", 600),
+                "tokens": await window_sum(api, f"tokens:agent:{name}", RECENT_S),
+                "cost": await window_sum(api, f"cost:agent:{name}", RECENT_S),
             }
             for chart in (f"agent-tokens:{name}", f"agent-cost:{name}"):
                 got = await api.get(f"/api/monitor/svg/{chart}", since=time.time() - 6 * 3600)
@@ -143,6 +174,7 @@ def build_agent_pages(ui: UiService) -> APIRouter:
             kinds=KIND_FILTERS,
             usage=usage,
             recent=recent,
+            reported=await reported_recent(api, name),
             charts=charts,
             jobs=jobs.json() if jobs is not None and jobs.ok else [],
             pulls=[
