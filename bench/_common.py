@@ -1,10 +1,13 @@
-"""Shared helpers for the benchmarks: percentiles and the test-support import path."""
+"""Shared helpers for the benchmarks: percentiles, the test-support import path, gateway metrics."""
 
 from __future__ import annotations
 
 import statistics
 import sys
+import time
 from pathlib import Path
+
+import httpx
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))  # the tree itself first: tests/ mirrors its folders (tests/orchestrator, ...)
@@ -22,3 +25,25 @@ def pct(values: list[float], q: float) -> float:
 
 def ms(seconds: float) -> str:
     return f"{seconds * 1000:.2f} ms"
+
+
+def gateway_metric(url: str, operator_token: str, name: str) -> float:
+    """One unlabelled value from the gateway's /metrics (nan: not there, or the gateway too busy)."""
+    from gateway.client.target import auth_headers
+
+    try:
+        text = httpx.get(f"{url}/metrics", headers=auth_headers(operator_token), timeout=30).text
+    except httpx.TimeoutException:
+        return float("nan")
+    values = [float(line.split()[-1]) for line in text.splitlines() if line.startswith(name + " ")]
+    return values[0] if values else float("nan")
+
+
+def wait_for_waiters(url: str, operator_token: str, n: int, bound: float = 180.0) -> None:
+    """Until ``n`` inbox waits are blocked in the gateway (a fixed sleep is too short under load)."""
+    deadline = time.monotonic() + bound
+    while not gateway_metric(url, operator_token, "kswarm_waiters") >= n:  # nan: not known yet
+        if time.monotonic() > deadline:
+            waiting = gateway_metric(url, operator_token, "kswarm_waiters")
+            raise SystemExit(f"only {waiting:.0f} of {n} agents ever waited")
+        time.sleep(0.2)

@@ -4,8 +4,10 @@ Run: ``.venv/bin/python bench/chat.py`` (starts its own Redis and gateway; about
 
 1. 16 and 64 agents each wait on their inbox (the server-side blocking wait) while posters put
    ~200 messages/s into one shared channel, each mentioning one agent: p50/p99 post→inbox latency.
-2. The round trip of an MCP ``chat_post`` (official client) against a bare FastAPI JSON endpoint
+2. The round trip of an MCP ``chat_post`` (official client: the 2025-11-25 handshake era, as Claude
+   Code speaks it, and the SDK's 2026-07-28 single-exchange mode) against a bare FastAPI JSON endpoint
    served the same way (uvicorn, loopback), in the same run: the ratio is the gateway's overhead.
+   Where that overhead goes: ``bench/mcp_profile.py``.
 """
 
 from __future__ import annotations
@@ -23,7 +25,10 @@ from multiprocessing.connection import Connection
 from pathlib import Path
 
 import httpx
-from _common import ROOT, ms, pct
+import httpx2
+from _common import ROOT, ms, pct, wait_for_waiters
+from mcp.client.client import Client
+from mcp.client.streamable_http import streamable_http_client
 
 from gateway.client import AsyncGatewayClient, GatewayError, GatewayTarget
 from kstest.gateway import GatewayProcess, free_port
@@ -98,16 +103,38 @@ async def post_at_rate(
         return sent / (time.monotonic() - start), refused
 
 
+async def throughput(gw: GatewayProcess, senders: int, seconds: float) -> tuple[float, int]:
+    """``senders`` agents, one connection each, posting back to back for ``seconds`` (the rate limit is
+    raised for the bench): accepted posts per second, and how many were refused."""
+    tokens = [gw.add_principal(f"sender{i}") for i in range(senders)]
+    accepted = refused = 0
+
+    async def sender(token: str, deadline: float) -> None:
+        nonlocal accepted, refused
+        async with AsyncGatewayClient(GatewayTarget(token=token, url=gw.url)) as client:
+            while time.monotonic() < deadline:
+                try:
+                    await client.post("general", "throughput")
+                    accepted += 1
+                except GatewayError:
+                    refused += 1
+
+    start = time.monotonic()
+    await asyncio.gather(*(sender(t, start + seconds) for t in tokens))
+    return accepted / (time.monotonic() - start), refused
+
+
 def inbox_load(gw: GatewayProcess, n_agents: int, rate: float, seconds: float) -> list[float]:
     names = [f"bench{n_agents}-{i}" for i in range(n_agents)]
     tokens = [gw.add_principal(n) for n in names]
     poster = gw.add_principal(f"poster{n_agents}")
     receive, send = multiprocessing.Pipe(duplex=False)
     waiters = multiprocessing.get_context("spawn").Process(
-        target=waiters_process, args=(gw.url, tokens, seconds + 4, send)
+        target=waiters_process,
+        args=(gw.url, tokens, seconds + 12, send),  # + the time to start waiting
     )
     waiters.start()
-    time.sleep(2)  # let every agent start waiting
+    wait_for_waiters(gw.url, gw.operator_token, n_agents)  # every agent blocked in its inbox wait first
     achieved, refused = asyncio.run(post_at_rate(gw, poster, names, rate, seconds))
     latencies, errors = receive.recv()
     waiters.join(30)
@@ -118,11 +145,12 @@ def inbox_load(gw: GatewayProcess, n_agents: int, rate: float, seconds: float) -
     return latencies
 
 
-async def round_trips(
-    gw: GatewayProcess, bare_url: str, n: int
-) -> tuple[list[float], list[float], list[float]]:
+async def round_trips(gw: GatewayProcess, bare_url: str, n: int) -> dict[str, list[float]]:
     token = gw.add_principal("rtt")
-    bare, rest, mcp = [], [], []
+    bare: list[float] = []
+    rest: list[float] = []
+    mcp: list[float] = []
+    single: list[float] = []
     async with httpx.AsyncClient(base_url=bare_url) as client:
         for _ in range(20):
             await client.post("/post", json={"channel": "general", "text": "warm"})
@@ -142,7 +170,18 @@ async def round_trips(
             t = time.perf_counter()
             await call(session, "chat_post", channel="general", text=f"mcp {i}")
             mcp.append(time.perf_counter() - t)
-    return bare, rest, mcp
+    async with (
+        httpx2.AsyncClient(headers={"Authorization": f"Bearer {token}"}, timeout=60) as http,
+        Client(streamable_http_client(f"{gw.url}/mcp", http_client=http), mode="2026-07-28") as client,
+    ):
+        for i in range(20):
+            await client.call_tool("chat_post", {"channel": "general", "text": f"warm {i}"})
+        for i in range(n):
+            t = time.perf_counter()
+            result = await client.call_tool("chat_post", {"channel": "general", "text": f"mcp26 {i}"})
+            single.append(time.perf_counter() - t)
+            assert not result.is_error, result
+    return {"bare": bare, "rest": rest, "mcp": mcp, "mcp-2026": single}
 
 
 def start_bare(tmp: Path) -> tuple[subprocess.Popen[bytes], str]:
@@ -189,12 +228,19 @@ def main() -> None:
             rows.append((n, pct(lat, 50), pct(lat, 99)))
         for n, p50, p99 in rows:
             print(f"  {n:>3} agents: p50 {ms(p50)}  p99 {ms(p99)}")
-        bare, rest, mcp = asyncio.run(round_trips(gw, bare_url, args.round_trips))
-        b50, r50, m50 = pct(bare, 50), pct(rest, 50), pct(mcp, 50)
+        rate, refused = asyncio.run(throughput(gw, 16, args.seconds))
+        print(f"16 concurrent senders (rate limit raised): {rate:.0f} posts/s accepted, {refused} refused")
+        trips = asyncio.run(round_trips(gw, bare_url, args.round_trips))
+        b50 = pct(trips["bare"], 50)
         print(f"round trip (median of {args.round_trips}, sequential, loopback):")
-        print(f"  bare FastAPI JSON endpoint   {ms(b50)}  (p99 {ms(pct(bare, 99))})")
-        print(f"  gateway REST post            {ms(r50)}  (p99 {ms(pct(rest, 99))})  ratio {r50 / b50:.1f}x")
-        print(f"  gateway MCP chat_post        {ms(m50)}  (p99 {ms(pct(mcp, 99))})  ratio {m50 / b50:.1f}x")
+        for name, label in (
+            ("bare", "bare FastAPI JSON endpoint   "),
+            ("rest", "gateway REST post            "),
+            ("mcp", "gateway MCP chat_post        "),
+            ("mcp-2026", "  same, 2026-07-28 exchange  "),
+        ):
+            p50 = pct(trips[name], 50)
+            print(f"  {label}{ms(p50)}  (p99 {ms(pct(trips[name], 99))})  ratio {p50 / b50:.1f}x")
     finally:
         gw.stop()
         bare_proc.terminate()

@@ -23,18 +23,19 @@ from typing import Any
 
 from fastapi import APIRouter, Request
 from fastapi.responses import JSONResponse
+from mcp.server._otel import OpenTelemetryMiddleware
 from mcp.server.auth.middleware.auth_context import AuthContextMiddleware, get_access_token
 from mcp.server.auth.middleware.bearer_auth import AuthenticatedUser
 from mcp.server.auth.provider import AccessToken
 from mcp.server.mcpserver import Context, MCPServer
 from mcp.server.mcpserver.exceptions import ToolError, UnexpectedToolError
+from mcp.server.streamable_http_manager import StreamableHTTPASGIApp
 from mcp.server.transport_security import TransportSecuritySettings
 from mcp.shared.exceptions import MCPError
 from mcp.types import CallToolResult, InputRequiredResult
 from mcp_types import INVALID_PARAMS
 from pydantic import ValidationError
 from redis.exceptions import RedisError
-from starlette.applications import Starlette
 from starlette.authentication import AuthCredentials
 from starlette.datastructures import Headers
 from starlette.types import ASGIApp, Receive, Scope, Send
@@ -200,6 +201,10 @@ def build_mcp(ctx: GatewayContext) -> GatewayMCP:
         warn_on_duplicate_tools=True,
         log_level="WARNING",
     )
+    # The SDK wraps every message in an OpenTelemetry span by default; the gateway exports no traces
+    # (it has Prometheus metrics), so the span is pure per-call cost. The SDK documents dropping it
+    # from the middleware list as the way to opt out; the request-state boundary stays.
+    server.middleware[:] = [m for m in server.middleware if not isinstance(m, OpenTelemetryMiddleware)]
     chat = ctx.chat
 
     @server.tool(name="whoami", description="Your identity: name, kind, git e-mail.")
@@ -262,12 +267,17 @@ def mcp_transport_security(ctx: GatewayContext) -> TransportSecuritySettings:
 
 
 def build_mcp_app(ctx: GatewayContext, server: GatewayMCP) -> ASGIApp:
-    """The SDK's streamable HTTP app behind ``McpAuth`` (the app routes it at /mcp, first)."""
-    sdk: Starlette = server.streamable_http_app(
+    """The SDK's streamable HTTP handler behind ``McpAuth`` (the app routes it at /mcp, first).
+
+    ``streamable_http_app`` builds the session manager (the app's lifespan runs it) inside a Starlette
+    app of its own: one route, at the path the gateway already routed, under a second error and
+    exception middleware stack. The gateway serves the manager's ASGI handler directly instead -- the
+    same request body limit, DNS-rebinding check and transport, one app stack fewer per call."""
+    server.streamable_http_app(
         streamable_http_path=MCP_PATH,
         stateless_http=True,  # any gateway replica, or a restarted one, can answer any call
         json_response=True,
         transport_security=mcp_transport_security(ctx),
         host=ctx.settings.host,
     )
-    return McpAuth(ctx, sdk)
+    return McpAuth(ctx, StreamableHTTPASGIApp(server.session_manager))
