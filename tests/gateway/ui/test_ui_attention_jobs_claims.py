@@ -10,6 +10,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+import pytest
 from attention_kit import action_urls, attention_items, cli_attention_items
 from jobs_kit import REPO, Worker, pools, push_kernels, result_record, timing, trial
 from monitor_ui_kit import MonitorUiGateway
@@ -58,6 +59,7 @@ def submit(gw: ReclaimingGateway, token: str, ref: str, **body: Any) -> str:
     return str(reply.json()["id"])
 
 
+@pytest.mark.slow
 def test_a_dead_letter_and_a_flagged_speedup_until_requeued_and_dismissed(
     clean_redis: str, short_tmp: Path
 ) -> None:
@@ -122,6 +124,7 @@ def test_a_dead_letter_and_a_flagged_speedup_until_requeued_and_dismissed(
         gw.stop()
 
 
+@pytest.mark.slow
 def test_a_lapsed_claim_until_the_task_is_held_again_and_done(clean_redis: str, short_tmp: Path) -> None:
     gw = gateway(clean_redis, short_tmp)
     try:
