@@ -7,10 +7,6 @@ feeder (``gateway.monitor.feeder``).
 
 from __future__ import annotations
 
-import asyncio
-import contextlib
-from collections.abc import AsyncIterator
-
 from fastapi import FastAPI
 
 from gateway.context import GatewayContext
@@ -18,7 +14,7 @@ from gateway.mcp_server import GatewayMCP
 from gateway.monitor.routes import build_monitor_router
 from gateway.monitor.service import MONITOR, MonitorService
 from gateway.monitor.settings import MonitorSettings
-from gateway.plugin import Lifespan, Plugin
+from gateway.plugin import Lifespan, Plugin, background
 from gateway.services import FORGE, JOB_SERVICE, LLM_USAGE, REVIEW_GATE, TASK_BOARD
 
 
@@ -33,14 +29,4 @@ class MonitorPlugin(Plugin[MonitorSettings]):
         ctx.services.provide(MONITOR, svc)
         app.include_router(build_monitor_router())
 
-        @contextlib.asynccontextmanager
-        async def lifespan() -> AsyncIterator[None]:
-            task = asyncio.create_task(svc.feeder.run(), name="kswarm-monitor-feeder")
-            try:
-                yield
-            finally:
-                task.cancel()
-                with contextlib.suppress(asyncio.CancelledError):
-                    await task
-
-        return lifespan
+        return lambda: background({"kswarm-monitor-feeder": svc.feeder.run()})

@@ -6,7 +6,6 @@ Any principal searches what it may read (DMs: their two members and operators). 
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 import sqlite3
 from collections.abc import AsyncIterator
@@ -21,7 +20,7 @@ from gateway.context import GatewayContext
 from gateway.deps import AnyPrincipal, provided
 from gateway.errors import BadRequest
 from gateway.mcp_server import GatewayMCP
-from gateway.plugin import Lifespan, Plugin
+from gateway.plugin import Lifespan, Plugin, background
 from gateway.principals import Principal
 from gateway.search.feeder import SearchFeeder
 from gateway.search.index import Hit, SearchIndex
@@ -138,13 +137,10 @@ class SearchPlugin(Plugin[SearchSettings]):
 
         @contextlib.asynccontextmanager
         async def lifespan() -> AsyncIterator[None]:
-            task = asyncio.create_task(svc.feeder.run(), name="kswarm-search-feeder")
             try:
-                yield
+                async with background({"kswarm-search-feeder": svc.feeder.run()}):
+                    yield
             finally:
-                task.cancel()
-                with contextlib.suppress(asyncio.CancelledError):
-                    await task
                 await index.close()
 
         return lifespan
