@@ -18,6 +18,7 @@ from sse_starlette import EventSourceResponse, ServerSentEvent
 
 from gateway.deps import AnyPrincipal, Ctx, OperatorOnly, provided
 from gateway.errors import BadRequest, NotFound
+from gateway.models import MESSAGE_ID_SCHEMA, optional_message_id
 from gateway.monitor import keys
 from gateway.monitor.chartbook import AGENT_CHARTS, CHARTS
 from gateway.monitor.models import (
@@ -90,7 +91,9 @@ def build_monitor_router() -> APIRouter:
         name: AgentName,
         svc: Monitor,
         who: AnyPrincipal,
-        before: Annotated[str | None, Query(pattern=r"^[0-9]{1,20}-[0-9]{1,20}$")] = None,
+        before: Annotated[
+            str | None, Query(description="Entries older than this id", json_schema_extra=MESSAGE_ID_SCHEMA)
+        ] = None,
         limit: Annotated[int, Query(ge=1, le=500)] = 50,
         q: Annotated[str, Query(max_length=200, description="Words every entry shown contains.")] = "",
         kind: Annotated[
@@ -98,7 +101,8 @@ def build_monitor_router() -> APIRouter:
         ] = None,
     ) -> TimelinePage:
         TimelineStore.check_reader(who, name)
-        return await svc.timeline.page(name, before, limit, q, parse_kinds(kind))
+        older_than = optional_message_id(before, "before")  # the one id check: a 400 naming it
+        return await svc.timeline.page(name, older_than, limit, q, parse_kinds(kind))
 
     @r.get("/api/agents/{name}/timeline/events", summary="An agent's timeline, live (SSE)")
     async def timeline_events(

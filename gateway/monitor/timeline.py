@@ -18,6 +18,7 @@ from redis.asyncio import Redis
 from redis.exceptions import TimeoutError as RedisTimeoutError
 
 from gateway.errors import Forbidden
+from gateway.models import FIRST_ID
 from gateway.monitor import keys
 from gateway.monitor.models import Doing, TimelineEntry, TimelineIn, TimelinePage
 from gateway.principals import Principal, PrincipalKind
@@ -148,6 +149,9 @@ class TimelineStore:
         """Newest first, ``limit`` entries older than ``before`` that match ``query`` and ``kinds``."""
         kinds = kinds or set()
         found: list[TimelineEntry] = []
+        if before == FIRST_ID:  # nothing is older than the first id (and Redis refuses "(0-0")
+            doing = await self.doing(agent)
+            return TimelinePage(agent=agent, entries=[], more=False, doing=doing.text if doing else "")
         upper = f"({before}" if before else "+"
         scanned = 0
         more = False

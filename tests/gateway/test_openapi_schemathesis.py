@@ -47,6 +47,8 @@ METHOD_ORDER = ("GET", "HEAD", "OPTIONS", "POST", "PUT", "PATCH", "DELETE")
 EXCLUDED = {
     ("GET", "/api/events"): "SSE stream (endless by design)",
     ("GET", "/ui/events"): "SSE stream (endless by design)",
+    ("GET", "/api/agents/{name}/timeline/events"): "SSE stream (endless by design)",
+    ("GET", "/ui/agents/{name}/timeline/events"): "SSE stream (endless by design)",
 }
 SETTINGS: dict[str, Any] = {
     "max_examples": EXAMPLES,
