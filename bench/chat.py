@@ -31,6 +31,7 @@ from mcp.client.client import Client
 from mcp.client.streamable_http import streamable_http_client
 
 from gateway.client import AsyncGatewayClient, GatewayError, GatewayTarget
+from gateway.client.target import auth_headers
 from kstest.gateway import GatewayProcess, free_port
 from kstest.mcp_client import call, mcp_session
 from orchestrator.local.embedded_redis import EmbeddedRedis, find_redis_server
@@ -171,7 +172,7 @@ async def round_trips(gw: GatewayProcess, bare_url: str, n: int) -> dict[str, li
             await call(session, "chat_post", channel="general", text=f"mcp {i}")
             mcp.append(time.perf_counter() - t)
     async with (
-        httpx2.AsyncClient(headers={"Authorization": f"Bearer {token}"}, timeout=60) as http,
+        httpx2.AsyncClient(headers=auth_headers(token), timeout=60) as http,
         Client(streamable_http_client(f"{gw.url}/mcp", http_client=http), mode="2026-07-28") as client,
     ):
         for i in range(20):

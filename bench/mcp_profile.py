@@ -397,6 +397,7 @@ class contexts:
         from contextlib import AsyncExitStack
 
         from gateway.client import AsyncGatewayClient, GatewayTarget
+        from gateway.client.target import auth_headers
         from kstest.mcp_client import mcp_session
 
         self.stack = AsyncExitStack()
@@ -408,7 +409,7 @@ class contexts:
             )
             legacy = await self.stack.enter_async_context(mcp_session(server.url, server.token))
             http = await self.stack.enter_async_context(
-                httpx2.AsyncClient(headers={"Authorization": f"Bearer {server.token}"}, timeout=60)
+                httpx2.AsyncClient(headers=auth_headers(server.token), timeout=60)
             )
             transport = streamable_http_client(f"{server.url}/mcp", http_client=http)
             modern = await self.stack.enter_async_context(Client(transport, mode="2026-07-28"))
