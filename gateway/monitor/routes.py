@@ -43,6 +43,7 @@ from gateway.monitor.timeline import TimelineStore
 from gateway.principals import PrincipalKind
 from gateway.tasks.models import TaskSpec
 
+EPOCH_MAX_S = 4_102_444_800  # 2100-01-01: a window past it is a mistake, not a question
 Monitor = Annotated[MonitorService, Depends(provided(MONITOR))]
 AgentName = Annotated[str, Path(pattern=r"^[a-z][a-z0-9-]{0,38}$", description="Agent name.")]
 JobId = Annotated[str, Path(pattern=r"^j[0-9a-f]{12,24}$", description="Job id.")]
@@ -204,9 +205,11 @@ def build_monitor_router() -> APIRouter:
         _: OperatorOnly,
         task: Annotated[str, Query(pattern=r"^([a-z0-9][a-z0-9_.-]{0,63}|-)$")],
         agent: Annotated[str, Query(pattern=r"^[a-z][a-z0-9-]{0,38}$")],
-        since: Annotated[float, Query()],
-        until: Annotated[float, Query()],
+        since: Annotated[float, Query(ge=0, le=EPOCH_MAX_S, description="Unix seconds")],
+        until: Annotated[float, Query(ge=0, le=EPOCH_MAX_S, description="Unix seconds")],
     ) -> CostPoint:
+        if since > until:
+            raise BadRequest("since must not be after until")
         return await svc.cost.window(task, agent, since, until)
 
     @r.get("/api/monitor/claims", response_model=list[ClaimWindow], summary="Claim windows, newest first")
