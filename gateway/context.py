@@ -62,6 +62,7 @@ class RedisPool(BlockingConnectionPool):
         self.metrics = metrics
         self._refused_since_log = 0
         self._last_log = -EXHAUSTION_LOG_INTERVAL_S
+        self._first_unlogged: float | None = None  # the first refusal the next line will count
 
     async def get_connection(self, *args: Any, **kwargs: Any) -> Any:
         try:
@@ -76,16 +77,19 @@ class RedisPool(BlockingConnectionPool):
         self.metrics.redis_pool_exhausted.inc()
         self._refused_since_log += 1
         now = time.monotonic()
+        if self._first_unlogged is None:
+            self._first_unlogged = now
         if now - self._last_log >= EXHAUSTION_LOG_INTERVAL_S:
             log.warning(
                 "Redis pool exhausted: %d request(s) refused with 503 in the last %.0f s "
                 "(%d connections, waited %g s each; raise KSWARM_GATEWAY_REDIS_POOL_SIZE?)",
                 self._refused_since_log,
-                min(now - self._last_log, 1e9),
+                now - self._first_unlogged,
                 self.max_connections,
                 self.timeout or 0,
             )
             self._refused_since_log = 0
+            self._first_unlogged = None
             self._last_log = now
 
     def in_use(self) -> int:

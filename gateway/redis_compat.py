@@ -20,7 +20,7 @@ from typing import Any
 
 from redis.asyncio import Redis
 
-__all__ = ["server_version", "xautoclaim"]
+__all__ = ["server_version", "stream_gone", "xautoclaim"]
 
 _MAX_SEQ = 2**64 - 1
 
@@ -42,6 +42,14 @@ def _previous_id(stream_id: str) -> str | None:
     if ms > 0:
         return f"{ms - 1}-{_MAX_SEQ}"
     return None
+
+
+def stream_gone(exc: BaseException) -> bool:
+    """Whether a consumer group's read failed because its stream or group vanished under it (a flushed or
+    replaced Redis, an operator's DEL): ``NOGROUP`` on the next read, or ``UNBLOCKED`` for a read that was
+    blocked when the key went. Both are healed by creating the group again, not logged as a crash."""
+    text = str(exc)
+    return "NOGROUP" in text or "UNBLOCKED" in text
 
 
 async def server_version(redis: Redis) -> tuple[int, int, int]:

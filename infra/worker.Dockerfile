@@ -35,7 +35,11 @@ COPY pyproject.toml README.md ./
 COPY gateway ./gateway
 COPY orchestrator ./orchestrator
 COPY agents ./agents
-RUN /opt/venv/bin/pip install --no-cache-dir --disable-pip-version-check --no-deps . \
+# The tree in a directory of its own, put on the venv's path by a .pth (as an editable install does),
+# never into site-packages: the harness's fork server leaves the tree's root off the candidates'
+# sys.path (orchestrator/verify/forkserver.py), and that root must not also be where torch lives.
+RUN /opt/venv/bin/pip install --no-cache-dir --disable-pip-version-check --no-deps --target /opt/kswarm-code . \
+ && echo /opt/kswarm-code > "$(/opt/venv/bin/python -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')/kswarm-code.pth" \
  && rm -rf /opt/kswarm-src \
  # A symlink to the venv's python is not the venv: `python` is a wrapper that execs the venv's.
  && rm -f /usr/local/bin/python \

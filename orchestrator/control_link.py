@@ -18,6 +18,7 @@ import redis
 from pydantic import ValidationError
 
 from gateway.client.home import embedded_redis_socket
+from gateway.redis_compat import stream_gone
 from gateway.swarm import keys
 from gateway.swarm.models import (
     AgentStatus,
@@ -218,7 +219,7 @@ class ControlLink:
                 return pending
             return self._read(">", max(1, int(block_s * 1000)))
         except redis.ResponseError as exc:
-            if "NOGROUP" in str(exc):  # the stream was deleted (a flushed Redis): make it again
+            if stream_gone(exc):  # the stream was deleted (a flushed Redis): make it again
                 self._group_ready = False
                 return []
             self._failed("reading the control stream", exc)

@@ -6,7 +6,8 @@ group is caught), so two swarms on one machine must never hand out the same uid.
 kswarm on the machine (``/var/lib/kswarm/uid-ranges.json`` as root; ``KSWARM_UID_REGISTRY`` overrides).
 The registry maps the swarm dir's real path to its block and is guarded by ``flock``; a block whose dir
 no longer exists is handed out again once no process runs as one of its uids (``kswarm down --purge``
-keeps the dir, and so its block).
+keeps the dir, and so its block); a block that processes run in is never handed out, whoever started
+them (a compose deployment's orchestrator allocates from a registry of its own, inside its container).
 """
 
 from __future__ import annotations
@@ -83,7 +84,9 @@ def uid_base_for(swarm_dir: Path, registry: Path | None = None) -> int:
             stale = [o for o, b in table.items() if not Path(o).exists() and b not in running]
             for owner in stale:
                 del table[owner]
-            live = set(table.values())
+            # Nor is a block some process runs in now that this registry does not know of: another
+            # registry's swarm (a compose deployment's orchestrator keeps its own, in its container).
+            live = set(table.values()) | running
             free = next((b for b in range(BLOCKS) if b not in live), None)
             if free is None:
                 raise RuntimeError(f"no free agent uid block left in {registry or registry_path()}")

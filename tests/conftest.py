@@ -54,3 +54,45 @@ def gateway(clean_redis: str, short_tmp: Path) -> Iterator[GatewayThread]:
         yield gw
     finally:
         gw.stop()
+
+
+# -- left-behind agents --------------------------------------------------------------------------------
+# A test that starts agents must stop them (by pid). One that does not leaves a process holding a uid
+# block or a socket that a later test trips over, far from the cause; so the agents still running when
+# the run ends are named with the test they appeared in (a report, not a failure: the later test's own
+# failure is the symptom; this says where to look).
+
+
+def _agent_processes() -> dict[int, str]:
+    found: dict[int, str] = {}
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            environ = (entry / "environ").read_bytes()
+        except OSError:
+            continue
+        for item in environ.split(b"\0"):
+            if item.startswith(b"KSWARM_AGENT="):
+                found[int(entry.name)] = item.split(b"=", 1)[1].decode(errors="replace")
+                break
+    return found
+
+
+_APPEARED: dict[int, tuple[str, str]] = {}  # pid -> (the test it appeared in, the agent's name)
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_protocol(item: pytest.Item, nextitem: pytest.Item | None) -> Iterator[None]:
+    yield
+    for pid, name in _agent_processes().items():
+        _APPEARED.setdefault(pid, (item.nodeid, name))
+
+
+def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
+    now = _agent_processes()
+    left = [(test, name, pid) for pid, (test, name) in _APPEARED.items() if now.get(pid) == name]
+    if left:
+        terminalreporter.section("agent processes still running at the end (and the test they appeared in)")
+        for test, name, pid in sorted(left):
+            terminalreporter.line(f"{test}: {name} (pid {pid})")

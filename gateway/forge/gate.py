@@ -35,9 +35,10 @@ from gateway.forge.locks import branch_lock
 from gateway.forge.models import ChangedFile, PullRequest
 from gateway.forge.policy import GateDecision, Reason, ReviewPolicy, evaluate, short
 from gateway.forge.protocol import Forge
+from gateway.forge.vouched import OperatorHeads
 from gateway.metrics import GatewayMetrics
 from gateway.principals import Principal, PrincipalKind, PrincipalStore
-from gateway.redis_compat import xautoclaim
+from gateway.redis_compat import stream_gone, xautoclaim
 
 log = logging.getLogger("kswarm.forge.gate")
 AUDIT_MAX = 500
@@ -71,6 +72,7 @@ class ReviewGate:
         self.channel = channel
         self.consumer = f"gate-{uuid.uuid4().hex[:12]}"
         self._principal: Principal | None = None
+        self.operator_heads = OperatorHeads(redis)
         self._files: dict[tuple[str, str, str], tuple[list[ChangedFile], set[str]]] = {}
 
     async def principal(self) -> Principal:
@@ -90,7 +92,14 @@ class ReviewGate:
         operators = {p.name for p in everyone if p.kind == PrincipalKind.operator and not p.disabled}
         if not pr.head_sha or not pr.base_sha:
             return pr, evaluate(pr, policy, status_setters=trusted, operators=operators)
-        changes = await self.changes(pr, policy, operator_author=pr.author in operators)
+        vouched = await self.operator_head(pr, operators)
+        changes = await self.changes(pr, policy, operator_author=vouched)
+        if pr.author in operators and not vouched:
+            for blocked in changes.blocked:  # the operator's own PR: say why it is not exempt
+                blocked.why += (
+                    f" (this head, {short(pr.head_sha)}, is not one kswarm committed for an operator: "
+                    "trusted files change through `kswarm tasks add`)"
+                )
         evidence = await self.ledger.for_sha(pr.full_name, pr.head_sha)
         decision = evaluate(
             pr, policy, changes=changes, evidence=evidence, status_setters=trusted, operators=operators
@@ -100,6 +109,14 @@ class ReviewGate:
                 pr.head_sha, changes.candidates, evidence, policy.required_checks
             )
         return pr, decision
+
+    async def operator_head(self, pr: PullRequest, operators: set[str]) -> bool:
+        """Whether the PR may change trusted paths: an operator's PR whose head kswarm committed for an
+        operator (``gateway/forge/vouched.py``): who opened it is not enough, as anyone who can push
+        to its branch (any writer, in Gitea) could have moved its head since."""
+        if pr.author not in operators or not pr.head_sha:
+            return False
+        return await self.operator_heads.vouches(pr.full_name, pr.head_sha)
 
     async def changes(
         self, pr: PullRequest, policy: ReviewPolicy, operator_author: bool = False
@@ -317,8 +334,7 @@ class ReviewGate:
             except asyncio.CancelledError:
                 raise
             except Exception as exc:
-                if "NOGROUP" in str(exc) or "UNBLOCKED" in str(exc):
-                    # The events stream vanished (a flushed or replaced Redis): recreate our group.
+                if stream_gone(exc):
                     log.warning("gate: events stream gone (%s); recreating the consumer group", exc)
                     await self.ensure_group()
                     continue

@@ -26,6 +26,7 @@ from pydantic import BaseModel, Field
 from redis.asyncio import Redis
 
 from gateway.forge import keys
+from gateway.redis_compat import stream_gone
 
 log = logging.getLogger("kswarm.forge.hooks")
 GROUP = "hooks"
@@ -225,7 +226,8 @@ class HookDeliverer:
                 except asyncio.CancelledError:
                     raise
                 except Exception as exc:
-                    if "NOGROUP" in str(exc):
+                    if stream_gone(exc):
+                        log.warning("hooks: events stream gone (%s); recreating the consumer group", exc)
                         await self.ensure_group()
                         continue
                     log.exception("hook loop error")

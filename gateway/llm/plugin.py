@@ -14,7 +14,7 @@ from gateway.llm.proxy import LLMProxy
 from gateway.llm.usage_api import build_usage_router, register_usage_tool
 from gateway.mcp_server import GatewayMCP
 from gateway.plugin import Lifespan, Plugin
-from gateway.services import LLM_PROXY, LLM_USAGE
+from gateway.services import LLM_PROXY, LLM_USAGE, TASK_BOARD
 
 
 class LLMProxyPlugin(Plugin[LLMProxySettings]):
@@ -25,6 +25,15 @@ class LLMProxyPlugin(Plugin[LLMProxySettings]):
     def install(self, app: FastAPI, ctx: GatewayContext, mcp: GatewayMCP) -> Lifespan:
         proxy = LLMProxy(ctx, self.settings)
         ctx.services.provide(LLM_PROXY, proxy)
+
+        async def held(name: str) -> list[str]:
+            """The tasks ``name`` holds a claim on now: what its spending is booked to (cost per task)."""
+            board = ctx.services.find(TASK_BOARD)
+            if board is None:
+                return []
+            return sorted(t.id for t in await board.board.list("claimed") if t.holder == name)
+
+        proxy.usage.holdings = held
         ctx.services.provide(LLM_USAGE, proxy.usage)
 
         @app.post("/v1/messages", summary="Anthropic Messages API, proxied with the real key (agents)")

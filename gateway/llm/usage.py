@@ -15,8 +15,10 @@ every budget that applies. ``settle`` replaces the reservation by the real usage
 
 from __future__ import annotations
 
+import logging
 import secrets
 import time
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal
 
@@ -31,6 +33,8 @@ from gateway.services import LLM_USAGE
 
 if TYPE_CHECKING:
     from gateway.context import GatewayContext
+
+log = logging.getLogger("kswarm.llm_usage")
 
 NANO = 1_000_000_000
 DAY_S = 86_400
@@ -49,6 +53,10 @@ SWARM_EXHAUSTED = f"{PREFIX}llm:exhausted-swarm"
 RESERVATIONS = f"{PREFIX}llm:reservations"  # zset: reservation id -> expiry (unix time)
 RESERVATION_DATA = f"{PREFIX}llm:reservation-data"  # hash: id -> "name day tokens nusd"
 RESERVED = f"{PREFIX}llm:reserved"  # hash: live reservations' sums per budget
+# Every booked call, with the tasks its agent held when it was booked (what a kernel cost: the monitor
+# books these to the tasks, exactly; a claim shorter than any sampling interval included).
+SPENT = f"{PREFIX}llm:spent"
+SPENT_MAXLEN = 200_000
 
 Scope = Literal["agent", "swarm"]
 LimitField = Literal["tokens", "usd", "tokens_per_day", "usd_per_day"]
@@ -247,6 +255,8 @@ class UsageStore:
         self.settings = settings
         self._reserve_script = redis.register_script(RESERVE_SCRIPT)
         self._settle_script = redis.register_script(SETTLE_SCRIPT)
+        # The tasks an agent holds a claim on now (the plugin wires the task board in, when there is one).
+        self.holdings: Callable[[str], Awaitable[list[str]]] | None = None
 
     # -- reservations ------------------------------------------------------------------------
 
@@ -326,9 +336,29 @@ class UsageStore:
             RESERVATION_DATA,
             RESERVED,
         ]
-        args = [res.name, res.id, repr(time.time()), int(usage is not None), round(cost * NANO)]
+        now = time.time()
+        args = [res.name, res.id, repr(now), int(usage is not None), round(cost * NANO)]
         args += [*counts, sum(counts), DAY_KEEP_S]
         await self._settle_script(keys=keys, args=args)
+        if usage is not None and sum(counts):
+            await self._log_spent(res.name, model or res.model, now, sum(counts), round(cost * NANO))
+
+    async def _log_spent(self, name: str, model: str | None, ts: float, tokens: int, nusd: int) -> None:
+        """Append the booked call to ``SPENT`` with the tasks ``name`` holds now; a failure here loses
+        only that call's attribution to a task (its usage is booked already), never the call."""
+        try:
+            tasks = await self.holdings(name) if self.holdings is not None else []
+            fields = {
+                "agent": name,
+                "ts": repr(ts),
+                "model": model or "",
+                "tokens": str(tokens),
+                "nusd": str(nusd),
+                "tasks": ",".join(tasks),
+            }
+            await self.redis.xadd(SPENT, fields, maxlen=SPENT_MAXLEN, approximate=True)
+        except Exception as exc:
+            log.warning("could not log the spending of %s for cost per task: %r", name, exc)
 
     async def renew(self, ids: list[str]) -> None:
         """Push the expiry of live reservations (their gateway is alive); gone ones stay gone."""

@@ -1,11 +1,12 @@
 """What a kernel cost: LLM usage attributed to the task its agent held while spending it.
 
-The LLM proxy books every token per agent (``gateway.llm.usage``, cumulative). The feeder samples those
-totals every ``sample_s`` seconds and books each agent's increase since the last sample to the tasks the
-agent holds a claim on at that moment (split evenly when it holds several; to ``-`` when it holds none):
-the claim gives the window, to within one sample. Kept twice: all time in ``ks:mon:cost`` (integers:
-tokens and nano-USD per task and agent) and per minute in the series
-``cost-tokens:task:<task>:agent:<agent>`` / ``cost-usd:...`` (for windows such as one dataset record's).
+The LLM proxy books every call per agent (``gateway.llm.usage``) and logs it in ``ks:llm:spent`` with
+the tasks its agent held a claim on at that moment. The feeder books each logged call to those tasks
+(split evenly when it holds several; to ``-`` when it holds none), at the call's own time: exact,
+however short the claim (a scripted developer claims, works and finishes in one second). Kept twice:
+all time in ``ks:mon:cost`` (integers: tokens and nano-USD per task and agent) and per minute in the
+series ``cost-tokens:task:<task>:agent:<agent>`` / ``cost-usd:...`` (for windows such as one dataset
+record's). Tokens and cost per agent and for the swarm over time are sampled from the proxy's totals.
 """
 
 from __future__ import annotations

@@ -6,8 +6,10 @@ event counters together with the event cursor, so an event is counted once.
 
 - **Events** (``ks:events`` from the cursor on): messages per minute (all, per kind, per sender); jobs
   entering the queue, started and finished per pool; verdicts per task and pool (pass rates).
+- **Spending** (``ks:llm:spent`` from its cursor on): each model call the proxy booked, to the tasks its
+  agent held when it was booked (``gateway.monitor.cost``).
 - **Samples** (every ``sample_s``): tokens and cost per agent and for the swarm (the increase of the LLM
-  proxy's totals), booked also to the tasks each agent holds (``gateway.monitor.cost``); queued and running
+  proxy's totals); queued and running
   jobs per pool (gauges); claim windows (opened and closed as the board changes: done, released,
   lapsed, taken); the gate's decisions (new entries of each PR's audit log).
 - **Attention** (every ``attention_every_s``): recomputed; when it changed, one ``type: attention``
@@ -29,6 +31,7 @@ from typing import Any
 
 from gateway import keys as gateway_keys
 from gateway.context import GatewayContext
+from gateway.llm.usage import SPENT
 from gateway.monitor import keys
 from gateway.monitor.attention import AttentionBuilder
 from gateway.monitor.cost import NANO, UNATTRIBUTED, cost_field, tokens_series, usd_series
@@ -84,6 +87,8 @@ class MonitorFeeder:
         while await self.count_events() >= EVENT_BATCH:
             pass
         while await self.record_pushes() >= EVENT_BATCH:
+            pass
+        while await self.book_spending() >= EVENT_BATCH:
             pass
         now = time.time()
         if force or now >= self.next_sample:
@@ -171,15 +176,15 @@ class MonitorFeeder:
     # -- samples ----------------------------------------------------------------------------
 
     async def sample(self, now: float) -> None:
-        held = await self.sample_claims(now)
+        await self.sample_claims(now)
         batch = Batch()
-        await self.sample_usage(batch, now, held)
+        await self.sample_usage(batch, now)
         await self.sample_pools(batch, now)
         await self.sample_gate(batch)
         if batch:
             await self.series.apply(batch, self.owner)
 
-    async def sample_usage(self, batch: Batch, now: float, held: dict[str, list[str]]) -> None:
+    async def sample_usage(self, batch: Batch, now: float) -> None:
         store = self.ctx.services.find(LLM_USAGE)
         if store is None:
             return
@@ -209,16 +214,35 @@ class MonitorFeeder:
             swarm_nusd += d_nusd
             batch.incr(f"tokens:agent:{agent}", now, d_tokens)
             batch.incr(f"cost:agent:{agent}", now, d_nusd / NANO)
-            tasks = held.get(agent) or [UNATTRIBUTED]
-            for i, task in enumerate(tasks):
-                share_t = d_tokens // len(tasks) + (d_tokens % len(tasks) if i == 0 else 0)
-                share_n = d_nusd // len(tasks) + (d_nusd % len(tasks) if i == 0 else 0)
-                batch.hincr(keys.COST, cost_field(task, agent, "tokens"), share_t)
-                batch.hincr(keys.COST, cost_field(task, agent, "nusd"), share_n)
-                batch.incr(tokens_series(task, agent), now, share_t)
-                batch.incr(usd_series(task, agent), now, share_n / NANO)
         batch.incr("tokens:swarm", now, swarm_tokens)
         batch.incr("cost:swarm", now, swarm_nusd / NANO)
+
+    async def book_spending(self) -> int:
+        """Book the proxy's booked calls (``ks:llm:spent``) to the tasks their agent held when each was
+        booked (split evenly over several; ``-`` when none), at the call's own time: exact, however
+        short the claim. The cursor moves in the same transaction as the bookings."""
+        cursor = await self.ctx.redis.hget(keys.COST, keys.SPENT_CURSOR)
+        rows = await self.ctx.redis.xrange(SPENT, f"({cursor}" if cursor else "-", "+", EVENT_BATCH)
+        if not rows:
+            return 0
+        batch = Batch()
+        oldest = time.time() - self.series.retention_s
+        for _, fields in rows:
+            agent, ts = fields.get("agent", ""), float(fields.get("ts") or 0)
+            tokens, nusd = int(fields.get("tokens") or 0), int(fields.get("nusd") or 0)
+            if not agent or ts < oldest:
+                continue
+            tasks = [t for t in fields.get("tasks", "").split(",") if t] or [UNATTRIBUTED]
+            for i, task in enumerate(tasks):
+                share_t = tokens // len(tasks) + (tokens % len(tasks) if i == 0 else 0)
+                share_n = nusd // len(tasks) + (nusd % len(tasks) if i == 0 else 0)
+                batch.hincr(keys.COST, cost_field(task, agent, "tokens"), share_t)
+                batch.hincr(keys.COST, cost_field(task, agent, "nusd"), share_n)
+                batch.incr(tokens_series(task, agent), ts, share_t)
+                batch.incr(usd_series(task, agent), ts, share_n / NANO)
+        batch.hset(keys.COST, keys.SPENT_CURSOR, str(rows[-1][0]))
+        await self.series.apply(batch, self.owner)
+        return len(rows)
 
     async def sample_pools(self, batch: Batch, now: float) -> None:
         svc = self.ctx.services.find(JOB_SERVICE)

@@ -8,6 +8,7 @@
 | ``ks:mon:series`` | sorted set | series name -> last write (unix time) |
 | ``ks:mon:usage-last`` | hash | ``<agent>:tokens`` / ``<agent>:nusd``: the usage last sampled |
 | ``ks:mon:cost`` | hash | ``<task>|<agent>|tokens`` / ``...|nusd``: usage attributed to tasks, all time |
+| | | (and ``@spent-cursor``: the last ``ks:llm:spent`` entry booked) |
 | ``ks:mon:claims-open`` | hash | task -> the claim window seen open (JSON) |
 | ``ks:mon:claims`` | stream | closed claim windows: task, agent, since, until, how |
 | ``ks:mon:audit-seen`` | hash | ``<repo>#<n>`` -> the last gate decision time counted |
@@ -29,6 +30,9 @@ USAGE_LAST = f"{PREFIX}mon:usage-last"
 # A field of USAGE_LAST (no agent name has an @): the feeder's last usage sample; present once it watches.
 USAGE_WATCHING = "@watching"
 COST = f"{PREFIX}mon:cost"
+# A field of COST (no task name has an @): the last ``ks:llm:spent`` entry booked, written in the same
+# transaction as what it booked (so a call is booked once, whichever replica feeds).
+SPENT_CURSOR = "@spent-cursor"
 CLAIMS_OPEN = f"{PREFIX}mon:claims-open"
 CLAIMS = f"{PREFIX}mon:claims"
 AUDIT_SEEN = f"{PREFIX}mon:audit-seen"

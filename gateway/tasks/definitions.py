@@ -27,6 +27,7 @@ from gateway.forge.models import RepoInfo
 from gateway.forge.notices import notify_review_request
 from gateway.forge.policy import ReviewPolicy
 from gateway.forge.protocol import Forge
+from gateway.forge.vouched import OperatorHeads
 from gateway.principals import Principal
 from gateway.services import FORGE
 from gateway.tasks.catalogue import TASKS_DIR, TEMPLATE_DIR, task_info_from_source
@@ -142,6 +143,8 @@ async def add_task(
         commit = await forge.commit_files(
             who.name, org, name, main, files, message, expected_head=head, new_branch=branch
         )
+        # Before the PR exists: the gate lets this head (and no later one) change trusted paths.
+        await OperatorHeads(ctx.redis).record(repo_info.full_name, commit)
         pr = await forge.open_pr(who.name, org, name, branch, main, title, message, body.reviewers)
     except ForgeError as exc:
         raise BoardError(f"cannot propose the task: {exc.message}", exc.status) from None

@@ -29,6 +29,14 @@ setsid dockerd --host "$DOCKER_HOST" --data-root "$ROOT/data" --exec-root "$ROOT
   --userland-proxy=false >>"$LOG" 2>&1 < /dev/null &
 for _ in $(seq 1 150); do
   if docker version >/dev/null 2>&1; then
+    # A fresh start of this private daemon: whatever containers and volumes it still holds are a killed
+    # earlier run's (a test stopped mid-way never ran its `down`), and would fail the next run's checks
+    # that no other swarm runs here. Images are kept: they are the build cache.
+    stale="$(docker ps -aq)"
+    [ -z "$stale" ] || { echo "dockerd: removing $(wc -w <<<"$stale") container(s) of an earlier run" >&2
+      docker rm -f $stale >/dev/null 2>&1 || true; }
+    stale="$(docker volume ls -q)"
+    [ -z "$stale" ] || docker volume rm -f $stale >/dev/null 2>&1 || true
     # The empty base image of the host-shared mode (no image can be pulled here).
     if ! docker image inspect kswarm/empty >/dev/null 2>&1; then
       tar cv --files-from /dev/null | docker import - kswarm/empty >/dev/null

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import subprocess
 import sys
 import time
@@ -383,6 +384,10 @@ def main(argv: list[str]) -> None:
         "worker": run_worker,
         "kickoff": kickoff,
     }
+    # Each service runs as its container's pid 1, to which the kernel delivers no signal it has no
+    # handler for: without this, `docker compose down` waited out the stop timeout (90 s) on the kick-off
+    # and killed it. The orchestrator sets its own handlers (it stops the agents first).
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))
     if len(argv) >= 2 and argv[1] == "health":
         health(argv[2] if len(argv) > 2 else "gateway")
     elif len(argv) == 2 and argv[1] in commands:

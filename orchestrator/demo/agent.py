@@ -20,6 +20,7 @@ from agents.bridge import SocketBridge
 from agents.config import AgentConfig
 from agents.loop import run_agent
 from agents.models import Model
+from agents.session import quiet_http_logs
 
 
 def demo_model(config: AgentConfig) -> Model | None:
@@ -46,6 +47,7 @@ async def run(config: AgentConfig) -> None:
 
 def main() -> int:
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(levelname)s %(message)s")
+    quiet_http_logs()  # as `python -m agents`: no line per heartbeat or inbox wait
     config = AgentConfig.load()
 
     async def serve() -> None:

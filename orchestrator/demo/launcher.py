@@ -12,6 +12,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import os
+import secrets
 import shutil
 import signal
 import subprocess
@@ -24,20 +25,23 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from pydantic import SecretStr
 from redis.asyncio import Redis
 
 from gateway.app import create_app
 from gateway.client.home import GatewayInfo, write_secret
 from gateway.config import GatewaySettings
 from gateway.jobs.pools import NodeConfig, PoolConfig
-from gateway.llm.config import scrub_env
+from gateway.llm.config import LLMProxySettings, scrub_env
 from gateway.plugin import Plugin
 from gateway.principals import PrincipalKind, PrincipalStore
 from gateway.server import serve
 from gateway.tasks import catalogue
-from orchestrator.demo.spec import DATASET_REPO, KB_REPO, POOL, Roster
+from orchestrator.demo.spec import DATASET_REPO, KB_REPO, POOL, Roster, model_served
+from orchestrator.demo.steps import DemoPolicy
+from orchestrator.demo.upstream import DemoUpstream, serving
 from orchestrator.local.embedded_redis import EmbeddedRedis, EmbeddedRedisError
-from orchestrator.local.launcher import LaunchError, ensure_operator_token, llm_settings
+from orchestrator.local.launcher import LLM_URL_ENV, LaunchError, ensure_operator_token, llm_settings
 from orchestrator.spec import SwarmSpec
 from orchestrator.supervisor import Supervisor
 
@@ -71,7 +75,7 @@ def demo_pools(executor: str) -> list[PoolConfig]:
     ]
 
 
-def demo_plugins(lead: str, executor: str) -> list[Plugin[Any]]:
+def demo_plugins(lead: str, executor: str, llm: LLMProxySettings) -> list[Plugin[Any]]:
     """The gateway's registered components, with the demo's settings for the ones it configures."""
     from gateway.forge.plugin import ForgePlugin
     from gateway.forge.settings import ForgeSettings
@@ -83,7 +87,6 @@ def demo_plugins(lead: str, executor: str) -> list[Plugin[Any]]:
     from gateway.tasks.models import TasksSettings
     from gateway.tasks.plugin import TasksPlugin
 
-    llm, _ = llm_settings(None)  # a bad KSWARM_LLM_* variable: one line (LaunchError), not a traceback
     return replace_plugins(
         default_plugins(llm),
         ForgePlugin(ForgeSettings(default_repo=DATASET_REPO, gate_sweep_s=5.0)),
@@ -145,6 +148,27 @@ class DemoLauncher:
         self.warnings: list[str] = []
 
     async def run(self, driver: Callable[[Running], Awaitable[int]]) -> int:
+        async with contextlib.AsyncExitStack() as served:
+            llm = await self._llm(served)
+            return await self._run(driver, llm)
+
+    async def _llm(self, stack: contextlib.AsyncExitStack) -> LLMProxySettings:
+        """The proxy's settings; for a scripted swarm, the demo's model served behind it on loopback with
+        a key of this run (``orchestrator.demo.upstream``), so that every model call is booked."""
+        llm, _ = llm_settings(None)  # a bad KSWARM_LLM_* variable: one line (LaunchError), not a traceback
+        if not model_served(self.spec):
+            return llm
+        if os.environ.get(LLM_URL_ENV):
+            self.warnings.append(
+                "the scripted demo serves its own model: --llm-url (KSWARM_LLM_URL) is unused"
+            )
+        key = f"sk-demo-{secrets.token_urlsafe(24)}"
+        policy = DemoPolicy.from_env(self.spec.defaults.runtime.env)
+        url = await stack.enter_async_context(serving(DemoUpstream(policy, key)))
+        # Loopback: no HTTP(S)_PROXY of the environment may stand between the proxy and this model.
+        return llm.model_copy(update={"upstream_url": url, "api_key": SecretStr(key), "trust_env": False})
+
+    async def _run(self, driver: Callable[[Running], Awaitable[int]], llm: LLMProxySettings) -> int:
         with ExitStack() as outer:
             redis_url = os.environ.get("REDIS_URL") or self._embedded_redis(outer)
             settings = GatewaySettings(
@@ -152,7 +176,7 @@ class DemoLauncher:
             )
             token = await ensure_operator_token(redis_url, self.home, self.spec.swarm)
             executor = "docker" if self.backend == "docker" else "local"
-            app = create_app(settings, plugins=demo_plugins(self.roster.lead, executor))
+            app = create_app(settings, plugins=demo_plugins(self.roster.lead, executor, llm))
             ready, stop = asyncio.Event(), asyncio.Event()
             server = asyncio.create_task(serve(app, settings, ready, stop))
             waiting = asyncio.create_task(ready.wait())

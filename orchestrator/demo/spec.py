@@ -97,14 +97,24 @@ def demo_env(roster: Roster, scripted: bool) -> dict[str, str]:
     }
 
 
+def model_served(spec: SwarmSpec) -> bool:
+    """Whether the demo serves its scripted model behind the gateway's LLM proxy
+    (``orchestrator.demo.upstream``): when every agent is scripted. A swarm that mixes in a real model
+    has one upstream for the proxy, the real one; its scripted agents then run the rules in-process."""
+    return all(agent.model == "scripted" for agent in spec.expand())
+
+
 def with_demo_runtime(spec: SwarmSpec) -> SwarmSpec:
-    """Every agent runs the demo's entry point (git bridge, demo rules) with the demo's variables."""
+    """Every agent runs the demo's entry point (git bridge, demo rules) with the demo's variables; where
+    the demo serves the scripted model, agents reach it as a model through the proxy (the Anthropic
+    client, ``model_kind: anthropic``), so that every call is booked like a real one."""
     roster = roster_of(spec)
     scripted = spec.defaults.model == "scripted"
+    served = {"KSWARM_AGENT_MODEL_KIND": "anthropic"} if model_served(spec) else {}
     options = [spec.defaults.runtime, *(a.runtime for a in spec.agents if a.runtime is not None)]
     for runtime in options:
         runtime.command = runtime.command or list(AGENT_COMMAND)
-        runtime.env = {**demo_env(roster, scripted), **runtime.env}
+        runtime.env = {**demo_env(roster, scripted), **served, **runtime.env}
     return spec
 
 

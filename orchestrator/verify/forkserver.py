@@ -315,6 +315,21 @@ class _Zygote:
         shutil.rmtree(self.home, ignore_errors=True)
 
 
+def shared_root(root: Path) -> str | None:
+    """Why the zygote cannot leave ``root`` (the tree's) off the candidates' sys.path: it is a
+    site-packages directory (kswarm installed as plain packages beside torch), so leaving it off would
+    take torch with it. None when ``root`` holds the tree alone (a checkout, an editable install, or
+    ``pip install --target DIR`` plus a ``.pth``, as the worker images do)."""
+    if root.name in ("site-packages", "dist-packages") or (root / "torch").is_dir():
+        return (
+            f"kswarm is installed into {root}, beside torch: the harness keeps its own code off the "
+            "candidates' sys.path by leaving that directory out, which would take torch with it; install "
+            "kswarm editable (pip install -e) or into a directory of its own (pip install --target DIR "
+            "and a .pth naming DIR), as infra/worker.Dockerfile does"
+        )
+    return None
+
+
 class ForkServer:
     """A zygote for one pool kind (interpreter or device), forking one child at a time.
 
@@ -348,6 +363,8 @@ class ForkServer:
     def start(self) -> None:
         if self._zygote is None or not self._zygote.alive() or not self._zygote.clean:
             self._retire()
+            if shared_root(Path(os.path.realpath(PROJECT_ROOT))) is not None:
+                return  # fork() says why, as the job's failure (no zygote that would lose torch)
             self._zygote = _Zygote(self.python, self.interpret, self.extra)
 
     def _retire(self) -> None:
@@ -369,6 +386,9 @@ class ForkServer:
             raise
 
     def _fork(self, deadline: float) -> Forked:
+        why = shared_root(Path(os.path.realpath(PROJECT_ROOT)))
+        if why is not None:
+            raise ForkServerError(why)
         self.start()
         zygote = self._zygote
         assert zygote is not None

@@ -7,6 +7,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -156,6 +157,18 @@ def test_the_demo_builds_a_verified_dataset_and_only_reviewed_kernels_reach_main
         # The web UI the summary points at shows the PRs.
         page = api.get("/ui/prs")
         assert page.status_code == 200 and "softmax" in page.text
+
+        # What each agent cost: the scripted model is served behind the LLM proxy, which booked every call
+        # of every agent; the accepted kernels carry what their authors spent on them.
+        usage = api.get("/api/usage").json()
+        assert set(usage["agents"]) >= {"lead", "dev-1", "dev-2", "rev-1"}, usage
+        for name, spent in usage["agents"].items():
+            booked = (spent["requests"], spent["total_tokens"], spent["cost_usd"])
+            assert all(n > 0 for n in booked), (name, spent)
+        assert usage["swarm"]["cost_usd"] > 0
+        assert all(r["cost_usd"] and r["cost_usd"] > 0 for r in accepted), [r["cost_usd"] for r in accepted]
+        agent_page = api.get("/ui/agents/dev-1", headers={"Accept": "text/html"}).text
+        assert re.search(r"All time</th><td>[1-9][\d,]* tokens", agent_page), "dev-1's page shows its cost"
 
         # The harness, run again on the merged files, passes every one (two at a time: two cores).
         with ThreadPoolExecutor(2) as pool:

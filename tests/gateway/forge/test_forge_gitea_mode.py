@@ -10,6 +10,7 @@ does because a signed hook (or one of B's own events) told it.
 
 from __future__ import annotations
 
+import base64
 import json
 import shutil
 import tempfile
@@ -250,3 +251,75 @@ def test_provisioning_creates_the_agents_gitea_account(
         assert a.get("/api/me").status_code == 200
         names = {p["name"] for p in a.get("/api/principals").json()}
     assert "carol" in names, "the Gitea side (A) now knows carol"
+
+
+CATALOGUE_ADD = (
+    Path(__file__).resolve().parents[3] / "gateway/tasks/catalogue/tasks/add/task.py"
+).read_text()
+
+
+def task_source(name: str) -> str:
+    """The catalogue's add task under another name (a task the dataset repo does not have yet)."""
+    return CATALOGUE_ADD.replace('NAME = "add"', f'NAME = "{name}"').replace(
+        'ENTRY = "add"', f'ENTRY = "{name}"'
+    )
+
+
+def test_attack_a_push_onto_an_operators_task_pr_loses_its_trusted_path_exemption(
+    quiet_gw: ForgeGateway, gitea_mode: ForgeGateway
+) -> None:
+    """Gitea lets any writer push to any unprotected branch, the operator's task PR branch included. A
+    head moved there is not one kswarm committed for the operator, so the PR's trusted files block it
+    whoever approves; an untouched task PR merges as before."""
+    with gitea_mode.op() as op:
+        assert op.post("/api/tasks/seed", json={}).status_code == 200  # the dataset repo (idempotent)
+        clean = op.post("/api/tasks/definitions", json={"name": "axpy", "task_py": task_source("axpy")})
+        target = op.post("/api/tasks/definitions", json={"name": "axpz", "task_py": task_source("axpz")})
+    assert clean.status_code == 201 and target.status_code == 201, (clean.text, target.text)
+    clean_pr, target_pr = clean.json(), target.json()
+    path = "tasks/axpz/task.py"
+    # The push, as any writer's would land in Gitea (the stand-in keeps agents to their own branches, so
+    # it is made with Gitea's admin token): the task's reference now agrees with whatever kernel is wrong.
+    with quiet_gw.gitea(quiet_gw.operator_token) as writer:
+        current = writer.get(f"/repos/kswarm/dataset/contents/{path}", params={"ref": target_pr["branch"]})
+        forged = task_source("axpz").replace("return x + y", "return x - y")
+        assert forged != task_source("axpz")
+        pushed = writer.post(
+            "/repos/kswarm/dataset/contents",
+            json={
+                "branch": target_pr["branch"],
+                "message": "tweak the reference",
+                "files": [
+                    {
+                        "operation": "update",
+                        "path": path,
+                        "content": base64.b64encode(forged.encode()).decode(),
+                        "sha": current.json()["sha"],
+                    }
+                ],
+            },
+        )
+        assert pushed.status_code in (200, 201), pushed.text
+        moved_to = pushed.json()["commit"]["sha"]
+    with quiet_gw.gitea(quiet_gw.tokens["bob"]) as bob_in_gitea:
+        for number in (clean_pr["pr"], target_pr["pr"]):
+            reply = bob_in_gitea.post(
+                f"/repos/kswarm/dataset/pulls/{number}/reviews", json={"event": "APPROVED"}
+            )
+            reply.raise_for_status()
+    with quiet_gw.gitea(quiet_gw.operator_token) as admin:
+        wait_for(lambda: admin.get(f"/repos/kswarm/dataset/pulls/{clean_pr['pr']}").json()["merged"])
+    with gitea_mode.op() as op:
+
+        def blocked_with_bob() -> dict[str, Any] | None:
+            view = op.get(f"/api/forge/repos/kswarm/dataset/pulls/{target_pr['pr']}").json()
+            decided = [
+                a for a in view["audit"]
+                if a["action"] == "blocked" and a["head_sha"] == moved_to and "bob" in a["approvals"]
+            ]  # fmt: skip
+            return view if decided else None
+
+        view = wait_for(blocked_with_bob)
+    assert view["state"] == "open" and view["head_sha"] == moved_to
+    blocked = {b["path"]: b["why"] for b in view["gate"]["blocked_paths"]}
+    assert path in blocked and "not one kswarm committed for an operator" in blocked[path], blocked

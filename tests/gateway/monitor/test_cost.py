@@ -64,3 +64,32 @@ def test_usage_is_booked_to_the_task_held_while_spending(mon_gateway: MonitorGat
     assert [(c["agent"], c["how"]) for c in claims] == [("dev-1", "released")]
     with gw.client(dev) as agent:
         assert agent.get("/api/monitor/cost").status_code == 403
+
+
+def test_a_claim_shorter_than_any_sample_is_booked_its_own_cost(clean_redis: str, short_tmp) -> None:
+    """A scripted developer claims, works and finishes in about a second; with samples minutes apart its
+    spending once went to ``-`` and the accepted kernel read $0. Each call is booked to the tasks held
+    when the proxy booked it, whatever the monitor's pace."""
+    from monitor_kit import fast_monitor
+
+    gw = MonitorGateway(short_tmp / "home", clean_redis)
+    gw.monitor_settings = fast_monitor(sample_s=3600.0)  # one sample at start, none while the claim lasts
+    gw.start()
+    try:
+        dev = gw.add_principal("dev-1")
+        with gw.client(gw.operator_token) as op:
+            assert op.post("/api/tasks", json={"id": "relu", "title": "ReLU"}).status_code == 201
+        book(gw, "dev-1", 7, 0)  # before the claim: nobody's task
+        with gw.client(dev) as agent:
+            assert agent.post("/api/tasks/relu/claim").status_code == 200
+            book(gw, "dev-1", 300, 45)
+            book(gw, "dev-1", 600, 55)
+            assert agent.post("/api/tasks/relu/done", json={"result": "merged"}).status_code == 200
+        book(gw, "dev-1", 90, 0)  # after it: nobody's again
+        report = wait_for(
+            lambda: (r := cost(gw))["by_task"].get("relu", {}).get("tokens") == 1_000 and r, what="relu"
+        )
+        assert report["by_task"]["-"]["tokens"] == 97 and report["by_agent"]["dev-1"]["tokens"] == 1_097
+        assert report["by_task"]["relu"]["cost_usd"] > 0
+    finally:
+        gw.stop()

@@ -36,6 +36,18 @@ def ticket(gw: GatewayThread, request_id: str) -> ControlTicket:
     return ControlTicket.model_validate(reply.json())
 
 
+def agent_post_mortem(gw: GatewayThread, name: str, orchestrator: SupervisorProcess) -> str:
+    """What to read when an agent is found not running: its status, its log and the supervisor's."""
+    layout = SwarmLayout(gw.home)
+    log = layout.log_file(name)
+    tail = log.read_text(errors="replace")[-3000:] if log.exists() else "(no log)"
+    record = layout.root / "agents" / f"{name}.proc.json"
+    return (
+        f"{name} is not running; record {record.read_text() if record.exists() else '(none)'}\n"
+        f"--- its log ---\n{tail}\n--- the supervisor's log ---\n{orchestrator.log()[-3000:]}"
+    )
+
+
 def test_the_panel_reports_a_dead_orchestrator_within_the_heartbeat_ttl(gateway: GatewayThread) -> None:
     ttl = 2.0
     spec = swarm_spec(gateway)
@@ -106,7 +118,9 @@ def test_a_request_survives_a_supervisor_restart(gateway: GatewayThread) -> None
             )
             assert handed[0][1][0][0] == first_id
             assert client.xpending(keys.CONTROL, keys.CONTROL_GROUP)["pending"] == 1
-            assert runtime.status("dev-1").running and runtime.status("dev-2").running
+            # Nobody acted on either agent yet (the supervisor that read the first request is dead).
+            for name in ("dev-1", "dev-2"):
+                assert runtime.status(name).running, agent_post_mortem(gateway, name, orchestrator)
             orchestrator.start()
             wait_for(
                 lambda: (

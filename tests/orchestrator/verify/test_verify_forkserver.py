@@ -348,3 +348,22 @@ def test_the_zygote_drops_the_tree_but_keeps_a_venv_under_a_dir_named_like_the_p
     site = "/home/u/kswarm/.venv/lib/python3.11/site-packages"
     paths = ["/usr/lib/python3.11", site, "__editable__.kswarm-0.1.0.finder.__path_hook__", str(PROJECT_ROOT)]
     assert tree_free_path(paths, [str(PROJECT_ROOT)], "kswarm") == ["/usr/lib/python3.11", site]
+
+
+def test_a_tree_installed_beside_torch_is_refused_with_how_to_install_it(tmp_path: Path) -> None:
+    """The zygote leaves the tree's root off the candidates' sys.path: a root that is a site-packages
+    dir (kswarm installed there as plain packages, as a worker image once did) would take torch with it,
+    and every job failed with "No module named 'torch'". It is refused saying how to install instead."""
+    from orchestrator.verify.forkserver import PROJECT_ROOT, shared_root
+
+    site = tmp_path / "lib" / "python3.11" / "site-packages"
+    (site / "orchestrator").mkdir(parents=True)
+    beside_torch = tmp_path / "opt"
+    (beside_torch / "torch").mkdir(parents=True)
+    for root in (site, beside_torch):
+        why = shared_root(root)
+        assert why is not None and "beside torch" in why and "--target" in why
+    own = tmp_path / "kswarm-code"
+    (own / "orchestrator").mkdir(parents=True)
+    assert shared_root(own) is None  # pip install --target DIR + a .pth (the worker images)
+    assert shared_root(PROJECT_ROOT) is None  # this checkout
