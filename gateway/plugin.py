@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import logging
 from abc import ABC, abstractmethod
 from collections.abc import AsyncIterator, Callable, Coroutine, Iterable, Mapping
 from contextlib import AbstractAsyncContextManager
@@ -34,23 +35,34 @@ if TYPE_CHECKING:
     from gateway.context import GatewayContext
     from gateway.mcp_server import GatewayMCP
 
+log = logging.getLogger("kswarm.gateway")
 Lifespan = Callable[[], AbstractAsyncContextManager[None]]
 S = TypeVar("S", bound=BaseModel)
+
+
+STOP_WAIT_S = 5.0  # how long a stopping gateway waits for its cancelled loops
 
 
 @contextlib.asynccontextmanager
 async def background(loops: Mapping[str, Coroutine[Any, Any, None]]) -> AsyncIterator[None]:
     """A lifespan's background loops (task name -> coroutine): started on entry, cancelled and awaited
-    on exit, so a stopping gateway never waits on a loop blocked in a read."""
+    on exit, so a stopping gateway never waits on a loop blocked in a read. A loop that does not end
+    within ``STOP_WAIT_S`` of its cancellation (one that swallowed it) is named in the log and left
+    behind: the gateway stops all the same."""
     tasks = [asyncio.create_task(loop, name=name) for name, loop in loops.items()]
     try:
         yield
     finally:
         for task in tasks:
             task.cancel()
+        _, stuck = await asyncio.wait(tasks, timeout=STOP_WAIT_S)
+        for task in stuck:
+            log.error(
+                "background loop %s ignored its cancellation; the gateway stops without it", task.get_name()
+            )
         for task in tasks:
-            with contextlib.suppress(asyncio.CancelledError):
-                await task
+            if task.done() and not task.cancelled() and task.exception() is not None:
+                log.error("background loop %s had failed: %r", task.get_name(), task.exception())
 
 
 class NoSettings(BaseModel):

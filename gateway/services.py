@@ -26,6 +26,7 @@ if TYPE_CHECKING:
     from gateway.kb.service import KnowledgeBase
     from gateway.llm.proxy import LLMProxy
     from gateway.llm.usage import UsageStore
+    from gateway.monitor.service import MonitorService
     from gateway.tasks.service import BoardService
 
 T = TypeVar("T")
@@ -91,3 +92,4 @@ LLM_USAGE: ServiceKey[UsageStore] = ServiceKey("llm usage", "llm")
 JOB_SERVICE: ServiceKey[JobService] = ServiceKey("job service", "jobs")
 TASK_BOARD: ServiceKey[BoardService] = ServiceKey("task board", "tasks")
 KNOWLEDGE_BASE: ServiceKey[KnowledgeBase] = ServiceKey("knowledge base", "kb")
+MONITOR: ServiceKey[MonitorService] = ServiceKey("monitor", "monitor")

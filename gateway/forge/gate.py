@@ -114,9 +114,9 @@ class ReviewGate:
         """Whether the PR may change trusted paths: an operator's PR whose head kswarm committed for an
         operator (``gateway/forge/vouched.py``): who opened it is not enough, as anyone who can push
         to its branch (any writer, in Gitea) could have moved its head since."""
-        if pr.author not in operators or not pr.head_sha:
+        if pr.author not in operators or not pr.head_sha or pr.state != "open":
             return False
-        return await self.operator_heads.vouches(pr.full_name, pr.head_sha)
+        return await self.operator_heads.vouches(pr.full_name, pr.head_sha, pr.head, pr.base)
 
     async def changes(
         self, pr: PullRequest, policy: ReviewPolicy, operator_author: bool = False
@@ -221,6 +221,8 @@ class ReviewGate:
         """Evaluate one PR and merge it when every rule holds."""
         pr, decision = await self.decide(org, repo, number)
         if pr.state != "open":
+            if pr.head_sha:  # a closed (or merged) task PR's head vouches for nothing any more
+                await self.operator_heads.forget(pr.full_name, pr.head_sha)
             return decision
         await self.publish(pr, decision)
         if not decision.mergeable:
@@ -245,6 +247,8 @@ class ReviewGate:
                 await self.record(pr, decision, "merge-failed", cause, error=str(exc), status=exc.status)
                 return decision
         await self.record(pr, decision, "merged", cause, merge_sha=result.merge_sha)
+        if decision.head_sha:  # a merged task PR's head vouches for nothing any more
+            await self.operator_heads.forget(pr.full_name, decision.head_sha)
         approvers = ", ".join("@" + a for a in [*decision.approvals, *decision.human_approvals])
         await self.announce(
             f'@{pr.author} {pr.ref} "{pr.title}" merged into {pr.base} as {short(result.merge_sha)} '

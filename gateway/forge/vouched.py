@@ -14,23 +14,41 @@ branch anyway), so trusted paths change one way: ``kswarm tasks add``.
 
 from __future__ import annotations
 
+import json
+
 from redis.asyncio import Redis
 
 from gateway.forge import keys
 
 
 def operator_heads(repo: str) -> str:
-    return f"{keys.PREFIX}operator-heads:{repo}"  # set of shas kswarm committed for an operator
+    return f"{keys.PREFIX}operator-heads:{repo}"  # hash: sha -> {"branch", "base"} kswarm committed
 
 
 class OperatorHeads:
-    """``record`` what kswarm committed for an operator; the gate asks ``vouches``."""
+    """``record`` what kswarm committed for an operator (the branch it made and the base it proposed
+    the commit for); the gate asks ``vouches`` and ``forget``s a head once its PR is closed or merged.
+
+    A record is bound to the branch and the base, not to the sha alone: the same commit on another
+    branch, or the PR pointed at another protected branch (whose whole history would then look like the
+    operator's change), is not vouched for. Forgetting at close keeps a PR the operator closed (a task
+    they rejected) from being reopened by a writer and merged with an agent's approval."""
 
     def __init__(self, redis: Redis) -> None:
         self.redis = redis
 
-    async def record(self, repo: str, sha: str) -> None:
-        await self.redis.sadd(operator_heads(repo), sha)
+    async def record(self, repo: str, sha: str, branch: str, base: str) -> None:
+        await self.redis.hset(operator_heads(repo), sha, json.dumps({"branch": branch, "base": base}))
 
-    async def vouches(self, repo: str, sha: str) -> bool:
-        return bool(await self.redis.sismember(operator_heads(repo), sha))
+    async def vouches(self, repo: str, sha: str, branch: str, base: str) -> bool:
+        raw = await self.redis.hget(operator_heads(repo), sha)
+        if not raw:
+            return False
+        try:
+            made = json.loads(raw)
+        except ValueError:
+            return False
+        return isinstance(made, dict) and made.get("branch") == branch and made.get("base") == base
+
+    async def forget(self, repo: str, sha: str) -> None:
+        await self.redis.hdel(operator_heads(repo), sha)

@@ -14,7 +14,7 @@ from gateway.llm.proxy import LLMProxy
 from gateway.llm.usage_api import build_usage_router, register_usage_tool
 from gateway.mcp_server import GatewayMCP
 from gateway.plugin import Lifespan, Plugin
-from gateway.services import LLM_PROXY, LLM_USAGE, TASK_BOARD
+from gateway.services import LLM_PROXY, LLM_USAGE, MONITOR, TASK_BOARD
 
 
 class LLMProxyPlugin(Plugin[LLMProxySettings]):
@@ -26,12 +26,13 @@ class LLMProxyPlugin(Plugin[LLMProxySettings]):
         proxy = LLMProxy(ctx, self.settings)
         ctx.services.provide(LLM_PROXY, proxy)
 
-        async def held(name: str) -> list[str]:
-            """The tasks ``name`` holds a claim on now: what its spending is booked to (cost per task)."""
+        async def held(name: str) -> list[str] | None:
+            """The tasks ``name`` holds a claim on now: what its spending is booked to (cost per task);
+            None when no monitor books cost per task (then nothing is logged)."""
+            if ctx.services.find(MONITOR) is None:
+                return None
             board = ctx.services.find(TASK_BOARD)
-            if board is None:
-                return []
-            return sorted(t.id for t in await board.board.list("claimed") if t.holder == name)
+            return await board.board.held_by(name) if board is not None else []
 
         proxy.usage.holdings = held
         ctx.services.provide(LLM_USAGE, proxy.usage)

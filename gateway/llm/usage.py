@@ -255,8 +255,9 @@ class UsageStore:
         self.settings = settings
         self._reserve_script = redis.register_script(RESERVE_SCRIPT)
         self._settle_script = redis.register_script(SETTLE_SCRIPT)
-        # The tasks an agent holds a claim on now (the plugin wires the task board in, when there is one).
-        self.holdings: Callable[[str], Awaitable[list[str]]] | None = None
+        # The tasks an agent holds a claim on now, or None when no monitor books cost per task (the
+        # plugin wires the task board and the monitor in; unset: nothing is logged).
+        self.holdings: Callable[[str], Awaitable[list[str] | None]] | None = None
 
     # -- reservations ------------------------------------------------------------------------
 
@@ -347,7 +348,9 @@ class UsageStore:
         """Append the booked call to ``SPENT`` with the tasks ``name`` holds now; a failure here loses
         only that call's attribution to a task (its usage is booked already), never the call."""
         try:
-            tasks = await self.holdings(name) if self.holdings is not None else []
+            tasks = await self.holdings(name) if self.holdings is not None else None
+            if tasks is None:
+                return  # nobody books cost per task here
             fields = {
                 "agent": name,
                 "ts": repr(ts),

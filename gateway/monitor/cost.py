@@ -91,18 +91,17 @@ class CostLedger:
             by_agent=table("agent"),
             by_model=table("model"),
             swarm=swarm,
-            note="usage booked to the tasks each agent held a claim on when it spent it (to within one "
-            "sample); '-' is usage while holding no task",
+            note="each model call booked to the tasks its agent held a claim on when the LLM proxy booked "
+            "it; '-' is usage while holding no task",
         )
 
     async def window(self, task: str, agent: str, since: float, until: float) -> CostPoint:
-        """Tokens and USD ``agent`` spent on ``task`` from ``since`` to ``until`` (within the retention)."""
-
-        async def between(name: str) -> float:
-            # A minute belongs to the window its start falls in: (since, until] windows partition time.
-            points = await self.series.read(name, since, until)
-            return sum(p.value for p in points if since < p.ts <= until)
-
-        tokens = await between(tokens_series(task, agent))
-        usd = await between(usd_series(task, agent))
-        return CostPoint(ts=until, tokens=tokens, cost_usd=usd)
+        """Tokens and USD ``agent`` spent on ``task`` from ``since`` (excluded) to ``until`` (included),
+        within the retention: the calls themselves, by their own time (``(since, until]`` windows
+        partition time, so two attempts within one minute each get their own calls)."""
+        found = await self.redis.zrangebyscore(keys.spent(task, agent), f"({since!r}", repr(until))
+        tokens = nusd = 0
+        for member in found:
+            _, t, n = str(member).split(" ")
+            tokens, nusd = tokens + int(t), nusd + int(n)
+        return CostPoint(ts=until, tokens=float(tokens), cost_usd=nusd / NANO)

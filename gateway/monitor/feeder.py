@@ -225,12 +225,17 @@ class MonitorFeeder:
         rows = await self.ctx.redis.xrange(SPENT, f"({cursor}" if cursor else "-", "+", EVENT_BATCH)
         if not rows:
             return 0
+        if cursor and not await self.ctx.redis.xrange(SPENT, cursor, cursor):
+            # The cursor's entry was trimmed away unread (the feeder fell more than the stream's cap
+            # behind): what lay between is not attributed to any task. Said once per gap.
+            log.warning("cost per task: spending before %s was trimmed before it was booked", rows[0][0])
         batch = Batch()
+        calls: dict[str, dict[str, float]] = {}  # per (task, agent) key: member -> the call's time
         oldest = time.time() - self.series.retention_s
-        for _, fields in rows:
+        for entry_id, fields in rows:
             agent, ts = fields.get("agent", ""), float(fields.get("ts") or 0)
             tokens, nusd = int(fields.get("tokens") or 0), int(fields.get("nusd") or 0)
-            if not agent or ts < oldest:
+            if not agent:
                 continue
             tasks = [t for t in fields.get("tasks", "").split(",") if t] or [UNATTRIBUTED]
             for i, task in enumerate(tasks):
@@ -238,10 +243,25 @@ class MonitorFeeder:
                 share_n = nusd // len(tasks) + (nusd % len(tasks) if i == 0 else 0)
                 batch.hincr(keys.COST, cost_field(task, agent, "tokens"), share_t)
                 batch.hincr(keys.COST, cost_field(task, agent, "nusd"), share_n)
-                batch.incr(tokens_series(task, agent), ts, share_t)
-                batch.incr(usd_series(task, agent), ts, share_n / NANO)
-        batch.hset(keys.COST, keys.SPENT_CURSOR, str(rows[-1][0]))
-        await self.series.apply(batch, self.owner)
+                if ts >= oldest:  # the all-time totals take everything; the rest only their retention
+                    batch.incr(tokens_series(task, agent), ts, share_t)
+                    batch.incr(usd_series(task, agent), ts, share_n / NANO)
+                    calls.setdefault(keys.spent(task, agent), {})[f"{entry_id} {share_t} {share_n}"] = ts
+        last = str(rows[-1][0])
+        batch.hset(keys.COST, keys.SPENT_CURSOR, last)
+        if not await self.series.apply(batch, self.owner):
+            return 0  # another replica feeds now
+        # Each call by its own time, for exact windows (a dataset record's): idempotent (the member
+        # names the entry), so a pass repeated after a crash here books nothing twice.
+        async with self.ctx.redis.pipeline(transaction=False) as pipe:
+            for key, members in calls.items():
+                pipe.zadd(key, members)
+                pipe.zremrangebyscore(key, "-inf", oldest)
+                pipe.expire(key, int(self.series.retention_s) + 86_400)
+            await pipe.execute()
+        # Booked: what lies before the cursor's entry is no longer needed (the cursor's own is kept, to
+        # tell a trimmed gap from a booked one).
+        await self.ctx.redis.xtrim(SPENT, minid=last)
         return len(rows)
 
     async def sample_pools(self, batch: Batch, now: float) -> None:

@@ -9,6 +9,7 @@
 | ``ks:mon:usage-last`` | hash | ``<agent>:tokens`` / ``<agent>:nusd``: the usage last sampled |
 | ``ks:mon:cost`` | hash | ``<task>|<agent>|tokens`` / ``...|nusd``: usage attributed to tasks, all time |
 | | | (and ``@spent-cursor``: the last ``ks:llm:spent`` entry booked) |
+| ``ks:mon:spent:<task>|<agent>`` | sorted set | each booked call (``<entry> <tokens> <nusd>``) by its time |
 | ``ks:mon:claims-open`` | hash | task -> the claim window seen open (JSON) |
 | ``ks:mon:claims`` | stream | closed claim windows: task, agent, since, until, how |
 | ``ks:mon:audit-seen`` | hash | ``<repo>#<n>`` -> the last gate decision time counted |
@@ -43,6 +44,10 @@ ACTIONS = f"{PREFIX}mon:actions"
 CLAIMS_MAXLEN = 10_000
 FORGE_CURSOR = f"{PREFIX}mon:forge-cursor"
 HEADS_KEPT = 200
+
+
+def spent(task: str, agent: str) -> str:
+    return f"{PREFIX}mon:spent:{task}|{agent}"  # zset: "<entry id> <tokens> <nusd>" by the call's time
 
 
 def heads(repo: str, branch: str) -> str:

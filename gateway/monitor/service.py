@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass
 
+from gateway import services
 from gateway.context import GatewayContext
 from gateway.monitor import keys
 from gateway.monitor.actions import OperatorActions
@@ -16,7 +17,7 @@ from gateway.monitor.models import ClaimWindow
 from gateway.monitor.series import SeriesStore
 from gateway.monitor.settings import MonitorSettings
 from gateway.monitor.timeline import Pricer, TimelineStore
-from gateway.services import LLM_USAGE, ServiceKey
+from gateway.services import LLM_USAGE
 
 
 def proxy_pricer(ctx: GatewayContext) -> Pricer | None:
@@ -89,5 +90,4 @@ class MonitorService:
         return out[:limit]
 
 
-# Declared here, next to its service, until gateway/services.py lists it with the built-in ones.
-MONITOR: ServiceKey[MonitorService] = ServiceKey("monitor", "monitor")
+MONITOR = services.MONITOR  # listed with the built-in components' services (gateway/services.py)

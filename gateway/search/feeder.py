@@ -9,7 +9,6 @@ what the event stream keeps), then goes on from the event stream: rows already t
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 
 from redis.asyncio import Redis
@@ -124,5 +123,6 @@ class SearchFeeder:
                 raise
             except Exception:  # Redis down, a disk error: try again, the cursor says where we were
                 log.exception("search feeder failed; retrying")
-                with contextlib.suppress(asyncio.CancelledError):
-                    await asyncio.sleep(1.0)
+                # A cancellation here must end the loop: swallowed, it left the task "cancelling" forever
+                # and a stopping gateway waiting on it (a killed XREAD connection, then Ctrl-C).
+                await asyncio.sleep(1.0)

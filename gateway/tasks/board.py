@@ -191,6 +191,15 @@ class TaskBoard:
             raise BoardError(f"no task {task_id!r} on the board", 404)
         return found[0]
 
+    async def held_by(self, agent: str) -> list[str]:
+        """The ids of the tasks ``agent`` holds a live claim on, read from the claims alone (one
+        ``ZRANGE`` and one ``MGET``): cheap enough for every model call the LLM proxy books."""
+        ids = [str(i) for i in await self.redis.zrange(LEASES, 0, -1)]
+        if not ids:
+            return []
+        holders = await self.redis.mget([claim_key(i) for i in ids])
+        return sorted(i for i, holder in zip(ids, holders, strict=True) if holder == agent)
+
     async def list(self, state: str | None = None) -> list[BoardTask]:
         tasks = await self.get_many(await self.redis.zrange(IDS, 0, -1))
         return [t for t in tasks if state in (None, "", "all") or t.state == state]

@@ -144,7 +144,7 @@ async def add_task(
             who.name, org, name, main, files, message, expected_head=head, new_branch=branch
         )
         # Before the PR exists: the gate lets this head (and no later one) change trusted paths.
-        await OperatorHeads(ctx.redis).record(repo_info.full_name, commit)
+        await OperatorHeads(ctx.redis).record(repo_info.full_name, commit, branch, main)
         pr = await forge.open_pr(who.name, org, name, branch, main, title, message, body.reviewers)
     except ForgeError as exc:
         raise BoardError(f"cannot propose the task: {exc.message}", exc.status) from None

@@ -113,10 +113,8 @@ class DemoUpstream:
         self.fallback = ScriptedModel()
 
     def authorised(self, request: Request) -> bool:
-        given = request.headers.get("x-api-key") or request.headers.get("authorization", "").removeprefix(
-            "Bearer "
-        )
-        return hmac.compare_digest(given.encode(), self.key.encode())
+        """The proxy sends the key as ``x-api-key`` (its default ``key_header``), as Anthropic takes it."""
+        return hmac.compare_digest(request.headers.get("x-api-key", "").encode(), self.key.encode())
 
     async def answer(self, body: dict[str, Any]) -> ModelReply:
         system = system_text(body.get("system"))
@@ -138,7 +136,12 @@ class DemoUpstream:
                 return anthropic_error(400, "invalid_request_error", "the body is not JSON")
             if not isinstance(body, dict):
                 return anthropic_error(400, "invalid_request_error", "the body is not a JSON object")
-            message = as_message(await self.answer(body), str(body.get("model") or "scripted"))
+            try:
+                reply = await self.answer(body)
+            except (TypeError, ValueError, KeyError, AttributeError) as exc:
+                # A 4xx, not a 500: the proxy would retry a 500 as the upstream's failure.
+                return anthropic_error(400, "invalid_request_error", f"malformed request: {exc}")
+            message = as_message(reply, str(body.get("model") or "scripted"))
             if not body.get("stream"):
                 return JSONResponse(message)
             return StreamingResponse(iter(list(stream_events(message))), media_type="text/event-stream")
@@ -147,8 +150,11 @@ class DemoUpstream:
         async def count_tokens(request: Request) -> Response:
             if not self.authorised(request):
                 return anthropic_error(401, "authentication_error", "invalid x-api-key")
-            body = json.loads(await request.body() or b"{}")
-            counted = estimate_tokens(system_text(body.get("system")), body.get("messages") or [])
+            try:
+                body = json.loads(await request.body() or b"{}")
+                counted = estimate_tokens(system_text(body.get("system")), body.get("messages") or [])
+            except (TypeError, ValueError, AttributeError) as exc:
+                return anthropic_error(400, "invalid_request_error", f"malformed request: {exc}")
             return JSONResponse({"input_tokens": counted})
 
         return app
@@ -170,7 +176,9 @@ async def serving(upstream: DemoUpstream) -> AsyncIterator[str]:
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
     sock.bind(("127.0.0.1", 0))
     port = sock.getsockname()[1]
-    config = uvicorn.Config(upstream.app(), log_level="warning", lifespan="off", access_log=False)
+    config = uvicorn.Config(
+        upstream.app(), log_level="warning", lifespan="off", access_log=False, timeout_graceful_shutdown=3
+    )
     server = _Server(config)
     task = asyncio.create_task(server.serve(sockets=[sock]))
     try:

@@ -316,18 +316,24 @@ class _Zygote:
 
 
 def shared_root(root: Path) -> str | None:
-    """Why the zygote cannot leave ``root`` (the tree's) off the candidates' sys.path: it is a
-    site-packages directory (kswarm installed as plain packages beside torch), so leaving it off would
-    take torch with it. None when ``root`` holds the tree alone (a checkout, an editable install, or
-    ``pip install --target DIR`` plus a ``.pth``, as the worker images do)."""
-    if root.name in ("site-packages", "dist-packages") or (root / "torch").is_dir():
-        return (
-            f"kswarm is installed into {root}, beside torch: the harness keeps its own code off the "
-            "candidates' sys.path by leaving that directory out, which would take torch with it; install "
-            "kswarm editable (pip install -e) or into a directory of its own (pip install --target DIR "
-            "and a .pth naming DIR), as infra/worker.Dockerfile does"
-        )
-    return None
+    """Why the zygote cannot leave ``root`` (the tree's) off the candidates' sys.path: other
+    distributions are installed there too (kswarm installed as plain packages into a site-packages,
+    beside torch), so leaving it off would take them with it. None when ``root`` holds the tree alone (a
+    checkout, an editable install, or ``pip install --target DIR`` plus a ``.pth``, as the worker images
+    do), whatever the directory is called."""
+    others = sorted(
+        p.name for p in root.glob("*.dist-info") if not p.name.lower().startswith(f"{DISTRIBUTION}-")
+    )
+    if (root / "torch" / "__init__.py").is_file():
+        others.insert(0, "torch")
+    if not others:
+        return None
+    return (
+        f"kswarm is installed into {root} beside other packages ({', '.join(others[:3])}): the harness "
+        "keeps its own code off the candidates' sys.path by leaving that directory out, which would take "
+        "them with it; install kswarm editable (pip install -e) or into a directory of its own (pip "
+        "install --target DIR and a .pth naming DIR), as infra/worker.Dockerfile does"
+    )
 
 
 class ForkServer:

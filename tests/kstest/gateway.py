@@ -130,7 +130,11 @@ class GatewayThread(GatewayClients):
             return
         self._loop.call_soon_threadsafe(self._stop.set)
         self._thread.join(30)
-        self._thread = None
+        alive, self._thread = self._thread.is_alive(), None
+        # A gateway that does not stop is a bug of its own (a loop that swallowed its cancellation once
+        # hung every shutdown after a Redis reconnect), and left running it feeds, gates and logs into
+        # the next tests' Redis: fail here, where it happened.
+        assert not alive, f"the gateway on port {self.port} did not stop within 30 s"
 
 
 class GatewayProcess(GatewayClients):

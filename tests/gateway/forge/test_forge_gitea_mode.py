@@ -29,6 +29,7 @@ from gateway.forge.evidence import Verification
 from gateway.forge.hooks_out import signature
 from gateway.forge.ledger import EvidenceLedger
 from gateway.forge.settings import ForgeSettings
+from gateway.forge.vouched import OperatorHeads, operator_heads
 from gateway.forge.webhook import HOOK_PATH, repo_secret
 from kstest.mcp_client import call, mcp_session
 
@@ -309,6 +310,12 @@ def test_attack_a_push_onto_an_operators_task_pr_loses_its_trusted_path_exemptio
             reply.raise_for_status()
     with quiet_gw.gitea(quiet_gw.operator_token) as admin:
         wait_for(lambda: admin.get(f"/repos/kswarm/dataset/pulls/{clean_pr['pr']}").json()["merged"])
+    # Merged, its head vouches for nothing any more (nor would a closed one's, were it reopened).
+    recorded = redis_sync.Redis.from_url(gitea_mode.redis_url, decode_responses=True)
+    try:
+        wait_for(lambda: not recorded.hexists(operator_heads("kswarm/dataset"), clean_pr["commit"]))
+    finally:
+        recorded.close()
     with gitea_mode.op() as op:
 
         def blocked_with_bob() -> dict[str, Any] | None:
@@ -323,3 +330,21 @@ def test_attack_a_push_onto_an_operators_task_pr_loses_its_trusted_path_exemptio
     assert view["state"] == "open" and view["head_sha"] == moved_to
     blocked = {b["path"]: b["why"] for b in view["gate"]["blocked_paths"]}
     assert path in blocked and "not one kswarm committed for an operator" in blocked[path], blocked
+
+
+async def test_a_recorded_head_vouches_only_for_its_branch_and_base(quiet_gw: ForgeGateway) -> None:
+    """The same commit on another branch, or its PR retargeted at another protected branch (whose whole
+    history would then read as the operator's change), is not what kswarm committed for the operator."""
+    redis = Redis.from_url(quiet_gw.redis_url, decode_responses=True)
+    try:
+        heads = OperatorHeads(redis)
+        sha = "c0ffee" * 6 + "c0ff"
+        await heads.record("vouch/dataset", sha, "operator/task-x-1", "main")
+        assert await heads.vouches("vouch/dataset", sha, "operator/task-x-1", "main")
+        assert not await heads.vouches("vouch/dataset", sha, "dev-1/task-x", "main")
+        assert not await heads.vouches("vouch/dataset", sha, "operator/task-x-1", "release")
+        assert not await heads.vouches("vouch/other", sha, "operator/task-x-1", "main")
+        await heads.forget("vouch/dataset", sha)
+        assert not await heads.vouches("vouch/dataset", sha, "operator/task-x-1", "main")
+    finally:
+        await redis.aclose()

@@ -83,9 +83,24 @@ async def test_the_lead_acts_on_a_kickoff_and_a_stream_says_the_same_as_a_whole_
 async def test_attack_a_caller_without_the_runs_key_is_refused_in_anthropics_shape() -> None:
     async with serving(DemoUpstream(POLICY, KEY)) as url:
         async with httpx.AsyncClient(base_url=url, trust_env=False) as http:
-            for headers in ({}, {"x-api-key": "sk-demo-guess"}, {"authorization": f"Bearer {KEY[:-1]}"}):
+            for headers in (
+                {},
+                {"x-api-key": "sk-demo-guess"},
+                {"x-api-key": KEY[:-1]},
+                {"x-api-key": KEY + "x"},
+            ):
                 refused = await http.post("/v1/messages", json=request("lead"), headers=headers)
                 assert refused.status_code == 401
                 assert refused.json()["error"]["type"] == "authentication_error"
-            bad = await http.post("/v1/messages", content=b"{not json", headers={"x-api-key": KEY})
-            assert bad.status_code == 400 and bad.json()["type"] == "error"
+            for body in (
+                b"{not json",
+                b"[1]",
+                b'{"max_tokens": "many", "messages": []}',
+                b'{"messages": [7]}',
+            ):
+                bad = await http.post("/v1/messages", content=body, headers={"x-api-key": KEY})
+                assert bad.status_code == 400 and bad.json()["type"] == "error", (body, bad.text)
+            bad = await http.post(
+                "/v1/messages/count_tokens", content=b"{not json", headers={"x-api-key": KEY}
+            )
+            assert bad.status_code == 400

@@ -357,13 +357,21 @@ def test_a_tree_installed_beside_torch_is_refused_with_how_to_install_it(tmp_pat
     from orchestrator.verify.forkserver import PROJECT_ROOT, shared_root
 
     site = tmp_path / "lib" / "python3.11" / "site-packages"
-    (site / "orchestrator").mkdir(parents=True)
-    beside_torch = tmp_path / "opt"
-    (beside_torch / "torch").mkdir(parents=True)
-    for root in (site, beside_torch):
+    for package in ("orchestrator", "torch"):
+        (site / package).mkdir(parents=True)
+    (site / "torch" / "__init__.py").write_text("")
+    beside_numpy = tmp_path / "opt"
+    (beside_numpy / "orchestrator").mkdir(parents=True)
+    (beside_numpy / "numpy-2.1.0.dist-info").mkdir()
+    for root in (site, beside_numpy):
         why = shared_root(root)
-        assert why is not None and "beside torch" in why and "--target" in why
+        assert why is not None and "beside other packages" in why and "--target" in why
     own = tmp_path / "kswarm-code"
     (own / "orchestrator").mkdir(parents=True)
+    (own / "kswarm-0.1.0.dist-info").mkdir()
     assert shared_root(own) is None  # pip install --target DIR + a .pth (the worker images)
+    named = tmp_path / "site-packages"  # a checkout in a dir of that name, with a stray torch/ folder
+    (named / "orchestrator").mkdir(parents=True)
+    (named / "torch").mkdir()
+    assert shared_root(named) is None
     assert shared_root(PROJECT_ROOT) is None  # this checkout
