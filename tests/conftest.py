@@ -90,6 +90,12 @@ def pytest_runtest_protocol(item: pytest.Item, nextitem: pytest.Item | None) -> 
 
 
 def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
+    from kstest.gateway import UNSTOPPED
+
+    if UNSTOPPED:
+        terminalreporter.section("gateways that did not stop (their loops were stopped outright)")
+        for line in UNSTOPPED:
+            terminalreporter.line(line)
     now = _agent_processes()
     left = [(test, name, pid) for pid, (test, name) in _APPEARED.items() if now.get(pid) == name]
     if left:

@@ -113,8 +113,14 @@ class DemoUpstream:
         self.fallback = ScriptedModel()
 
     def authorised(self, request: Request) -> bool:
-        """The proxy sends the key as ``x-api-key`` (its default ``key_header``), as Anthropic takes it."""
-        return hmac.compare_digest(request.headers.get("x-api-key", "").encode(), self.key.encode())
+        """The key as Anthropic's API takes it: ``x-api-key`` (the proxy's default ``key_header``) or
+        ``Authorization: Bearer`` (its ``bearer`` setting, and what the anthropic SDK sends)."""
+        given = request.headers.get("x-api-key")
+        if given is None:
+            scheme, _, given = request.headers.get("authorization", "").partition(" ")
+            if scheme.lower() != "bearer":
+                return False
+        return hmac.compare_digest(given.encode(), self.key.encode())
 
     async def answer(self, body: dict[str, Any]) -> ModelReply:
         system = system_text(body.get("system"))

@@ -88,6 +88,9 @@ async def test_attack_a_caller_without_the_runs_key_is_refused_in_anthropics_sha
                 {"x-api-key": "sk-demo-guess"},
                 {"x-api-key": KEY[:-1]},
                 {"x-api-key": KEY + "x"},
+                {"authorization": KEY},  # no scheme
+                {"authorization": f"Basic {KEY}"},
+                {"authorization": f"Bearer {KEY[:-1]}"},
             ):
                 refused = await http.post("/v1/messages", json=request("lead"), headers=headers)
                 assert refused.status_code == 401
