@@ -86,10 +86,14 @@ def test_a_claim_shorter_than_any_sample_is_booked_its_own_cost(clean_redis: str
             book(gw, "dev-1", 600, 55)
             assert agent.post("/api/tasks/relu/done", json={"result": "merged"}).status_code == 200
         book(gw, "dev-1", 90, 0)  # after it: nobody's again
-        report = wait_for(
-            lambda: (r := cost(gw))["by_task"].get("relu", {}).get("tokens") == 1_000 and r, what="relu"
-        )
-        assert report["by_task"]["-"]["tokens"] == 97 and report["by_agent"]["dev-1"]["tokens"] == 1_097
+
+        def booked() -> dict | None:  # every call, the last one (after the claim) included
+            r = cost(gw)
+            got = {t: r["by_task"].get(t, {}).get("tokens") for t in ("relu", "-")}
+            return r if got == {"relu": 1_000, "-": 97} else None
+
+        report = wait_for(booked, what="relu's calls to relu, the others to -")
+        assert report["by_agent"]["dev-1"]["tokens"] == 1_097
         assert report["by_task"]["relu"]["cost_usd"] > 0
     finally:
         gw.stop()
