@@ -129,23 +129,31 @@ class DemoUpstream:
         tools = body.get("tools") if isinstance(body.get("tools"), list) else []
         return await model.complete(system, messages, tools, int(body.get("max_tokens") or 1024))
 
+    async def request_body(self, request: Request) -> dict[str, Any] | Response:
+        """The request's JSON object, or the Anthropic-shaped refusal to send instead."""
+        if not self.authorised(request):
+            return anthropic_error(401, "authentication_error", "invalid x-api-key")
+        try:
+            body = json.loads(await request.body() or b"{}")
+        except ValueError:
+            return anthropic_error(400, "invalid_request_error", "the body is not JSON")
+        if not isinstance(body, dict):
+            return anthropic_error(400, "invalid_request_error", "the body is not a JSON object")
+        return body
+
     def app(self) -> FastAPI:
         app = FastAPI(title="kswarm demo model", openapi_url=None, docs_url=None, redoc_url=None)
+        # A malformed field is a 4xx, not a 500: the proxy would retry a 500 as the upstream's failure.
+        malformed = (TypeError, ValueError, KeyError, AttributeError)
 
         @app.post("/v1/messages")
         async def messages(request: Request) -> Response:
-            if not self.authorised(request):
-                return anthropic_error(401, "authentication_error", "invalid x-api-key")
-            try:
-                body = json.loads(await request.body() or b"{}")
-            except ValueError:
-                return anthropic_error(400, "invalid_request_error", "the body is not JSON")
-            if not isinstance(body, dict):
-                return anthropic_error(400, "invalid_request_error", "the body is not a JSON object")
+            body = await self.request_body(request)
+            if isinstance(body, Response):
+                return body
             try:
                 reply = await self.answer(body)
-            except (TypeError, ValueError, KeyError, AttributeError) as exc:
-                # A 4xx, not a 500: the proxy would retry a 500 as the upstream's failure.
+            except malformed as exc:
                 return anthropic_error(400, "invalid_request_error", f"malformed request: {exc}")
             message = as_message(reply, str(body.get("model") or "scripted"))
             if not body.get("stream"):
@@ -154,12 +162,12 @@ class DemoUpstream:
 
         @app.post("/v1/messages/count_tokens")
         async def count_tokens(request: Request) -> Response:
-            if not self.authorised(request):
-                return anthropic_error(401, "authentication_error", "invalid x-api-key")
+            body = await self.request_body(request)
+            if isinstance(body, Response):
+                return body
             try:
-                body = json.loads(await request.body() or b"{}")
                 counted = estimate_tokens(system_text(body.get("system")), body.get("messages") or [])
-            except (TypeError, ValueError, AttributeError) as exc:
+            except malformed as exc:
                 return anthropic_error(400, "invalid_request_error", f"malformed request: {exc}")
             return JSONResponse({"input_tokens": counted})
 
