@@ -32,13 +32,21 @@ from orchestrator.local.embedded_redis import EmbeddedRedis
 REAL_KEY = "sk-ant-bench-0123456789abcdef0123456789abcdef"
 # python -m gateway, as a separate process (every default plugin, the LLM proxy included).
 LAUNCHER = """
-import asyncio
-from gateway.app import create_app
-from gateway.config import GatewaySettings
-from gateway.plugins import default_plugins
-from gateway.server import serve
-settings = GatewaySettings()
-asyncio.run(serve(create_app(settings, plugins=default_plugins()), settings))
+from gateway.__main__ import main
+main()
+"""
+# The same, under pyinstrument (sampling), its report written when the gateway stops (--profile).
+PROFILED = """
+import sys
+from pyinstrument import Profiler
+profiler = Profiler(interval=0.001)
+profiler.start()
+try:
+    exec(sys.argv[1])
+finally:
+    profiler.stop()
+    with open(sys.argv[2], "w") as out:
+        out.write(profiler.output_text(unicode=True, show_all=False))
 """
 BODY = {
     "model": "claude-sonnet-4-bench",
@@ -47,7 +55,9 @@ BODY = {
 }
 
 
-def start_gateway(home: Path, redis_url: str, upstream_url: str, port: int) -> subprocess.Popen[bytes]:
+def start_gateway(
+    home: Path, redis_url: str, upstream_url: str, port: int, profile: Path | None = None
+) -> subprocess.Popen[bytes]:
     env = {k: v for k, v in os.environ.items() if not k.startswith("KSWARM_")}
     env.update(
         KSWARM_GATEWAY_REDIS_URL=redis_url,
@@ -58,7 +68,8 @@ def start_gateway(home: Path, redis_url: str, upstream_url: str, port: int) -> s
         PYTHONPATH=str(ROOT),
     )
     log = open(home / "gateway.log", "ab")
-    proc = subprocess.Popen([sys.executable, "-c", LAUNCHER], env=env, stdout=log, stderr=log)
+    argv = ["-c", PROFILED, LAUNCHER, str(profile)] if profile else ["-c", LAUNCHER]
+    proc = subprocess.Popen([sys.executable, *argv], env=env, stdout=log, stderr=log)
     log.close()
     deadline = time.monotonic() + 30
     while time.monotonic() < deadline:
@@ -135,7 +146,12 @@ def report(title: str, direct: list[float], proxy: list[float]) -> list[str]:
 
 
 async def bench(
-    upstream: ScriptedUpstream, gateway: subprocess.Popen[bytes], port: int, token: str, n: int
+    upstream: ScriptedUpstream,
+    gateway: subprocess.Popen[bytes],
+    port: int,
+    token: str,
+    n: int,
+    one_client: bool,
 ) -> list[str]:
     targets = {
         "direct": (f"{upstream.url}/v1/messages", REAL_KEY),
@@ -153,6 +169,8 @@ async def bench(
         ("non-streaming, 16 clients", False, 16),
         ("streaming, 16 clients", True, 16),
     ):
+        if one_client and concurrency > 1:
+            continue
         started, cpu = time.perf_counter(), cpu_seconds(gateway.pid)
         res = await run_pairs(targets, n, stream, concurrency)
         wall, cpu = time.perf_counter() - started, cpu_seconds(gateway.pid) - cpu
@@ -176,6 +194,12 @@ async def bench(
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--requests", type=int, default=400, help="requests per target per scenario")
+    parser.add_argument(
+        "--profile",
+        type=Path,
+        help="run the gateway under pyinstrument (pip install pyinstrument), one client only, "
+        "and write its report here",
+    )
     args = parser.parse_args()
     home = Path(tempfile.mkdtemp(prefix="ksbp"))
     redis = EmbeddedRedis(home / "redis")
@@ -183,10 +207,10 @@ def main() -> None:
     upstream = ScriptedUpstream(api_key=REAL_KEY, process=True).start()
     upstream.script(default=text_reply("Here is a kernel: " + "tl.load(x) " * 20))
     port = free_port()
-    gateway = start_gateway(home, redis_url, upstream.url, port)
+    gateway = start_gateway(home, redis_url, upstream.url, port, args.profile)
     try:
         token = asyncio.run(agent_token(redis_url))
-        lines = asyncio.run(bench(upstream, gateway, port, token, args.requests))
+        lines = asyncio.run(bench(upstream, gateway, port, token, args.requests, bool(args.profile)))
         with GatewayClient(GatewayTarget(token=token, url=f"http://127.0.0.1:{port}")) as client:
             usage = client.get("/api/usage")
         lines.append("")
@@ -194,7 +218,7 @@ def main() -> None:
         print("\n".join(lines))
     finally:
         gateway.terminate()
-        gateway.wait(15)
+        gateway.wait(120 if args.profile else 15)
         upstream.close()
         redis.release()
 

@@ -21,16 +21,15 @@ import threading
 import time
 from pathlib import Path
 
-REPO = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(REPO / "tests"))  # the test suite's real-gateway launcher
+import _common  # noqa: F401  (sys.path: the tree first, then tests/ for kstest)
 
-from gateway.client.http import GatewayClient, GatewayTarget  # noqa: E402
-from kstest.gateway import GatewayProcess  # noqa: E402
-from orchestrator.local.embedded_redis import EmbeddedRedis  # noqa: E402
-from orchestrator.runtime.base import project_root, python_paths  # noqa: E402
-from orchestrator.runtime.docker import HOST_SHARED, ensure_empty_image  # noqa: E402
-from orchestrator.spec import parse_spec  # noqa: E402
-from orchestrator.supervisor import Supervisor, stop_swarm  # noqa: E402
+from gateway.client.http import GatewayClient, GatewayTarget
+from kstest.gateway import GatewayProcess
+from orchestrator.local.embedded_redis import EmbeddedRedis
+from orchestrator.runtime.base import project_root, python_paths
+from orchestrator.runtime.docker import HOST_SHARED, ensure_empty_image
+from orchestrator.spec import parse_spec
+from orchestrator.supervisor import Supervisor, stop_swarm
 
 
 def wait_heartbeats(client: GatewayClient, names: list[str], since: float, timeout: float = 300) -> float:
@@ -76,7 +75,10 @@ def bench_bare(gw: GatewayProcess, work: Path, n: int) -> float:
         home = work / name
         home.mkdir(parents=True)
         (home / "token").write_text(gw.add_principal(name) + "\n")
-        for p in (home, home / "token"):
+        dirs = [home / d for d in ("work", "memory", "history")]
+        for d in dirs:
+            d.mkdir()
+        for p in (home, home / "token", *dirs):
             os.chown(p, 30000 + i, 30000 + i)
         homes.append(home)
     client = GatewayClient(GatewayTarget(token=gw.operator_token, url=gw.url))
@@ -89,6 +91,8 @@ def bench_bare(gw: GatewayProcess, work: Path, n: int) -> float:
                  "-v", f"{gw.socket_path.parent}:/kswarm/run:ro", "-v", f"{home}:/kswarm/home",
                  "-e", f"KSWARM_AGENT={name}", "-e", "KSWARM_GATEWAY_SOCKET=/kswarm/run/gateway.sock",
                  "-e", "KSWARM_TOKEN_FILE=/kswarm/home/token", "-e", "KSWARM_HEARTBEAT_S=5",
+                 "-e", "KSWARM_WORK=/kswarm/home/work", "-e", "KSWARM_MEMORY=/kswarm/home/memory",
+                 "-e", "KSWARM_HISTORY=/kswarm/home/history",
                  "kswarm/empty", sys.executable, "-m", "agents"],
                 check=True, capture_output=True,
             )  # fmt: skip

@@ -36,7 +36,7 @@ def main() -> None:
         sys.exit(settings_error("component", exc))
     except (PluginError, SettingsError) as exc:  # plugins that do not fit; a variable that does not parse
         sys.exit(f"gateway: {exc}")
-    uvloop.run(serve(app, settings))
+    uvloop.run(serve(app, settings, freeze_heap=True))
 
 
 if __name__ == "__main__":

@@ -127,6 +127,7 @@ class LLMProxy:
                 yield
             finally:
                 renewer.cancel()
+                await self.usage.drain()
                 self.client = None
 
     async def _renew_reservations(self) -> None:
@@ -252,10 +253,16 @@ class LLMProxy:
         """The upstream's answer (headers read, body not yet), retrying what is worth retrying."""
         assert self.client is not None, "the LLM proxy's lifespan is not running"
         path = request.url.path + (f"?{request.url.query}" if request.url.query else "")
+        # The request is made whole here rather than by ``client.build_request``, which merges the
+        # client's URL, headers, cookies and parameters anew per call (a tenth of the proxy's time).
+        url = httpx.URL(self.settings.upstream_url.rstrip("/") + path)
         headers = self.upstream_headers(request)
+        extensions = {"timeout": self.client.timeout.as_dict()}
         attempt = 0
         while True:
-            upstream_request = self.client.build_request("POST", path, headers=headers, content=body)
+            upstream_request = httpx.Request(
+                "POST", url, headers=headers, content=body, extensions=extensions
+            )
             try:
                 response = await self.client.send(upstream_request, stream=True)
             except RETRY_ERRORS as exc:

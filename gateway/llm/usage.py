@@ -15,6 +15,7 @@ every budget that applies. ``settle`` replaces the reservation by the real usage
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import secrets
 import time
@@ -57,6 +58,7 @@ RESERVED = f"{PREFIX}llm:reserved"  # hash: live reservations' sums per budget
 # books these to the tasks, exactly; a claim shorter than any sampling interval included).
 SPENT = f"{PREFIX}llm:spent"
 SPENT_MAXLEN = 200_000
+DRAIN_S = 5.0
 
 Scope = Literal["agent", "swarm"]
 LimitField = Literal["tokens", "usd", "tokens_per_day", "usd_per_day"]
@@ -258,6 +260,7 @@ class UsageStore:
         # The tasks an agent holds a claim on now, or None when no monitor books cost per task (the
         # plugin wires the task board and the monitor in; unset: nothing is logged).
         self.holdings: Callable[[str], Awaitable[list[str] | None]] | None = None
+        self._logging: set[asyncio.Task[None]] = set()  # spending logs still being written
 
     # -- reservations ------------------------------------------------------------------------
 
@@ -342,7 +345,17 @@ class UsageStore:
         args += [*counts, sum(counts), DAY_KEEP_S]
         await self._settle_script(keys=keys, args=args)
         if usage is not None and sum(counts):
-            await self._log_spent(res.name, model or res.model, now, sum(counts), round(cost * NANO))
+            # Off the answer's path (two round trips): the usage is booked above; which tasks the call
+            # is attributed to follows within milliseconds, for the monitor to book (docs/llm-proxy.md).
+            log_spent = self._log_spent(res.name, model or res.model, now, sum(counts), round(cost * NANO))
+            task = asyncio.create_task(log_spent, name="llm-log-spent")
+            self._logging.add(task)
+            task.add_done_callback(self._logging.discard)
+
+    async def drain(self) -> None:
+        """Wait (up to ``DRAIN_S``) for the spending logs still being written, at shutdown."""
+        if self._logging:
+            await asyncio.wait(set(self._logging), timeout=DRAIN_S)
 
     async def _log_spent(self, name: str, model: str | None, ts: float, tokens: int, nusd: int) -> None:
         """Append the booked call to ``SPENT`` with the tasks ``name`` holds now; a failure here loses

@@ -263,7 +263,9 @@ def register(app: typer.Typer) -> None:
         if port_in_use("127.0.0.1", port):
             fail(f"port {port} on 127.0.0.1 is in use; pick another with --port")
         try:
-            launcher = Launcher(home_dir, port=port, spec_path=file, backend=backend, llm_url=llm_url)
+            launcher = Launcher(
+                home_dir, port=port, spec_path=file, backend=backend, llm_url=llm_url, freeze_heap=True
+            )
         except LaunchError as exc:
             if file is not None and ":" in str(exc) and str(file) in str(exc):
                 fail_each(str(exc).splitlines(), 2)  # the spec's problems, one line each

@@ -136,8 +136,10 @@ class Launcher:
         spec_path: Path | None = None,
         backend: str | None = "process",
         llm_url: str | None = None,
+        freeze_heap: bool = False,
     ) -> None:
         self.home = home
+        self.freeze_heap = freeze_heap  # the process is this gateway's (gateway.server.freeze_startup_heap)
         self.port = port
         self.spec_path = spec_path
         self.backend = backend
@@ -212,7 +214,7 @@ class Launcher:
             self.operator_token = await ensure_operator_token(redis_url, self.home, swarm)
             app = self.gateway_app(settings)
             ready, stop_gateway = asyncio.Event(), asyncio.Event()
-            server = asyncio.create_task(serve(app, settings, ready, stop_gateway))
+            server = asyncio.create_task(serve(app, settings, ready, stop_gateway, self.freeze_heap))
             ready_wait = asyncio.create_task(ready.wait())
             await asyncio.wait([server, ready_wait], return_when=asyncio.FIRST_COMPLETED)
             if server.done():
