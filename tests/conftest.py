@@ -18,6 +18,7 @@ from orchestrator.local.embedded_redis import EmbeddedRedis
 def redis_url() -> Iterator[str]:
     """One private redis-server (unix socket, AOF) for the whole run; tests flush it."""
     home = Path(tempfile.mkdtemp(prefix="ksr"))  # short: unix socket paths are limited to ~107 bytes
+    _SESSION_REDIS.append(str(home))
     server = EmbeddedRedis(home)
     url = server.ensure_running()
     try:
@@ -57,29 +58,37 @@ def gateway(clean_redis: str, short_tmp: Path) -> Iterator[GatewayThread]:
 
 
 # -- left-behind agents --------------------------------------------------------------------------------
-# A test that starts agents must stop them (by pid). One that does not leaves a process holding a uid
-# block or a socket that a later test trips over, far from the cause; so the agents still running when
-# the run ends are named with the test they appeared in (a report, not a failure: the later test's own
-# failure is the symptom; this says where to look).
+# A test that starts agents (or a Redis server) must stop them (by pid). One that does not leaves a
+# process holding a uid block or a socket that a later test trips over, far from the cause; so the agents
+# and Redis servers still running when the run ends are named with the test they appeared in (a report,
+# not a failure: the later test's own failure is the symptom; this says where to look).
+_SESSION_REDIS: list[str] = []  # the home of the run's own redis-server (redis_url), which is not a leak
 
 
 def _agent_processes() -> dict[int, str]:
+    """pid -> "agent <name>" or "redis-server <argv>" for the agents and test Redis servers running."""
     found: dict[int, str] = {}
     for entry in Path("/proc").iterdir():
         if not entry.name.isdigit():
             continue
         try:
+            # redis-server retitles itself "redis-server unixsocket:<path>" (one argv entry)
+            line = (entry / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace").strip()
+            if line.split(" ", 1)[0].endswith("redis-server"):
+                if not any(home in line for home in _SESSION_REDIS):
+                    found[int(entry.name)] = line
+                continue
             environ = (entry / "environ").read_bytes()
         except OSError:
             continue
         for item in environ.split(b"\0"):
             if item.startswith(b"KSWARM_AGENT="):
-                found[int(entry.name)] = item.split(b"=", 1)[1].decode(errors="replace")
+                found[int(entry.name)] = "agent " + item.split(b"=", 1)[1].decode(errors="replace")
                 break
     return found
 
 
-_APPEARED: dict[int, tuple[str, str]] = {}  # pid -> (the test it appeared in, the agent's name)
+_APPEARED: dict[int, tuple[str, str]] = {}  # pid -> (the test it appeared in, what it is)
 
 
 @pytest.hookimpl(hookwrapper=True)
@@ -99,6 +108,6 @@ def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
     now = _agent_processes()
     left = [(test, name, pid) for pid, (test, name) in _APPEARED.items() if now.get(pid) == name]
     if left:
-        terminalreporter.section("agent processes still running at the end (and the test they appeared in)")
+        terminalreporter.section("agents and Redis servers still running at the end (and the test of each)")
         for test, name, pid in sorted(left):
             terminalreporter.line(f"{test}: {name} (pid {pid})")
