@@ -34,7 +34,7 @@ class GatewaySettings(BaseSettings):
     swarm: str = Field("kswarm", description="Swarm name; agents' e-mails are <name>@agents.<swarm>.")
     max_message_bytes: int = Field(16 * 1024, description="Largest chat message accepted (UTF-8 bytes).")
     # A rate limit stops one looping agent from flooding every inbox and the event stream; 20/s is far
-    # above what an agent that reads what it answers posts (docs/gateway.md, "Limits"). Benches raise it.
+    # above what an agent that reads what it answers posts (docs/gateway.md, "Chat"). Benches raise it.
     rate_limit_per_sec: float = Field(
         20.0, ge=0, description="Sustained chat posts per second per sender (0: unlimited)."
     )

@@ -98,6 +98,15 @@ def pytest_runtest_protocol(item: pytest.Item, nextitem: pytest.Item | None) -> 
         _APPEARED.setdefault(pid, (item.nodeid, name))
 
 
+def _live_elsewhere(what: str) -> bool:
+    """A Redis server whose socket's dir still exists: another pytest run's (the scan sees the whole
+    machine), not one a test of this run left behind when its tmp dir was removed."""
+    if not what.split(" ", 1)[0].endswith("redis-server"):
+        return False
+    socket = what.partition("unixsocket:")[2].split(" ", 1)[0]
+    return bool(socket) and Path(socket).parent.exists()
+
+
 def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
     from kstest.gateway import UNSTOPPED
 
@@ -106,7 +115,11 @@ def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
         for line in UNSTOPPED:
             terminalreporter.line(line)
     now = _agent_processes()
-    left = [(test, name, pid) for pid, (test, name) in _APPEARED.items() if now.get(pid) == name]
+    left = [
+        (test, name, pid)
+        for pid, (test, name) in _APPEARED.items()
+        if now.get(pid) == name and not _live_elsewhere(name)
+    ]
     if left:
         terminalreporter.section("agents and Redis servers still running at the end (and the test of each)")
         for test, name, pid in sorted(left):

@@ -8,7 +8,8 @@ submitted to a pool with nobody serving it is told.
   principals made otherwise (``kswarm agent add w --kind worker``) are not bound and serve any pool.
 - **Live workers** are the node leases (``ks:jobs:lease:<pool>:<node>``): a worker renews its node's
   lease on every take and heartbeat, so one that died drops out after ``claim_idle_s``.
-- **No worker**: a job submitted while a pool has none gets a DM from ``jobs`` saying it waits.
+- **No worker**: a job submitted while a pool has none gets a DM from ``jobs`` saying it waits; one per
+  submitter and pool every ``NOTICE_EVERY_S`` (a burst of submissions gets one notice, not one each).
 """
 
 from __future__ import annotations
@@ -27,6 +28,8 @@ from gateway.principals import Principal, PrincipalKind
 
 log = logging.getLogger("kswarm.jobs")
 NOTICE_SENDER = "jobs"  # a gate-kind principal (no token is ever handed out) that speaks for the queue
+NOTICE_EVERY_S = 60  # at most one waiting notice per submitter and pool in this time (bursts; short, so
+# a pool that had a worker and lost it again is told about soon)
 
 
 class PoolWorkers:
@@ -66,9 +69,15 @@ class PoolWorkers:
         }
 
     async def notify_waiting(self, job: Job) -> bool:
-        """DM the submitter that ``job`` waits because nobody serves its pool; True if it was sent."""
+        """DM the submitter that ``job`` waits because nobody serves its pool; True if it was sent.
+
+        Once per submitter and pool every ``NOTICE_EVERY_S``: the notice says the pool has nobody, which
+        the next job's would repeat (and a burst of them would meet the sender's rate limit)."""
+        once = self.queue.key("waiting-notice", job.pool, job.submitter)
         try:
             if await self.queue.live_workers(job.pool):
+                return False
+            if not await self.ctx.redis.set(once, job.id, nx=True, ex=NOTICE_EVERY_S):
                 return False
             if self._sender is None:
                 sender, _ = await self.ctx.principals.ensure(NOTICE_SENDER, PrincipalKind.gate)
@@ -79,10 +88,16 @@ class PoolWorkers:
             text = (
                 f"job {job.id} ({job.kernel} @ {job.sha[:10]}) is queued but waits for a worker: pool "
                 f"{job.pool} has no live worker. It runs as soon as one takes it (an operator starts one "
-                f"with `kswarm up -f` and workers: N, or `kswarm worker token {job.pool}`)."
+                f"with `kswarm up -f` and workers: N, or `kswarm worker token {job.pool}`). Other jobs "
+                f"you submit to {job.pool} in the next {NOTICE_EVERY_S} s wait the same way, without "
+                "another notice."
             )
             await self.ctx.chat.post_dm(self._sender, job.submitter, text, dedupe=f"job-waits:{job.id}")
             return True
         except (RedisError, GatewayError) as exc:  # best effort: the job itself is queued either way
             log.warning("job %s: could not send the waiting notice: %s", job.id, exc)
+            try:
+                await self.ctx.redis.delete(once)  # the next job's notice may say it instead
+            except RedisError:
+                pass
             return False

@@ -54,6 +54,21 @@ def test_a_pool_without_a_live_worker_says_so_and_its_jobs_get_a_notice(
     wait_for(lambda: pools(jobs_gw)["cpu"]["no_worker"], 30, "the dead worker's lease to lapse")
 
 
+def test_a_burst_of_jobs_in_a_pool_without_a_worker_gets_one_notice_per_submitter(
+    jobs_gw: JobsGateway, kernels
+) -> None:
+    """Sixteen agents submitting a dozen jobs each to a pool nobody serves once made a DM per job: most
+    were refused by the notice sender's rate limit, each with a warning. One per submitter and pool."""
+    kernels({"kernels/add/k.py": "# standin: verdict pass\n"})
+    for who in ("alice", "alice", "alice", "bob", "alice", "bob"):
+        queued = jobs_gw.submit(who, kernel="kernels/add/k.py", ref=kernels.branch)
+        assert queued.status_code == 201, queued.text
+    for who in ("alice", "bob"):
+        notices = [i for i in inbox(jobs_gw, who) if "waits for a worker" in i["text"]]
+        assert len(notices) == 1, notices
+        assert notices[0]["sender"] == "jobs" and "without another notice" in notices[0]["text"]
+
+
 def test_a_pools_worker_token_serves_that_pool_only(jobs_gw: JobsGateway, kernels, workers) -> None:
     """Attack: the token `kswarm worker token cpu` printed for a CPU box is used to take another pool's
     jobs. Its principal is bound to its pool; the take is refused and the job stays queued."""
