@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+import os
 import shutil
 import tempfile
 from collections.abc import Iterator
@@ -57,6 +59,38 @@ def gateway(clean_redis: str, short_tmp: Path) -> Iterator[GatewayThread]:
         gw.stop()
 
 
+# -- two lanes ----------------------------------------------------------------------------------------
+# ./run-tests runs the suite in two pytest-xdist workers (`-n 2 --dist loadgroup`; KSWARM_TEST_WORKERS).
+# Tests that use what the whole machine shares (the Docker daemon, Slurm, the uid registry, agents
+# supervised by a real orchestrator, kswarm's CLI end to end, sandboxes and cgroups) form one group that
+# one worker runs one test at a time, as a serial run would; the rest (each test its own gateway, each
+# worker its own Redis, the harness its own processes) go to either worker. About half of a serial
+# run's time is waiting on processes, so two lanes on two cores cut the wall time without more CPU.
+MACHINE_WIDE = (
+    "tests/orchestrator/",
+    "tests/e2e/",
+    "tests/agents/",
+    "tests/gateway/jobs/",
+    "tests/gateway/swarm/",
+    "tests/gateway/dataset/",
+    "tests/gateway/tasks/catalogue/",
+    "tests/gateway/ui/test_ui_panels.py",
+    "tests/gateway/ui/test_ui_swarm.py",
+    "tests/gateway/ui/test_ui_attention_agents.py",
+    "tests/gateway/llm/test_llm_budget_spec.py",
+    "tests/gateway/monitor/test_agent_reports_timeline.py",
+)
+EITHER_LANE = ("tests/orchestrator/verify/",)  # the harness: only processes of its own
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    for item in items:
+        path = item.nodeid.split("::", 1)[0]
+        shared = path.startswith(MACHINE_WIDE) and not path.startswith(EITHER_LANE)
+        if shared or item.get_closest_marker("docker") or item.get_closest_marker("slurm"):
+            item.add_marker(pytest.mark.xdist_group("machine"))
+
+
 # -- left-behind agents --------------------------------------------------------------------------------
 # A test that starts agents (or a Redis server) must stop them (by pid). One that does not leaves a
 # process holding a uid block or a socket that a later test trips over, far from the cause; so the agents
@@ -107,20 +141,47 @@ def _live_elsewhere(what: str) -> bool:
     return bool(socket) and Path(socket).parent.exists()
 
 
+def _handover_dir(controller_pid: int) -> Path:
+    return Path(tempfile.gettempdir()) / f"kswarm-test-leftovers-{controller_pid}"
+
+
+def pytest_sessionfinish(session: pytest.Session) -> None:
+    """Under pytest-xdist a worker hands what it saw to the controller, which reports at the very end
+    (the scan sees the whole machine: what one worker saw may be the other's, still running)."""
+    worker = os.environ.get("PYTEST_XDIST_WORKER")
+    if worker:
+        from kstest.gateway import UNSTOPPED
+
+        folder = _handover_dir(os.getppid())
+        folder.mkdir(exist_ok=True)
+        seen = [[pid, test, name] for pid, (test, name) in _APPEARED.items()]
+        (folder / f"{worker}.json").write_text(json.dumps({"appeared": seen, "unstopped": UNSTOPPED}))
+
+
 def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
     from kstest.gateway import UNSTOPPED
 
-    if UNSTOPPED:
+    appeared = [(pid, test, name) for pid, (test, name) in _APPEARED.items()]
+    unstopped = list(UNSTOPPED)
+    folder = _handover_dir(os.getpid())
+    for handed in sorted(folder.glob("*.json")) if folder.is_dir() else []:
+        data = json.loads(handed.read_text())
+        appeared += [(pid, test, name) for pid, test, name in data["appeared"]]
+        unstopped += data["unstopped"]
+    shutil.rmtree(folder, ignore_errors=True)
+    if unstopped:
         terminalreporter.section("gateways that did not stop (their loops were stopped outright)")
-        for line in UNSTOPPED:
+        for line in unstopped:
             terminalreporter.line(line)
     now = _agent_processes()
-    left = [
-        (test, name, pid)
-        for pid, (test, name) in _APPEARED.items()
-        if now.get(pid) == name and not _live_elsewhere(name)
-    ]
+    left = sorted(
+        {
+            (test, name, pid)
+            for pid, test, name in appeared
+            if now.get(pid) == name and not _live_elsewhere(name)
+        }
+    )
     if left:
-        terminalreporter.section("agents and Redis servers still running at the end (and the test of each)")
-        for test, name, pid in sorted(left):
+        terminalreporter.section("agents and Redis servers still running at the end (tests they appeared in)")
+        for test, name, pid in left:
             terminalreporter.line(f"{test}: {name} (pid {pid})")
