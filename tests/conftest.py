@@ -16,6 +16,17 @@ from kstest.gateway import GatewayThread
 from orchestrator.local.embedded_redis import EmbeddedRedis
 
 
+def pytest_configure(config: pytest.Config) -> None:
+    # Known without pytest-xdist too (`-p no:xdist`, --strict-markers): see "two lanes" below.
+    config.addinivalue_line("markers", "xdist_group(name): tests one pytest-xdist worker runs in turn")
+    if os.environ.get("PYTEST_XDIST_WORKER"):
+        # A pytest-xdist worker starts with COLUMNS=80 in its environment, and the CLI's rich consoles
+        # (module globals) fix their width from COLUMNS when created: every CLI test that sets COLUMNS
+        # for its own invocation would then render 80 columns wide. Without it they read it per print.
+        os.environ.pop("COLUMNS", None)
+        os.environ.pop("LINES", None)
+
+
 @pytest.fixture(scope="session")
 def redis_url() -> Iterator[str]:
     """One private redis-server (unix socket, AOF) for the whole run; tests flush it."""

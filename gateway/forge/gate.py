@@ -181,7 +181,8 @@ class ReviewGate:
     async def record(
         self, pr: PullRequest, decision: GateDecision, action: str, cause: str, **extra: Any
     ) -> None:
-        """Append a decision to the PR's audit list; an identical repeat only bumps the last entry's count."""
+        """Append a decision to the PR's audit list; an identical repeat only bumps the last entry's count
+        (and says when, and what caused it: ``last_ts``, ``last_cause``)."""
         if self.metrics is not None:
             self.metrics.gate_decisions.labels(action=action).inc()
         entry = {
@@ -204,6 +205,7 @@ class ReviewGate:
             if all(last.get(k) == entry.get(k) for k in same):
                 last["repeats"] = last.get("repeats", 1) + 1
                 last["last_ts"] = entry["ts"]
+                last["last_cause"] = cause
                 await self.redis.lset(key, -1, json.dumps(last))
                 return
         await self.redis.rpush(key, json.dumps(entry))

@@ -106,6 +106,16 @@ async def test_gate_merges_on_a_gitea_webhook(
         assert any("gm/kernels#" in i["text"] for i in await call(bob, "inbox"))
         view = await call(bob, "pr_view", number=number, repo="gm/kernels")
         assert [k["path"] for k in view["gate"]["kernels"]] == [kernel], "changed files read from Gitea"
+    # The gate has weighed the pass (and blocked: no review yet) before bob reviews; otherwise a slow
+    # gate meets the pass after the approval and the merge's cause is the verification, not the review.
+    with gitea_mode.op() as op:
+        audit_url = f"/api/forge/repos/gm/kernels/pulls/{number}"
+
+        def weighed() -> bool:
+            audit = op.get(audit_url).json()["audit"]
+            return any("verification" in (a.get("cause"), a.get("last_cause")) for a in audit)
+
+        wait_for(weighed)
     # bob approves in Gitea itself (A), which only a webhook can tell B about: no sweep for an hour
     with quiet_gw.gitea(quiet_gw.tokens["bob"]) as bob_in_gitea:
         bob_in_gitea.post(
