@@ -140,7 +140,9 @@ class GatewayThread(GatewayClients):
             # at the end of the run (tests/conftest.py) for whoever reads a failure after it.
             tasks = asyncio.all_tasks(self._loop)
             held = "; ".join(f"{t.get_name()} at {t.get_stack(limit=1)}" for t in tasks)
-            UNSTOPPED.append(f"gateway on port {self.port} did not stop within 30 s; still running: {held}")
+            test = os.environ.get("PYTEST_CURRENT_TEST", "?")  # set by pytest for the phase running now
+            stuck = f"gateway on port {self.port} did not stop within 30 s; still running: {held}"
+            UNSTOPPED.append(f"{test}: {stuck}")
             self._loop.call_soon_threadsafe(self._loop.stop)
             self._thread.join(10)
         self._thread = None
