@@ -71,7 +71,7 @@ def gateway(clean_redis: str, short_tmp: Path) -> Iterator[GatewayThread]:
 
 
 # -- two lanes ----------------------------------------------------------------------------------------
-# ./run-tests runs the suite in two pytest-xdist workers (`-n 2 --dist loadgroup`; KSWARM_TEST_WORKERS).
+# KSWARM_TEST_WORKERS=2 ./run-tests runs the suite in two pytest-xdist workers (`-n 2 --dist loadgroup`).
 # Tests that use what the whole machine shares (the Docker daemon, Slurm, the uid registry, agents
 # supervised by a real orchestrator, kswarm's CLI end to end, sandboxes and cgroups) form one group that
 # one worker runs one test at a time, as a serial run would; the rest (each test its own gateway, each
