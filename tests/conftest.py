@@ -110,7 +110,11 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
 _SESSION_REDIS: list[str] = []  # the home of the run's own redis-server (redis_url), which is not a leak
 
 
-def _agent_processes() -> dict[int, str]:
+def _is_redis(command: str) -> bool:
+    return command.split(" ", 1)[0].endswith("redis-server")
+
+
+def _watched_processes() -> dict[int, str]:
     """pid -> "agent <name>" or "redis-server <argv>" for the agents and test Redis servers running."""
     found: dict[int, str] = {}
     for entry in Path("/proc").iterdir():
@@ -119,7 +123,7 @@ def _agent_processes() -> dict[int, str]:
         try:
             # redis-server retitles itself "redis-server unixsocket:<path>" (one argv entry)
             line = (entry / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace").strip()
-            if line.split(" ", 1)[0].endswith("redis-server"):
+            if _is_redis(line):
                 if not any(home in line for home in _SESSION_REDIS):
                     found[int(entry.name)] = line
                 continue
@@ -139,14 +143,14 @@ _APPEARED: dict[int, tuple[str, str]] = {}  # pid -> (the test it appeared in, w
 @pytest.hookimpl(hookwrapper=True)
 def pytest_runtest_protocol(item: pytest.Item, nextitem: pytest.Item | None) -> Iterator[None]:
     yield
-    for pid, name in _agent_processes().items():
+    for pid, name in _watched_processes().items():
         _APPEARED.setdefault(pid, (item.nodeid, name))
 
 
 def _live_elsewhere(what: str) -> bool:
     """A Redis server whose socket's dir still exists: another pytest run's (the scan sees the whole
     machine), not one a test of this run left behind when its tmp dir was removed."""
-    if not what.split(" ", 1)[0].endswith("redis-server"):
+    if not _is_redis(what):
         return False
     socket = what.partition("unixsocket:")[2].split(" ", 1)[0]
     return bool(socket) and Path(socket).parent.exists()
@@ -184,7 +188,7 @@ def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
         terminalreporter.section("gateways that did not stop (their loops were stopped outright)")
         for line in unstopped:
             terminalreporter.line(line)
-    now = _agent_processes()
+    now = _watched_processes()
     left = sorted(
         {
             (test, name, pid)
