@@ -28,6 +28,7 @@ from orchestrator.verify.models import (
     ADVISORY_FLAGS,
     ERROR_FLAGS,
     ChildExit,
+    Evidence,
     Flag,
     StaticViolationModel,
     TimingEntry,
@@ -121,7 +122,21 @@ def verify(
         _verify(job, raw.decode("utf-8", errors="replace"), result)
     finally:
         result.durations.total_s = time.perf_counter() - started
+        result.evidence = evidence_for(result, spec)
     return result
+
+
+def evidence_for(result: VerificationResult, spec: PoolSpec) -> Evidence:
+    """What the verdict proves (models.Evidence): the level every consumer shows and the gate weighs."""
+    if result.verdict == "unverifiable":
+        return "unverifiable-on-cpu" if spec.interpret else "none"
+    if result.verdict != "pass":
+        return "none"
+    if not spec.interpret:
+        return "device-verified"
+    if any(t.device_shape and t.ok for t in result.trials):
+        return "cpu-screened"
+    return "cpu-shapes-only"
 
 
 @dataclass(frozen=True)

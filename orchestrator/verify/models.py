@@ -12,6 +12,22 @@ SCHEMA_VERSION = 2
 
 Verdict = Literal["pass", "fail", "error", "unverifiable"]
 
+# What a verdict proves (issue 22 point 6), strongest first:
+# - device-verified: a cuda/npu pool ran every trial on real hardware and passed;
+# - cpu-screened: the interpreter passed, with everything Triton leaves unspecified explored and the
+#   task's device shapes sampled;
+# - cpu-shapes-only: the interpreter passed on the small CPU shapes only (device shapes not run);
+# - unverifiable-on-cpu: part of the kernel cannot be explored faithfully here (reasons say which);
+# - none: the verdict is fail or error; it proves the kernel wrong (or the run broken), not right.
+Evidence = Literal["device-verified", "cpu-screened", "cpu-shapes-only", "unverifiable-on-cpu", "none"]
+EVIDENCE_ORDER: tuple[str, ...] = (
+    "none",
+    "unverifiable-on-cpu",
+    "cpu-shapes-only",
+    "cpu-screened",
+    "device-verified",
+)
+
 
 class Flag(StrEnum):
     """Runtime findings. Any flag on a trial fails it; ERROR_FLAGS make the verdict "error"."""
@@ -40,6 +56,13 @@ class Flag(StrEnum):
     STALE_OUTPUT = "stale_output"  # after an in-place refill the output still answers the old inputs
     PROGRAM_ORDER_DEPENDENT = "program_order_dependent"  # result depends on the order programs run in
     MONITOR_DEPENDENT = "monitor_dependent"  # wrong only in the blind (unmonitored) calls
+    # Issue 22: what Triton leaves unspecified, explored like the weakest device the language allows.
+    INPUT_WRITTEN = "input_written"  # a store into an input's storage while the candidate ran
+    FALSE_HINT = "false_hint"  # multiple_of / max_contiguous / max_constancy / assume untrue on the data
+    NON_ASSOCIATIVE_COMBINE = "non_associative_combine"  # a scan/reduce combine that needs one order
+    TIE_DEPENDENT = "tie_dependent"  # right only when ties resolve the interpreter's way
+    DEVICE_CONDITIONED = "device_conditioned"  # host code that branches on the device it runs on
+    DEVICE_SHAPES = "device_shapes"  # wrong on the task's device shapes (sampled programs)
     SUSPICIOUS_SPEEDUP = "suspicious_speedup"  # > 10x over eager: human review, not a failure
 
 
@@ -81,6 +104,10 @@ class TrialResult(_Model):
     flags: list[Flag] = Field(default_factory=list)
     detail: str | None = None
     launches: int | None = None  # kernel launches the child counted (advisory: the child reports it)
+    # A trial on one of the task's device shapes (SHAPES) on the cpu pool: only a sample of each
+    # launch's programs ran, and only the output elements they own were compared (issue 22 point 4).
+    device_shape: bool = False
+    sampled: str | None = None  # what was sampled, e.g. "37 of 4096 programs (boundaries + random)"
     calls: list[CallResult] = Field(default_factory=list)
 
 
@@ -141,6 +168,7 @@ class VerificationResult(_Model):
     seed_base: int | None = None  # None when explicit seeds were given
     seeds: list[int] = Field(default_factory=list)  # what --seeds replays
     verdict: Verdict
+    evidence: Evidence = "none"  # what the verdict proves (EVIDENCE_ORDER); set with the verdict
     reasons: list[str] = Field(default_factory=list)  # short human-readable explanation
     flags: list[Flag] = Field(default_factory=list)  # union over trials plus child-level flags
     static_violations: list[StaticViolationModel] = Field(default_factory=list)
