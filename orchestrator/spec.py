@@ -311,6 +311,15 @@ class SwarmSpec(_Model):
                         f"{check} names no pool of this spec (pools: {', '.join(pools) or 'none'}): "
                         "no job could ever set it",
                     )
+            device_pools = {p.name for p in self.pools if p.on_device}
+            named = {parsed[1] for c in policy.required_checks if (parsed := parse_check_context(c))}
+            if policy.min_evidence == "device-verified" and not named & device_pools:
+                raise _ItemError(
+                    (*loc, "min_evidence"),
+                    "device-verified needs a required check on a device pool (cuda/npu, harness not on "
+                    "the cpu), e.g. kswarm/verify:<pool>; this policy's pools: "
+                    f"{', '.join(sorted(named)) or 'none'}: no kernel could ever meet it",
+                )
         if self.backend == "process":
             entries: list[tuple[Loc, Resources | None]] = [
                 (("defaults", "resources"), self.defaults.resources)

@@ -27,6 +27,7 @@ from gateway.dataset.sources import (
     JobRecordSource,
     PullInfo,
 )
+from gateway.forge.evidence import EVIDENCE_LEVELS, EvidenceLevel, implied_evidence
 from gateway.git.sync import Mirror
 
 VERDICT_REVIEWS = ("APPROVED", "REQUEST_CHANGES")
@@ -102,6 +103,15 @@ def _timings(result: Mapping[str, Any]) -> list[dict[str, Any]]:
     ]
 
 
+def evidence_of(job: JobRecord, verdict: str | None) -> EvidenceLevel:
+    """The gateway's level for the job (``Job.evidence``); an export made before levels existed reads as
+    its verdict implies on a cpu pool (the weakest pass): the build never takes the harness record's own
+    claim, which the gateway capped by the pool that ran it."""
+    if job.evidence in EVIDENCE_LEVELS:
+        return job.evidence
+    return implied_evidence(job.state, verdict, on_device=False)
+
+
 def make_row(
     job: JobRecord, pr: PullInfo | None, mirror: Mirror, models: Mapping[str, str], main_sha: str | None
 ) -> dict[str, Any]:
@@ -164,6 +174,7 @@ def make_row(
         "state": job.state,
         "verdict": verdict,
         "passed": verdict == "pass",
+        "evidence": evidence_of(job, verdict),
         "flags": [str(f) for f in result.get("flags") or []],
         "reasons": reasons,
         "needs_review": bool(result.get("needs_review")),

@@ -8,6 +8,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from gateway.dataset.schema import COLUMNS, SCHEMA_VERSION, type_name
+from gateway.forge.evidence import EVIDENCE_LEVELS, evidence_rank
 
 
 def _rate(part: int, whole: int) -> float:
@@ -53,6 +54,41 @@ def cost_summary(
         "by_agent": dict(sorted(by_agent.items())),
         "by_model": dict(sorted(by_model.items())),
     }
+
+
+def evidence_summary(rows: list[dict[str, Any]]) -> dict[str, Any]:
+    """Per accepted kernel (task, path, merged commit) the strongest level among its accepted records
+    (the author's job and a reviewer's reproduction may differ), the count per level over those
+    kernels, and over every record."""
+    best: dict[tuple[str, str, str], dict[str, Any]] = {}
+    for row in rows:
+        if not row["accepted"]:
+            continue
+        key = (row["task"], row["kernel_path"], row["commit"])
+        current = best.get(key)
+        if current is None or evidence_rank(row["evidence"]) > evidence_rank(current["evidence"]):
+            best[key] = {
+                "task": row["task"],
+                "kernel_path": row["kernel_path"],
+                "commit": row["commit"],
+                "author": row["author"],
+                "evidence": row["evidence"],
+            }
+    kernels = [best[k] for k in sorted(best)]
+    counts = Counter(str(k["evidence"]) for k in kernels)
+    return {
+        "kernels": kernels,
+        "accepted": {level: counts[level] for level in reversed(EVIDENCE_LEVELS) if counts[level]},
+        "records": dict(Counter(str(r["evidence"]) for r in rows).most_common()),
+    }
+
+
+def evidence_line(evidence: Mapping[str, Any]) -> str:
+    """``N device-verified, M cpu-screened`` (and any weaker level present) over the accepted kernels."""
+    counts = evidence.get("accepted") or {}
+    always = ("device-verified", "cpu-screened")
+    shown = [*always, *(lvl for lvl in reversed(EVIDENCE_LEVELS) if counts.get(lvl) and lvl not in always)]
+    return ", ".join(f"{counts.get(lvl, 0)} {lvl}" for lvl in shown)
 
 
 def summarize(
@@ -101,6 +137,7 @@ def summarize(
         "by_author": table(by_author),
         "verdicts": dict(sorted(verdicts.items())),
         "flags": dict(flags.most_common()),
+        "evidence": evidence_summary(rows),
         "cost": cost_summary(rows, cost, models),
     }
 
@@ -152,6 +189,17 @@ author spent on its task since their previous attempt at it.
 """
 
 
+def _evidence_table(evidence: Mapping[str, Any]) -> str:
+    kernels = evidence.get("kernels") or []
+    if not kernels:
+        return "No accepted kernels yet."
+    rows = [
+        [k["task"], f"`{k['kernel_path']}`", str(k["commit"])[:10], k["author"] or "?", f"`{k['evidence']}`"]
+        for k in kernels
+    ]
+    return _md_table(["task", "kernel", "commit", "author", "evidence"], rows)
+
+
 def render_card(s: dict[str, Any]) -> str:
     built = time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime(s["built_at"]))
     schema = _md_table(
@@ -187,6 +235,17 @@ exactly that commit. Built {built} by `kswarm dataset build`; schema version {s[
 - authors: {", ".join(s["authors"]) or "none"}
 - verdicts: {verdicts}
 - flags: {flags}
+- evidence of the accepted kernels: **{evidence_line(s["evidence"])}**
+
+## Evidence
+
+What each accepted kernel's verification proves (the `evidence` column; the strongest level among its
+accepted records): `device-verified` a device pool ran every trial on real hardware and passed;
+`cpu-screened` Triton's CPU interpreter passed, with the task's device shapes sampled; `cpu-shapes-only`
+the interpreter passed on the small CPU shapes only. Levels are derived by the gateway from the pool that
+ran the job and its verdict, never taken from the harness record's own claim.
+
+{_evidence_table(s["evidence"])}
 
 ### Pools
 
@@ -224,6 +283,7 @@ task). A row's `reviewers` never include its `author`: the forge refuses self-re
 ## Caveats
 
 - Correctness is what the harness checked: the task's sampled shapes, dtypes and seeds. A `cpu` pool
-  pass is a screen through Triton's interpreter, not a device result.
+  pass is a screen through Triton's interpreter, not a device result: filter on `evidence ==
+  "device-verified"` for kernels a device ran.
 - `speedup` is measured only on device pools by `bench` jobs; above 10x it is flagged for review.
 """

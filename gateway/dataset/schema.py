@@ -6,7 +6,7 @@ from dataclasses import dataclass
 
 import pyarrow as pa
 
-SCHEMA_VERSION = 2
+SCHEMA_VERSION = 3  # 3: evidence added
 
 TRIAL = pa.struct(
     [
@@ -97,6 +97,12 @@ COLUMNS: tuple[Column, ...] = (
     Column("state", pa.string(), "Job's final state: succeeded, failed, error, timeout."),
     Column("verdict", pa.string(), "Harness verdict: pass, fail, error, unverifiable."),
     Column("passed", pa.bool_(), "verdict == pass."),
+    Column(
+        "evidence",
+        pa.string(),
+        "What the verdict proves, as the gateway derived it from the pool and the verdict: "
+        "device-verified, cpu-screened, cpu-shapes-only, unverifiable-on-cpu or none (docs/verification.md).",
+    ),
     Column("flags", pa.list_(pa.string()), "Harness flags (mismatch, unwritten_output, ...)."),
     Column("reasons", pa.list_(pa.string()), "Harness reasons, or the job's error."),
     Column("needs_review", pa.bool_(), "The harness asked for a human look (e.g. suspicious speedup)."),

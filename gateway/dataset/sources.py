@@ -36,6 +36,9 @@ class JobRecord(BaseModel):
     started: float | None = Field(None, description="Start of the last attempt.")
     finished: float | None = Field(None, description="Finish time.")
     reproduce_pr: int | None = Field(None, description="PR reproduced, if any.")
+    evidence: str | None = Field(
+        None, description="What the result proves, as the gateway derived it (never the record's claim)."
+    )
     result: dict[str, Any] | None = Field(None, description="The harness's VerificationResult as JSON.")
 
 

@@ -4,7 +4,9 @@ It consumes the forge event stream (reviews, statuses, pushes, verification reco
 changes) with a Redis consumer group, re-evaluates the affected PRs and merges those whose every rule
 holds. Verification is bound to each changed kernel: the gate classifies the PR's changed files
 (``kernels.py``), reads the head's verification records (``ledger.py``), decides per kernel
-(``coverage.py``) and publishes the per-kernel and aggregate ``kswarm/`` statuses itself. Merges are
+(``coverage.py``: each changed kernel also needs the evidence level its policy asks for, ``min_evidence``)
+and publishes the per-kernel and aggregate ``kswarm/`` statuses itself, each saying the level its passes
+prove. Merges are
 one per base at a time (a Redis lock), with the head sha rechecked under the lock and passed to
 the forge so that a push in between makes the merge fail instead of merging unreviewed code. Every
 decision goes to an audit list per PR; merges and new hard blocks are announced in ``#reviews``.
@@ -106,7 +108,7 @@ class ReviewGate:
         )
         if pr.state != "open":  # merged or closed: still show what verified its head
             decision.kernels = kernel_coverage(
-                pr.head_sha, changes.candidates, evidence, policy.required_checks
+                pr.head_sha, changes.candidates, evidence, policy.required_checks, policy.min_evidence
             )
         return pr, decision
 
@@ -157,7 +159,9 @@ class ReviewGate:
             for check in kernel.checks:
                 kind, pool = parse_check_context(check.context) or ("verify", "?")
                 context = kernel_context(kind, pool, kernel.path)
-                wanted[context] = (STATUS_OF_COVERAGE[check.state], check.message)
+                # The short form leads with what the pass proves ("pass (cpu-screened): job …"), so
+                # the level survives the description's length limit; pr why has the long message.
+                wanted[context] = (STATUS_OF_COVERAGE[check.state], check.summary or check.message)
         contexts = {c.context for k in decision.kernels for c in k.checks}
         policy = await self.forge.get_protection(pr.org, pr.repo, pr.base) or ReviewPolicy()
         contexts |= {c for c in policy.required_checks if parse_check_context(c)}

@@ -10,7 +10,7 @@ from __future__ import annotations
 from redis.asyncio import Redis
 
 from gateway.forge import keys
-from gateway.forge.evidence import Verification
+from gateway.forge.evidence import PENDING_STATES, Verification, implied_evidence
 from gateway.forge.store import emit_event
 
 
@@ -19,6 +19,10 @@ class EvidenceLedger:
 
     def __init__(self, redis: Redis) -> None:
         self.redis = redis
+        # Pools whose passes prove device-verified (the job runner names them when it starts,
+        # ``JobService``): how a record written before evidence levels existed reads. Any other pool's
+        # old pass reads as the weakest cpu pass, so an unknown pool fails closed.
+        self.device_pools: frozenset[str] = frozenset()
 
     async def record(self, verification: Verification) -> None:
         """Store (or update) a job's record and tell the gate; idempotent for the same record."""
@@ -41,4 +45,7 @@ class EvidenceLedger:
     async def for_sha(self, repo: str, sha: str) -> list[Verification]:
         raw = await self.redis.hgetall(keys.verifications(repo, sha))
         records = [Verification.model_validate_json(v) for v in raw.values()]
+        for r in records:
+            if r.evidence is None and r.state not in PENDING_STATES:
+                r.evidence = implied_evidence(r.state, r.verdict, r.pool in self.device_pools)
         return sorted(records, key=lambda r: (r.ts, r.job_id))

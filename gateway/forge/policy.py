@@ -9,14 +9,27 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
+from typing import Literal
 
 from pydantic import BaseModel, Field
 
 from gateway.forge.coverage import KernelCoverage, kernel_checks, reproduced_by
 from gateway.forge.coverage import coverage as kernel_coverage
-from gateway.forge.evidence import Verification, parse_check_context
+from gateway.forge.evidence import (
+    EVIDENCE_LEVELS,
+    EVIDENCE_MEANS,
+    Verification,
+    evidence_rank,
+    parse_check_context,
+)
 from gateway.forge.kernels import DEFAULT_TRUSTED_PATHS, BlockedPath, PRChanges
 from gateway.forge.models import PullRequest, Review
+
+# The levels a policy may require: those a pass can reach. "none" and "unverifiable-on-cpu" never prove a
+# kernel right, so a policy asking for them would require nothing; they are refused (422), not ignored.
+MinEvidence = Literal["cpu-shapes-only", "cpu-screened", "device-verified"]
+# A cpu-shapes-only pass ran the interpreter on the small CPU shapes only: too little to merge on.
+DEFAULT_MIN_EVIDENCE: MinEvidence = "cpu-screened"
 
 
 class ReviewPolicy(BaseModel):
@@ -38,6 +51,14 @@ class ReviewPolicy(BaseModel):
         default_factory=list,
         description="Status contexts that must be success on the head sha. kswarm/<kind>:<pool> (e.g. "
         "kswarm/verify:cpu) means: every kernel the PR changes passed a <kind> job on <pool> at the head.",
+    )
+    min_evidence: MinEvidence = Field(
+        DEFAULT_MIN_EVIDENCE,
+        description="The least a changed kernel's passes on the required kswarm checks must prove (issue 22 "
+        "principle 6): cpu-shapes-only (any pass), cpu-screened (the cpu interpreter also sampled the "
+        "task's device shapes; the default), device-verified (a device pool passed it: list that pool's "
+        "check in required_checks, e.g. kswarm/verify:npu-910c). unverifiable-on-cpu and none prove no "
+        "kernel right and are refused here. Applies only with a kswarm/<kind>:<pool> required check.",
     )
     require_reproduction: bool = Field(
         False,
@@ -91,15 +112,24 @@ class GateDecision(BaseModel):
         return "; ".join(r.message for r in self.reasons)
 
     def aggregate(self, context: str) -> tuple[str, str]:
-        """(state, description) of a kswarm check for this PR, computed from its kernels' coverage."""
-        states = [c.state for k in self.kernels for c in k.checks if c.context == context]
+        """(state, description) of a kswarm check for this PR, computed from its kernels' coverage; the
+        description names the level its passes prove (the weakest kernel's), e.g. pass (cpu-screened)."""
+        checks = [c for k in self.kernels for c in k.checks if c.context == context]
+        states = [c.state for c in checks]
         if not states:
             return "success", "no kernels changed: nothing to verify"
         done = sum(s == "success" for s in states)
         if "failure" in states:
             return "failure", f"{states.count('failure')} of {len(states)} changed kernel(s) failed"
+        weakest = EVIDENCE_LEVELS[min(evidence_rank(c.evidence) for c in checks)]
+        if "insufficient" in states:
+            need = next(k.required_evidence for k in self.kernels if not k.evidence_ok)
+            return "failure", (
+                f"insufficient evidence ({weakest}; {need} required): "
+                f"{states.count('insufficient')} of {len(states)} changed kernel(s)"
+            )
         if done == len(states):
-            return "success", f"all {len(states)} changed kernel(s) verified"
+            return "success", f"pass ({weakest}): all {len(states)} changed kernel(s) verified"
         return "pending", f"{done} of {len(states)} changed kernel(s) verified"
 
 
@@ -231,10 +261,14 @@ def evaluate(
         )
 
     if by_kernel:
-        decision.kernels = kernel_coverage(head, candidates, evidence or [], policy.required_checks)
+        decision.kernels = kernel_coverage(
+            head, candidates, evidence or [], policy.required_checks, policy.min_evidence
+        )
         if kernel_checks(policy.required_checks) and not candidates:
             decision.notes.append("no kernels changed: no verification needed")
         for kernel in decision.kernels:
+            if any(c.state == "insufficient" for c in kernel.checks):
+                add("kernel-evidence", evidence_reason(kernel, head, policy), blocking=True)
             for check in kernel.checks:
                 if check.state == "failure":
                     add("kernel-failed", check.message, blocking=True)
@@ -247,6 +281,29 @@ def evaluate(
 
     decision.mergeable = not reasons
     return decision
+
+
+def evidence_reason(kernel: KernelCoverage, head: str, policy: ReviewPolicy) -> str:
+    """Why a kernel whose required checks all passed is still not enough, and what would be."""
+    have, need = kernel.evidence, policy.min_evidence
+    passes = ", ".join(f"{c.context}: {c.summary.partition(';')[0]}" for c in kernel.checks)
+    if need == "device-verified":
+        devices = [c.context for c in kernel.checks if c.evidence == "device-verified"]
+        todo = (
+            "a passing job on a device pool (cuda/npu hardware) is needed; add that pool's check, e.g. "
+            "kswarm/verify:npu-910c, to required_checks and submit the kernel there"
+            if not devices
+            else "a device pool's pass"
+        )
+    else:
+        todo = (
+            "a cpu pass that also samples the task's device shapes (cpu-screened), or a device pool's pass, "
+            "is needed: submit it again once the cpu pool screens device shapes, or on a device pool"
+        )
+    return (
+        f"{kernel.path} at {short(head)} has {have} evidence ({EVIDENCE_MEANS[have]}; {passes}); "
+        f"the policy requires {need}: {todo}"
+    )[:800]
 
 
 def _plain_checks(

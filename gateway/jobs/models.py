@@ -15,6 +15,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
+from gateway.forge.evidence import EvidenceLevel
 from gateway.forge.kernels import task_of_kernel
 
 SHA_RE = re.compile(r"^[0-9a-f]{40}$")
@@ -168,6 +169,12 @@ class Job(BaseModel):
     error: str | None = Field(None, description="Why it did not pass, in one line.")
     exit_code: int | None = Field(None, description="Harness exit code of the final attempt.")
     cancel_requested: bool = Field(False, description="Cancellation asked while running.")
+    evidence: EvidenceLevel | None = Field(
+        None,
+        description="What the result proves (none < unverifiable-on-cpu < cpu-shapes-only < cpu-screened < "
+        "device-verified), derived by the gateway from the pool and the verdict when the job finished; "
+        "never a request field. None until final.",
+    )
     result: dict[str, Any] | None = Field(
         None, description="The harness's result record (docs/verification.md)."
     )

@@ -40,6 +40,7 @@ def verification_of(job: Job) -> Verification:
         verdict=job.verdict,
         error=job.error,
         reproduce_pr=job.reproduce_pr,
+        evidence=job.evidence if job.terminal else None,  # the gateway's own level (JobService.finish)
         ts=job.finished or job.submitted,
     )
 

@@ -158,6 +158,12 @@ class PoolConfig(_Model):
     def harness_pool_name(self) -> str:
         return self.harness_pool or self.device
 
+    @property
+    def on_device(self) -> bool:
+        """Whether a pass here can prove ``device-verified``: a cuda/npu pool whose harness runs on the
+        device, not the cpu interpreter (a device pool with ``harness_pool: cpu`` screens at best)."""
+        return self.device != "cpu" and self.harness_pool_name() != "cpu"
+
     def gres_name(self) -> str:
         return self.gres or ("npu" if self.device == "npu" else "gpu")
 

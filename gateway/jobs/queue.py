@@ -21,6 +21,7 @@ from typing import Any
 from redis.asyncio import Redis
 
 from gateway.errors import RuleViolation
+from gateway.forge.evidence import implied_evidence
 from gateway.jobs import scripts
 from gateway.jobs.fairness import LaneHead, choose_lane
 from gateway.jobs.models import Job, JobState
@@ -51,10 +52,10 @@ def _none(value: str | None) -> str | None:
     return value if value not in (None, "") else None
 
 
-def decode_job(raw: dict[str, str]) -> Job:
+def decode_job(raw: dict[str, str], device_pools: frozenset[str] = frozenset()) -> Job:
     spec = json.loads(raw["spec"])
     allocated = raw.get("allocated") or ""
-    return Job(
+    job = Job(
         **spec,
         state=JobState(raw.get("state") or "queued"),
         attempts=int(raw.get("attempts") or 0),
@@ -68,7 +69,13 @@ def decode_job(raw: dict[str, str]) -> Job:
         exit_code=int(raw["exit_code"]) if raw.get("exit_code") else None,
         cancel_requested=raw.get("cancel_requested") == "1",
         result=json.loads(raw["result"]) if raw.get("result") else None,
+        evidence=_none(raw.get("evidence")),
     )
+    if job.evidence is None and job.terminal:
+        # Finished before evidence levels existed (or ended by the queue: dead letter, cancellation):
+        # the level its pool and verdict imply.
+        job.evidence = implied_evidence(job.state.value, job.verdict, job.pool in device_pools)
+    return job
 
 
 def _flat(mapping: dict[str, str]) -> list[str]:
@@ -79,10 +86,16 @@ class JobQueue:
     """All queue operations; one instance per gateway (or per test), holding no job state itself."""
 
     def __init__(
-        self, redis: Redis, prefix: str = PREFIX, log_max_bytes: int = 1 << 20, recent_kept: int = 200
+        self,
+        redis: Redis,
+        prefix: str = PREFIX,
+        log_max_bytes: int = 1 << 20,
+        recent_kept: int = 200,
+        device_pools: frozenset[str] = frozenset(),
     ) -> None:
         self.redis = redis
         self.prefix = prefix
+        self.device_pools = device_pools  # how a job finished without a level reads (decode_job)
         self.log_max_bytes = log_max_bytes
         self.recent_kept = recent_kept
         self._submit = redis.register_script(scripts.SUBMIT)
@@ -140,7 +153,7 @@ class JobQueue:
 
     async def get(self, job_id: str) -> Job | None:
         raw = await self.redis.hgetall(self.key("job", job_id))
-        return decode_job(raw) if raw else None
+        return decode_job(raw, self.device_pools) if raw else None
 
     async def get_many(self, ids: Iterable[str]) -> list[Job]:
         ids = list(ids)
@@ -150,7 +163,7 @@ class JobQueue:
             for job_id in ids:
                 pipe.hgetall(self.key("job", job_id))
             raws = await pipe.execute()
-        return [decode_job(r) for r in raws if r]
+        return [decode_job(r, self.device_pools) for r in raws if r]
 
     async def list(
         self,
@@ -265,12 +278,16 @@ class JobQueue:
         error: str | None = None,
         exit_code: int | None = None,
         result: dict[str, Any] | None = None,
+        evidence: str | None = None,
         log: str = "",
     ) -> tuple[bool, str]:
-        """Record the final state of a live attempt: (True, state) once; (False, current state) after."""
+        """Record the final state of a live attempt: (True, state) once; (False, current state) after.
+        ``evidence`` is the gateway's own level for it (``JobService.finish``), never the worker's."""
         extra: dict[str, str] = {}
         if verdict is not None:
             extra["verdict"] = verdict
+        if evidence is not None:
+            extra["evidence"] = evidence
         if error is not None:
             extra["error"] = error[:4000]
         if exit_code is not None:

@@ -19,6 +19,7 @@ from redis.exceptions import RedisError
 from gateway import keys as gateway_keys
 from gateway.context import GatewayContext
 from gateway.errors import JobError, RuleViolation
+from gateway.forge.evidence import derive_evidence
 from gateway.forge.kernels import task_of_kernel
 from gateway.jobs.access import JobAccess
 from gateway.jobs.models import (
@@ -38,6 +39,7 @@ from gateway.jobs.queue import JobQueue
 from gateway.jobs.refs import ForgeRefs
 from gateway.jobs.workers import PoolWorkers
 from gateway.principals import Principal, PrincipalKind
+from gateway.services import EVIDENCE_LEDGER
 
 log = logging.getLogger("kswarm.jobs")
 
@@ -47,9 +49,16 @@ class JobService:
         self.ctx = ctx
         self.settings = settings
         self.pools = {p.name: p for p in pools}
+        device_pools = frozenset(p.name for p in pools if p.on_device)
         self.queue = JobQueue(
-            ctx.redis, log_max_bytes=settings.log_max_bytes, recent_kept=settings.recent_kept
+            ctx.redis,
+            log_max_bytes=settings.log_max_bytes,
+            recent_kept=settings.recent_kept,
+            device_pools=device_pools,
         )
+        ledger = ctx.services.find(EVIDENCE_LEDGER)
+        if ledger is not None:  # how the gate reads a pass recorded before evidence levels existed
+            ledger.device_pools = device_pools
         self.refs = ForgeRefs(ctx, settings.default_repo)
         self.outcomes = JobOutcomes(ctx, self.queue)
         self.workers = PoolWorkers(ctx, self.queue, settings.claim_idle_s)
@@ -244,6 +253,7 @@ class JobService:
 
     async def finish(self, principal: Principal, job_id: str, body: FinishRequest) -> FinishReply:
         consumer = self.consumer(principal, body.instance)
+        evidence = await self.evidence_of(job_id, body)
         recorded, state = await self.queue.finish(
             job_id,
             consumer,
@@ -253,6 +263,7 @@ class JobService:
             error=body.error,
             exit_code=body.exit_code,
             result=body.result,
+            evidence=evidence,
             log=body.log,
         )
         if recorded and state:
@@ -262,6 +273,17 @@ class JobService:
                 await self.outcomes.deliver(job_id)
                 await self.announce(job)
         return FinishReply(recorded=recorded, state=state or "error")  # type: ignore[arg-type]
+
+    async def evidence_of(self, job_id: str, body: FinishRequest) -> str | None:
+        """The level the job's result proves, derived here from the pool the job was submitted to (its
+        identity, fixed at submission; a pool no longer configured is not a device) and the reported
+        state and verdict: the worker's record may only lower it (``derive_evidence``)."""
+        job = await self.queue.get(job_id)
+        if job is None:
+            return None
+        pool = self.pools.get(job.pool)
+        on_device = pool is not None and pool.on_device
+        return derive_evidence(body.state.value, body.verdict, body.result, on_device)
 
     async def refresh_metrics(self) -> None:
         """Scrape-time gauges: jobs queued and running, queue depth and dead letters per pool."""

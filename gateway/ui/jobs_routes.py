@@ -14,6 +14,7 @@ from fastapi import APIRouter, Depends, Query, Request
 from fastapi.responses import HTMLResponse
 
 from gateway.errors import BadRequest, GatewayError
+from gateway.forge.evidence import EVIDENCE_MEANS
 from gateway.jobs.models import JOB_ID_RE, TERMINAL_STATES
 from gateway.ui.auth import UiUser
 from gateway.ui.internal import InternalApi, has_route, segment
@@ -67,6 +68,9 @@ def summarise(job: dict[str, Any]) -> dict[str, Any]:
         "static_violations": len(result.get("static_violations") or []),
         "reasons": [str(r) for r in result.get("reasons") or []],
         "verdict_class": VERDICT_CLASS.get(str(job.get("verdict")), ""),
+        # The gateway's level (the job record's evidence), never the result record's own claim.
+        "evidence": job.get("evidence"),
+        "evidence_means": EVIDENCE_MEANS.get(str(job.get("evidence")), ""),
         "speedup": speedup(result),
         "wall_s": finished - started if started and finished else None,
         "pr_url": f"/ui/prs/{segment(org)}/{segment(name)}/{pr}" if pr and name else None,

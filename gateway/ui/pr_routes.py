@@ -13,6 +13,7 @@ from fastapi import APIRouter, Depends, Path, Request
 from fastapi.responses import HTMLResponse, RedirectResponse, Response
 
 from gateway.errors import GatewayError, NotFound
+from gateway.forge.evidence import EVIDENCE_MEANS, evidence_rank
 from gateway.services import FORGE
 from gateway.ui.auth import UiUser
 from gateway.ui.internal import InternalApi, has_route, segment
@@ -26,8 +27,40 @@ MAX_FILES = 60  # files per push diff
 MAX_FILE_CHARS = 400_000
 
 
+def gate_kernels(gate: dict[str, Any]) -> list[dict[str, Any]]:
+    """Per changed kernel: the evidence level its passes prove, the policy's minimum, and each required
+    check in the short form its status carries (``pass (cpu-screened): job …``)."""
+    out = []
+    for kernel in gate.get("kernels") or []:
+        have = str(kernel.get("evidence") or "none")
+        need = kernel.get("required_evidence")
+        checks = kernel.get("checks") or []
+        out.append(
+            {
+                "path": kernel.get("path"),
+                "evidence": have,
+                "means": EVIDENCE_MEANS.get(have, ""),
+                "required": need,
+                "ok": need is None or evidence_rank(have) >= evidence_rank(str(need)),
+                "insufficient": any(c.get("state") == "insufficient" for c in checks),
+                "checks": [
+                    {"context": c.get("context"), "state": c.get("state"), "summary": c.get("summary") or ""}
+                    for c in checks
+                ],
+            }
+        )
+    return out
+
+
 def gate_box(pr: dict[str, Any]) -> dict[str, Any]:
-    """What the gate box says: merged (by whom, at which head, as which commit), closed, or the verdict."""
+    """What the gate box says: merged (by whom, at which head, as which commit), closed, or the verdict;
+    and per changed kernel the evidence it has (and, when short, the level required)."""
+    box = _gate_state(pr)
+    box["kernels"] = gate_kernels(pr.get("gate") or {})
+    return box
+
+
+def _gate_state(pr: dict[str, Any]) -> dict[str, Any]:
     audit = pr.get("audit") or []
     gate = pr.get("gate") or {}
     if pr.get("state") == "merged":

@@ -19,6 +19,7 @@ import typer
 from rich.table import Table
 
 from gateway.client import BadInput, GatewayClient, NotFound
+from gateway.forge.evidence import evidence_rank
 from orchestrator.cli.commands import HomeOpt, JsonOpt, command, connect
 from orchestrator.cli.output import console, print_json
 
@@ -125,20 +126,42 @@ def print_kernels(gate: dict[str, Any]) -> None:
     kernels = gate.get("kernels") or []
     if kernels:
         console.print("changed kernels:")
-    marks = {"success": "[green]ok[/green]", "failure": "[red]x[/red]", "pending": "[yellow]…[/yellow]"}
+    marks = {
+        "success": "[green]ok[/green]",
+        "failure": "[red]x[/red]",
+        "insufficient": "[red]x[/red]",
+        "pending": "[yellow]…[/yellow]",
+    }
     for kernel in kernels:
         console.print(
             f"  {kernel['path']} [dim](task {kernel['task']}, {kernel['status']})[/dim]", markup=True
         )
+        console.print(f"    {evidence_line(kernel)}", highlight=False)
         for check in kernel.get("checks") or []:
             mark = marks.get(check["state"], "[yellow]missing[/yellow]")
             console.print(f"    {mark} {check['context']}: {check['message']}", highlight=False)
             for job in check.get("jobs") or []:
                 counts = "" if job["counts"] else " [dim](proves nothing)[/dim]"
                 verdict = job.get("verdict") or job["state"]
+                if verdict == "pass" and job.get("evidence"):
+                    verdict = f"pass ({job['evidence']})"
                 console.print(f"        job {job['id']} by @{job['submitter']}: {verdict}{counts}")
     for blocked in gate.get("blocked_paths") or []:
         console.print(f"  [red]trusted[/red] {blocked['path']}: {blocked['why']}", highlight=False)
+
+
+def evidence_line(kernel: dict[str, Any]) -> str:
+    """What the kernel's passes prove and, under a policy minimum it misses, what is required."""
+    have = kernel.get("evidence") or "none"
+    need = kernel.get("required_evidence")
+    if need is None:
+        return f"evidence: {have} (no kswarm check required)"
+    states = {c.get("state") for c in kernel.get("checks") or []}
+    if "insufficient" in states:
+        return f"evidence: {have} [red]insufficient[/red]: the policy requires {need}"
+    if evidence_rank(have) >= evidence_rank(need):
+        return f"evidence: {have} (the policy requires {need})"
+    return f"evidence: {have} so far (the policy requires {need})"
 
 
 def register(app: typer.Typer) -> None:

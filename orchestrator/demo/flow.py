@@ -47,7 +47,10 @@ async def set_stage(api: AsyncGatewayClient) -> None:
     org, _, repo = DATASET_REPO.partition("/")
     policy = {
         "required_approvals": 1,
+        # cpu-only: the demo has no device pool, so its kernels merge on the cpu pool's pass, and only a
+        # screened one (the task's device shapes sampled): cpu-screened, never device-verified.
         "required_checks": [CHECK],
+        "min_evidence": "cpu-screened",
         "protected_branches": ["main"],
         "dataset": True,
     }

@@ -154,7 +154,13 @@ def demo_spec(
                 "workers": 1,
             }
         ],
-        "review": {"approvals": 1, "required_checks": [CHECK], "dismiss_on_push": True},
+        # cpu-only (no device pool): a kernel merges on the cpu pool's screened pass (min_evidence).
+        "review": {
+            "approvals": 1,
+            "required_checks": [CHECK],
+            "min_evidence": "cpu-screened",
+            "dismiss_on_push": True,
+        },
         "lifecycle": {"reconcile_s": 1.0, "stall_after_s": 120.0},
         # No uid_base: agents' uids come from this home's block (orchestrator/uid_ranges.py).
     }

@@ -21,6 +21,7 @@ from pathlib import Path
 
 import torch
 
+from orchestrator.verify.device_shapes import device_trials
 from orchestrator.verify.forkserver import ForkServer
 from orchestrator.verify.guards import GuardParams, draw_guard_params
 from orchestrator.verify.judge import VALUE_FLAGS, TrialData, judge_trial
@@ -181,11 +182,25 @@ def _verify(job: _Job, source: str, result: VerificationResult) -> None:
     for skipped in sorted(set(task.dtypes) - set(dtypes)):
         result.unverifiable_reasons.append(f"dtype {skipped}: not verifiable on the cpu interpreter")
     trials = task.trials(cpu=spec.interpret, dtypes=dtypes, seeds=job.seeds)
+    skipped: list[str] = []
+    if spec.interpret and trials:  # the task's device shapes too, sampled (issue 22 point 4)
+        extra, skipped = device_trials(task, dtypes, job.seeds, len(trials))
+        trials += extra
     if not trials:
         result.verdict = "unverifiable"
         result.reasons.append("no trial can run on this pool")
         return
     _run_and_judge(job, trials, result)
+    if spec.interpret:
+        _device_shape_reasons(result, skipped)
+
+
+def _device_shape_reasons(result: VerificationResult, skipped: list[str]) -> None:
+    """A pass without a judged device shape says so: it proves the CPU shapes only."""
+    if result.verdict != "pass" or any(t.device_shape and t.ok for t in result.trials):
+        return
+    why = skipped + [f"{t.dtype} {t.shape}: {t.sampled}" for t in result.trials if t.sampled]
+    result.reasons.append("pass (cpu shapes only): " + ("; ".join(why) or "no device shape ran")[:600])
 
 
 def _load_blob(blob: bytes | None) -> tuple[object | None, str | None]:

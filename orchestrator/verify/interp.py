@@ -27,6 +27,7 @@ import numpy as np
 import torch
 
 from orchestrator.verify import runtime_policy as rp
+from orchestrator.verify.interp_semantics import Semantics
 from orchestrator.verify.monitor import Monitor
 
 _DATA_PTR = torch._C.TensorBase.data_ptr
@@ -114,9 +115,13 @@ class _Launch:
         self.last_atomic: dict[int, int] = {}
         self.spin_key: tuple[int, int] | None = None
         self.spin_count = 0
+        self.sample: Any = None  # sampling.LaunchSample: a device-shape trial runs some programs
 
     # --- schedule --------------------------------------------------------------------------------
     def set_dims(self, nx: int, ny: int, nz: int) -> None:
+        if self.sample is not None:  # the loop runs the sampled programs; the real grid is theirs
+            self.dims, self.perm, self.started = self.sample.dims, self.sample.programs, 0
+            return
         self.dims = (nx, ny, nz)
         total = nx * ny * nz
         if self.order == "reversed":
@@ -176,6 +181,8 @@ class _Launch:
         return out
 
     def on_read(self, addrs: np.ndarray) -> None:
+        if self.sample is not None:
+            self.sample.read(self.prog, addrs)
         for _, writer, wseq in self._foreign(addrs):
             self._cross(writer, wseq, f"program {self.prog} reads what program {writer} stored")
 
@@ -200,6 +207,8 @@ class _Launch:
             self.first_atomic.setdefault(self.prog, self.seq)
             self.last_atomic[self.prog] = self.seq
         spread = (addrs.astype(np.int64)[:, None] + np.arange(itemsize)).ravel()
+        if self.sample is not None:
+            self.sample.write(self.prog, spread, atomic=atomic)
         for shadow, _, offs in self._shadow_index(spread.astype(np.uint64)):
             shadow.writer[offs] = self.prog
             shadow.seq[offs] = self.seq
@@ -232,6 +241,8 @@ class InterpreterInstruments:
         self.launch: _Launch | None = None
         self.launches = 0
         self.seed = schedule_seed
+        self.inputs: list[torch.Tensor] = []  # the trial's input tensors (set by the runner)
+        self.sampling: Any = None  # sampling.Sampling during a device-shape call (set by the runner)
         self.original_call = interpreter.GridExecutor.__call__
         self.wrappers = {
             "set_grid_dim": self._set_grid_dim,
@@ -247,13 +258,17 @@ class InterpreterInstruments:
             return instruments._grid_call(executor, *args, **kwargs)
 
         self.grid_call = call
+        # What Triton leaves unspecified (hints, association order, ties, read-only inputs).
+        self.semantics = Semantics(self)
 
     def install(self) -> None:
         self.I.GridExecutor.__call__ = self.grid_call  # type: ignore[method-assign]
         for name, wrapper in self.wrappers.items():
             setattr(self.builder, name, wrapper)
+        self.semantics.install()
 
     def uninstall(self) -> None:
+        self.semantics.uninstall()
         self.I.GridExecutor.__call__ = self.original_call  # type: ignore[method-assign]
         for name in self.wrappers:
             self.builder.__dict__.pop(name, None)
@@ -267,6 +282,8 @@ class InterpreterInstruments:
         rng = random.Random(f"{self.seed}:{self.launches}")
         name = getattr(executor.fn, "__name__", "kernel")
         outer, self.launch = self.launch, _Launch(name, views, self.order, rng, self.monitor)
+        if self.sampling is not None:  # a device shape: only a sample of the programs runs
+            executor = self.sampling.launch(executor, self.launch)
         try:
             return self.original_call(executor, *args, **kwargs)
         finally:
@@ -276,6 +293,7 @@ class InterpreterInstruments:
     def _set_grid_dim(self, nx: int, ny: int, nz: int) -> None:
         if self.launch is not None:
             self.launch.set_dims(nx, ny, nz)
+            nx, ny, nz = self.launch.dims  # the real grid (a sampled loop runs fewer programs)
         self._orig("set_grid_dim")(nx, ny, nz)
 
     def _set_grid_idx(self, x: int, y: int, z: int) -> None:
@@ -334,6 +352,7 @@ class InterpreterInstruments:
         if dtype.itemsize in _UINT and hit.size:
             new = np.ascontiguousarray(values[active]).view(_UINT[dtype.itemsize])
             launch.on_write(hit, self._old_values(hit, dtype), new)
+        self.semantics.check_store(hit, "a store")
         result = self._orig("create_masked_store")(ptrs, value, mask, cache_policy)
         launch.mark(hit, dtype.itemsize, atomic=False)
         launch.spin_key = None
@@ -348,6 +367,7 @@ class InterpreterInstruments:
         mask = self.I.TensorHandle(active, mask.dtype)
         result = self._orig("create_atomic_rmw")(op, ptr, val, mask, sem, scope)
         hit = addrs[active]
+        self.semantics.check_store(hit, "an atomic")
         launch.mark(hit, np.asarray(val.data).dtype.itemsize, atomic=True)
         launch.spin(hit, np.broadcast_to(np.asarray(result.data), addrs.shape)[active])
         return result
@@ -362,6 +382,7 @@ class InterpreterInstruments:
                 "oob_write", f"{launch.name}: an atomic_cas lane outside every tensor argument"
             )
             raise IndexError("atomic_cas outside every tensor argument")
+        self.semantics.check_store(addrs, "an atomic_cas")
         result = self._orig("create_atomic_cas")(ptr, cmp, val, sem, scope)
         launch.mark(addrs.ravel(), np.asarray(val.data).dtype.itemsize, atomic=True)
         launch.spin(addrs.ravel(), np.asarray(result.data).ravel())

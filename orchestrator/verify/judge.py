@@ -20,6 +20,7 @@ from dataclasses import dataclass, field
 import torch
 
 from orchestrator.verify.checks import Comparison, compare
+from orchestrator.verify.device_shapes import sampled_output, share
 from orchestrator.verify.guards import (
     Allocation,
     GuardParams,
@@ -30,11 +31,14 @@ from orchestrator.verify.guards import (
     sentinel_mask,
 )
 from orchestrator.verify.models import CallResult, Flag, TrialResult
-from orchestrator.verify.protocol import CallReport, TrialPlan, TrialReport
-from orchestrator.verify.runtime_policy import FLAG_FOR_FINDING
+from orchestrator.verify.protocol import CallPlan, CallReport, TrialPlan, TrialReport
+from orchestrator.verify.runtime_policy import FLAG_FOR_FINDING, NOTE_FOR_FINDING
 from orchestrator.verify.tasks import OutputContract, Tolerance, Trial, dtype_name
 
 VALUE_FLAGS = frozenset({Flag.MISMATCH, Flag.NAN_INF, Flag.UNWRITTEN_OUTPUT, Flag.STALE_OUTPUT})
+# A device-shape trial failing with one of these is flagged device_shapes too (wrong values, a part
+# of the output never written, indices that wrap or run past the tensors).
+DEVICE_SHAPE_FLAGS = VALUE_FLAGS | {Flag.OUT_OF_BOUNDS_READ, Flag.OUT_OF_BOUNDS_WRITE}
 
 
 @dataclass(frozen=True)
@@ -56,6 +60,8 @@ class _Acc:
     details: list[str] = field(default_factory=list)
     abs_err: float | None = None
     rel_err: float | None = None
+    not_judged: list[str] = field(default_factory=list)  # sampled outputs nothing can be compared of
+    compared: list[str] = field(default_factory=list)  # sampled outputs: how much was compared
 
     def add(self, flag: Flag, detail: str | None = None) -> None:
         if flag not in self.flags:
@@ -149,6 +155,7 @@ def _contract(
 
 def _judge_call(
     index: int,
+    plan: CallPlan,
     report: CallReport,
     saved: Mapping[str, object],
     expected_inputs: Sequence[object],
@@ -159,13 +166,14 @@ def _judge_call(
     contract: OutputContract,
     params: GuardParams,
     device: torch.device,
+    sampled: bool = False,
 ) -> tuple[_Acc, list[torch.Tensor | None]]:
     acc = _Acc()
     _findings(report, acc)
     if report.error and not report.stalled:
         acc.add(Flag.CRASH, f"candidate raised: {report.error[-500:]}")
         return acc, []
-    guards = params if report.monitored else None
+    guards = params if plan.monitored and plan.guarded else None
     snaps = saved.get("inputs")
     outputs = saved.get("outputs")
     if not isinstance(snaps, list) or len(snaps) != len(expected_inputs) or not isinstance(outputs, list):
@@ -206,6 +214,11 @@ def _judge_call(
         is_view = j < len(report.output_views) and report.output_views[j]
         _contract(j, out, contract, guards, is_view, acc)
         mask = sentinel_mask(out, params) if guards is not None else None
+        if sampled:  # a device shape: only what the executed programs computed (device_shapes.py)
+            values = _sampled_values(j, out, ref, mask, saved, acc)
+            if values is None:
+                continue
+            out, ref, mask = values
         cmp = compare(out, ref, tolerance_for(dtype_name(ref.dtype)), mask)
         acc.err(cmp)
         for flag in cmp.flags:
@@ -215,6 +228,10 @@ def _judge_call(
                 f"output {j}: {cmp.n_mismatch} mismatched, {cmp.n_nan_inf} non-finite, "
                 f"{cmp.n_unwritten} unwritten of {ref.numel()}"
             )
+    if any(f in acc.flags for f in (Flag.MISMATCH, Flag.NAN_INF, Flag.UNWRITTEN_OUTPUT)):
+        for kind, flag in NOTE_FOR_FINDING.items():  # wrong, and a note says why (a tie, ...)
+            if report.findings.get(kind):
+                acc.add(Flag(flag), f"{kind}: {'; '.join(report.findings[kind][:2])}")
     return acc, plain
 
 
@@ -275,8 +292,8 @@ def judge_trial(
         reference = data.refill_reference if refilled else data.reference
         assert expected is not None and reference is not None
         acc, plain = _judge_call(
-            index, report.calls[index], calls_saved[index], expected, reference, live_keys, seen,
-            tolerance_for, contract, params, device,
+            index, plan, report.calls[index], calls_saved[index], expected, reference, live_keys, seen,
+            tolerance_for, contract, params, device, data.plan.sample is not None,
         )  # fmt: skip
         if refilled and Flag.MISMATCH in acc.flags and _answers(plain, data.reference, tolerance_for):
             acc.add(Flag.STALE_OUTPUT, "after the in-place refill the output still answers the old inputs")
@@ -287,6 +304,7 @@ def judge_trial(
                 kind=plan.kind,
                 order=plan.order,
                 monitored=plan.monitored,
+                guarded=plan.monitored and plan.guarded,
                 ok=not acc.flags,
                 flags=acc.flags,
                 max_abs_err=acc.abs_err,
@@ -304,7 +322,52 @@ def judge_trial(
         if acc.rel_err is not None:
             top.rel_err = max(top.rel_err or 0.0, acc.rel_err)
     result.launches = calls[0].launches if calls else None
+    if data.plan.sample is not None:
+        _device_shape(result, top, accs, calls_saved)
     return _finish(result, top, calls)
+
+
+def _sampled_values(
+    j: int,
+    out: torch.Tensor,
+    ref: torch.Tensor,
+    mask: torch.Tensor | None,
+    saved: Mapping[str, object],
+    acc: _Acc,
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor | None] | None:
+    """The elements of one output a sampled call lets the parent compare (None: none)."""
+    states = saved.get("states")
+    state = states[j] if isinstance(states, list) and j < len(states) else None
+    verdict = sampled_output(j, out, state)
+    if verdict.never_written and saved.get("atomics_sampled") is True:  # maybe waiting on skipped ones
+        acc.not_judged.append(f"{verdict.never_written}, after atomics in a sampled launch")
+        return None
+    if verdict.never_written:
+        acc.add(Flag.UNWRITTEN_OUTPUT, verdict.never_written)
+        return None
+    if verdict.valid is None or not bool(verdict.valid.any()):
+        acc.not_judged.append(verdict.not_judged or f"output {j}: no element was computed from valid data")
+        return None
+    valid = verdict.valid
+    acc.compared.append(f"output {j}: {share(valid)}")
+    return out[valid], ref[valid], mask[valid] if mask is not None else None
+
+
+def _device_shape(result: TrialResult, top: _Acc, accs: Sequence[_Acc], calls_saved: list[object]) -> None:
+    """A sampled trial on a device shape: name the failure, or say what was (not) compared."""
+    first = calls_saved[0] if calls_saved and isinstance(calls_saved[0], Mapping) else {}
+    what = str(first.get("sampled") or "no launch was sampled")[:300]
+    compared = [c for a in accs for c in a.compared]
+    not_judged = [n for a in accs for n in a.not_judged]
+    failed = [f for f in top.flags if f not in (Flag.CRASH, Flag.TIMEOUT)]
+    if set(failed) & DEVICE_SHAPE_FLAGS:  # what a shape-bound bug looks like; others keep their flag
+        top.add(Flag.DEVICE_SHAPES, f"wrong on the device shape {result.shape} (sampled programs)")
+    result.device_shape = bool(failed) or not not_judged
+    if not_judged and not failed:
+        what = f"not judged: {'; '.join(not_judged[:3])}; {what}"
+    elif compared:
+        what = f"{what}; compared {'; '.join(compared[:3])}"
+    result.sampled = what[:500]
 
 
 def _answers(

@@ -84,6 +84,7 @@ class CallResult(_Model):
     kind: str  # "first" | "repeat" (same inputs) | "refill" (same buffers, new values) | "blind"
     order: str  # interpreter program order: "natural" | "reversed" | "shuffled"; "device" elsewhere
     monitored: bool  # False: every instrument was removed for this call (it looks like production)
+    guarded: bool = True  # False: plain inputs and allocations (blind calls, some monitored ones)
     ok: bool
     flags: list[Flag] = Field(default_factory=list)
     max_abs_err: float | None = None

@@ -30,6 +30,7 @@ from orchestrator.verify.attribution import CANDIDATE, TRUSTED, Attribution
 from orchestrator.verify.guards import GuardParams, allocation_of, bands_intact, fill_sentinel, guarded_empty
 
 MAX_DETAILS = 50
+_STORAGE = torch._C.TensorBase.untyped_storage  # no subclass override, no host-read guard
 
 
 class Monitor:
@@ -43,6 +44,12 @@ class Monitor:
         self.findings: dict[str, list[str]] = {}
         self.allocations: list[torch.Tensor] = []
         self.stalled = False  # the interpreter stopped a program that waited on another one
+        # An unguarded monitored call (the plan's `guarded: False`): allocations stay plain, exactly
+        # as in a blind call, while every other instrument watches.
+        self.plain = False
+        # The call's arguments (set by the runner per trial; empty when the task allows input copies):
+        # an aten copy of their data issued by the candidate is torch compute, however it is spelled.
+        self.inputs: list[object] = []
         self._launch_depth = 0
         # Every new finding is also sent to the parent at once (set by the runner): what was sent
         # stays sent, even if the candidate then forges the rest of the stream and exits.
@@ -85,6 +92,10 @@ class Monitor:
         if not self.by_candidate(caller):
             return func(*args, **kwargs)
         name = func.overloadpacket.__name__
+        copied = self._input_copied(name, args)
+        if copied is not None:
+            self.record("torch_compute", f"a host-side copy of input {copied}'s data ({func})")
+            return func(*args, **kwargs)
         if name in rp.ALLOC_OPS:
             return self._guarded(func(*args, **kwargs), zero=name in rp.ZERO_OPS)
         if name in rp.COPY_OPS:
@@ -93,8 +104,26 @@ class Monitor:
             self.record("torch_compute", str(func))
         return func(*args, **kwargs)
 
+    def _input_copied(self, name: str, args: tuple[Any, ...]) -> int | None:
+        """The index of the input whose data this op copies (clone, copy_, _to_copy, *_copy), if any.
+
+        Decided by storage, not by spelling: a helper's `t.contiguous()` on a strided input is the
+        same clone as a direct one. A no-op `.contiguous()` issues no op at all and never gets here."""
+        if not self.inputs or not (name in rp.INPUT_COPY_OPS or name.endswith("_copy")):
+            return None
+        source = args[1] if name == "copy_" and len(args) > 1 else args[0] if args else None
+        if not isinstance(source, torch.Tensor) or source.device.type == "meta":
+            return None
+        where = _STORAGE(source).data_ptr()
+        if where == 0:  # an empty storage has no data to copy (and every empty one reads 0)
+            return None
+        for index, item in enumerate(self.inputs):
+            if isinstance(item, torch.Tensor) and _STORAGE(item).data_ptr() == where:
+                return index
+        return None
+
     def _guarded(self, plain: object, *, zero: bool) -> object:
-        if not isinstance(plain, torch.Tensor) or plain.device.type == "meta":
+        if not isinstance(plain, torch.Tensor) or plain.device.type == "meta" or self.plain:
             return plain
         out = guarded_empty(plain.shape, plain.stride(), plain.dtype, plain.device, self.params)
         if zero:
@@ -107,7 +136,7 @@ class Monitor:
         return out
 
     def _guarded_copy(self, plain: object) -> object:
-        if not isinstance(plain, torch.Tensor) or plain.device.type == "meta":
+        if not isinstance(plain, torch.Tensor) or plain.device.type == "meta" or self.plain:
             return plain
         out = guarded_empty(plain.shape, plain.stride(), plain.dtype, plain.device, self.params)
         out.copy_(plain)

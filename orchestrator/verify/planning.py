@@ -9,8 +9,13 @@ before it happens):
 - one trial is a single *blind* call: every instrument is removed, inputs and allocations are plain,
   as in production; its outputs are still compared (a candidate that behaves only when watched
   fails there);
-- every other trial is a single monitored call in a random program order.
+- every other trial is a single monitored call in a random program order; about one in three of
+  them (at least one per job) is *unguarded*: its inputs and allocations are plain, exactly as in
+  the blind call, while every other instrument watches. What a blind call looks like (no guard
+  bands, no sentinels in fresh memory) is thus no sign that nobody watches.
 
+On the cpu pool, one trial per dtype on a device shape (``Trial.sampled``, device_shapes.py) is a
+single guarded monitored call that runs a sample of each launch's programs (``TrialPlan.sample``).
 On device pools the program order is the hardware's ("device").
 """
 
@@ -24,13 +29,18 @@ from dataclasses import dataclass
 
 import torch
 
+from orchestrator.verify.device_shapes import PROGRAMS_PER_LAUNCH
 from orchestrator.verify.guards import raw_bytes
 from orchestrator.verify.judge import TrialData
 from orchestrator.verify.layouts import apply_layouts
 from orchestrator.verify.protocol import CallPlan, TrialPlan
 from orchestrator.verify.runtime_policy import ORDERS
+from orchestrator.verify.sampling import SampleRequest
 from orchestrator.verify.seeds import refill_seed
 from orchestrator.verify.tasks import Task, TaskError, Trial, torch_dtype
+
+# The share of single monitored calls made unguarded (see the module's docstring).
+UNGUARDED_SHARE = 1 / 3
 
 
 @dataclass(frozen=True)
@@ -45,7 +55,7 @@ def schedule(
 ) -> list[TrialPlan]:
     """Every trial's calls and program-order seed (``timed``: the trials whose inputs are timed)."""
     groups: dict[tuple[tuple[tuple[str, int], ...], str], list[Trial]] = {}
-    for trial in trials:
+    for trial in (t for t in trials if not t.sampled):
         groups.setdefault((tuple(sorted(trial.case.items())), trial.dtype), []).append(trial)
     repeat: set[int] = set()
     blind: set[int] = set()
@@ -58,8 +68,15 @@ def schedule(
     def order(name: str) -> str:
         return name if interpret else "device"
 
+    singles = [t.index for t in trials if t.index not in repeat and t.index not in blind and not t.sampled]
+    unguarded = {i for i in singles if rng.random() < UNGUARDED_SHARE}
+    if singles and not unguarded:
+        unguarded.add(rng.choice(singles))
     plans = []
     for trial in trials:
+        if trial.sampled:  # a device shape (cpu pool): one guarded monitored call, sampled programs
+            plans.append(_sampled_plan(trial, rng))
+            continue
         if trial.index in repeat:
             calls = [
                 CallPlan("first", order("natural"), True),
@@ -67,11 +84,18 @@ def schedule(
                 CallPlan("refill", order("shuffled"), True),
             ]
         elif trial.index in blind:
-            calls = [CallPlan("blind", order("natural"), False)]
+            calls = [CallPlan("blind", order("natural"), False, guarded=False)]
         else:
-            calls = [CallPlan("first", order(rng.choice(ORDERS)), True)]
+            guarded = trial.index not in unguarded
+            calls = [CallPlan("first", order(rng.choice(ORDERS)), True, guarded=guarded)]
         plans.append(TrialPlan(trial.index, calls, seed=rng.getrandbits(63), timed=trial.index in timed))
     return plans
+
+
+def _sampled_plan(trial: Trial, rng: random.Random) -> TrialPlan:
+    request = SampleRequest(seed=rng.getrandbits(63), programs=PROGRAMS_PER_LAUNCH)
+    call = CallPlan("first", rng.choice(("natural", "shuffled")), True)
+    return TrialPlan(trial.index, [call], seed=rng.getrandbits(63), sample=request.to_json())
 
 
 def _outputs(value: object) -> list[torch.Tensor]:

@@ -42,7 +42,12 @@ RULES: Mapping[str, str] = MappingProxyType(
         ),
         "environment_probe": (
             "reads what differs between a test and production: environment variables, clocks, process ids,"
-            " file-system state, the module's own path, buffer addresses (data_ptr, storage_offset)"
+            " file-system state, the module's own path, buffer addresses (data_ptr, storage_offset), the"
+            " stack's depth (recursive functions, RecursionError)"
+        ),
+        "device_conditioned": (
+            "reads or branches on which device the code runs on (torch.cuda/npu queries, is_cuda,"
+            " device.type, comparing or formatting a device): the cpu pool never runs the other path"
         ),
         "forbidden_name": "a name outside the allow-list, reached through an allowed module",
         "decorator": "a decorator outside the allow-list (it could replace the function the gate checked)",
@@ -59,7 +64,6 @@ UNVERIFIABLE_ON_CPU: Mapping[str, str] = MappingProxyType(
         "bf16": "bf16 arithmetic is wrong in the Triton interpreter (raw bit patterns)",
         "libdevice": "libdevice calls need a real device",
         "inline_asm": "inline asm (tl.inline_asm_elementwise) needs a real device",
-        "autotune": "@triton.autotune benchmarks through a device driver",
     }
 )
 
@@ -183,6 +187,41 @@ TORCH_CALL_ALLOW = frozenset(
         "torch.npu.current_device",
         "torch.npu.synchronize",
     }
+)
+
+# Device queries on TORCH_CALL_ALLOW: not torch compute, but each tells the device the code runs on,
+# so the gate rejects them (`device_conditioned`) unless a task permits them by name (DEVICE_QUERIES
+# in task.py). synchronize is one too: it raises where the device is absent, so a try around it is a
+# probe, and the harness synchronizes after every call anyway.
+PERMITTABLE_DEVICE_QUERIES = frozenset(
+    {
+        "torch.cuda.is_available",
+        "torch.cuda.current_device",
+        "torch.cuda.device_count",
+        "torch.cuda.get_device_capability",
+        "torch.cuda.get_device_properties",
+        "torch.cuda.synchronize",
+        "torch.npu.current_device",
+        "torch.npu.synchronize",
+    }
+)
+# Where device queries live: every member of these (by resolved object) is `device_conditioned`.
+DEVICE_NAMESPACES: tuple[str, ...] = (
+    "torch.cuda",
+    "torch.npu",
+    "torch.xpu",
+    "torch.mps",
+    "torch.mtia",
+    "torch.hpu",
+    "torch.cpu",
+    "torch.accelerator",
+    "torch.backends",
+    "torch.version",
+    "torch.get_device",
+    "torch.get_device_module",
+    "torch.get_default_device",
+    "torch.is_vulkan_available",
+    "triton.language.target_info",
 )
 
 # Tensor methods a launcher may call (metadata, views, layout).

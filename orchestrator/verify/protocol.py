@@ -75,6 +75,9 @@ class CallPlan:
     kind: str  # "first" | "repeat" (same inputs again) | "refill" (same buffers, new values) | "blind"
     order: str  # interpreter program order: "natural" | "reversed" | "shuffled" ("device" off the cpu)
     monitored: bool  # False: a blind call, with every instrument removed (looks like production)
+    # False: inputs and allocations are plain, as in a blind call (no guard bands, no sentinels). Some
+    # monitored calls are drawn so, so that what a blind call looks like tells the candidate nothing.
+    guarded: bool = True
 
 
 @dataclass(frozen=True)
@@ -83,6 +86,8 @@ class TrialPlan:
     calls: list[CallPlan]
     seed: int = 0  # drives the interpreter's shuffled program orders in this trial
     timed: bool = False  # its inputs are timed after the trials (device pools)
+    # A device-shape trial (cpu pool): sampling.SampleRequest.to_json(), how its programs are sampled.
+    sample: dict[str, int] | None = None
 
     @property
     def refill(self) -> bool:
@@ -98,6 +103,7 @@ class TrialPlan:
             calls=[CallPlan(**c) for c in raw["calls"]],
             seed=int(raw.get("seed", 0)),
             timed=bool(raw.get("timed", False)),
+            sample=dict(raw["sample"]) if isinstance(raw.get("sample"), dict) else None,
         )
 
 
@@ -111,6 +117,8 @@ class Plan:
     interpret: bool
     guards: dict[str, Any]  # GuardParams.to_json(): private to this job
     timing: dict[str, Any] | None = None  # the BenchConfig on device pools, when trials are timed
+    # The task's ALLOW_INPUT_COPIES: host-side copies of input data are fine (else torch_compute).
+    allow_input_copies: bool = False
 
     def to_json(self) -> dict[str, Any]:
         return asdict(self)
@@ -123,6 +131,8 @@ class Plan:
 # --- reports (child -> parent) ---------------------------------------------------------------------
 
 FINDING_KINDS = ("torch_compute", "host_compute", "tamper", "forbidden", "oob_read", "oob_write", "order")
+# interp_semantics.py (runtime_policy.FLAG_FOR_FINDING / NOTE_FOR_FINDING)
+FINDING_KINDS += ("input_write", "false_hint", "non_associative", "tie")
 
 
 @dataclass

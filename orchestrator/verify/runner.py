@@ -38,7 +38,9 @@ from orchestrator.verify.guards import GuardParams, guarded_storage, place, raw_
 from orchestrator.verify.hostguards import AuditHook, HostGuards
 from orchestrator.verify.integrity import Integrity
 from orchestrator.verify.interp import InterpreterInstruments
+from orchestrator.verify.interp_autotune import InterpreterBench, install_autotune_bench
 from orchestrator.verify.monitor import LaunchHooks, Monitor, dispatch_mode
+from orchestrator.verify.sampling import SampleRequest, Sampling
 from orchestrator.verify.timing import BenchConfig, TorchDeviceClock, bench
 
 MAX_FILE_BYTES = 8 << 30
@@ -82,17 +84,31 @@ def _module_name(path: Path) -> str:
     return stem
 
 
-def _call_entry(entry: Any, args: list[Any]) -> Any:
+# Frames of padding drawn per call (every kind): the stack depth and recursion headroom a candidate
+# can measure at its entry vary at random, so they say nothing about which kind of call this is.
+MAX_PAD_FRAMES = 48
+
+
+def _call_entry(entry: Any, args: list[Any], pad: int) -> Any:
+    """The one path from the runner to the candidate, for monitored and blind calls alike."""
+    if pad > 0:
+        return _call_entry(entry, args, pad - 1)
     return entry(*args)
 
 
 def _plain(result: object) -> list[torch.Tensor | None]:
     """Plain tensors pass through; anything else (subclasses included) becomes None = not a tensor.
 
-    Only an exact tuple or list is unpacked: iterating a subclass would run the candidate's
-    ``__iter__`` here, after its window closed.
+    A tuple or any tuple subclass (a ``namedtuple``, ``torch.return_types.max``) is unpacked through
+    tuple's own C slots, so no method of the candidate's class runs here, after its window closed; a
+    list only when it is exactly a list (a subclass's ``__iter__`` would run).
     """
-    items = list(result) if type(result) in (tuple, list) else [result]  # type: ignore[call-overload]
+    if isinstance(result, tuple):
+        items = [tuple.__getitem__(result, i) for i in range(tuple.__len__(result))]
+    elif type(result) is list:
+        items = list.copy(result)  # type: ignore[arg-type]
+    else:
+        items = [result]
     return [x if type(x) is torch.Tensor else None for x in items]
 
 
@@ -142,6 +158,7 @@ class Runner:
         self.mode = dispatch_mode(self.monitor)
         self.launch_hooks = LaunchHooks(self.monitor)
         self.interp = InterpreterInstruments(self.monitor, 0) if plan.interpret else None
+        self.autotune = InterpreterBench() if plan.interpret else None
         probe = f"{secrets.token_hex(6)}.{secrets.token_hex(4)}"
         self.audit = AuditHook(self.monitor, probe)
         sys.addaudithook(self.audit)
@@ -287,17 +304,22 @@ class Runner:
         report = proto.CallReport(kind=plan.kind, order=plan.order, monitored=plan.monitored)
         self.monitor.reset()
         result: object = None
+        if self.autotune is not None:  # every call draws its autotuned configs anew
+            self.autotune.forget()
+        pad = secrets.randbelow(MAX_PAD_FRAMES + 1)
         start = time.perf_counter()
         if plan.monitored:
             if self.interp is not None:
                 self.interp.order = plan.order
+            self.monitor.plain = not plan.guarded
             with self.mode:
                 with self.monitor.observing():
                     try:
-                        result = _call_entry(entry, args)
+                        result = _call_entry(entry, args, pad)
                     except BaseException as exc:  # SystemExit too: a candidate that exits has crashed
                         report.error = _describe(exc)
                 self._window_checks(tensors)
+            self.monitor.plain = False
         else:
             # A blind call: nothing the candidate can see without introspecting Triton is left (the
             # interpreter's bounds checks stay: they stop wild stores, in natural program order).
@@ -307,7 +329,7 @@ class Runner:
                 self.interp.order = "natural"
                 self.interp.install()
             try:
-                result = entry(*args)
+                result = _call_entry(entry, args, pad)
             except BaseException as exc:
                 report.error = _describe(exc)
             finally:
@@ -344,18 +366,22 @@ class Runner:
             self.timing_specs[trial.index] = specs
         if self.interp is not None:
             self.interp.seed = trial.seed
-        blind = not all(c.monitored for c in trial.calls)
+        plain = not all(c.monitored and c.guarded for c in trial.calls)
         inputs: list[_Input | None] = []
         args: list[Any] = []
         for spec in specs:
             if isinstance(spec, dict) and "storage" in spec:
-                item = _Input(spec, self.device, None if blind else self.params)
+                item = _Input(spec, self.device, None if plain else self.params)
                 inputs.append(item)
                 args.append(item.tensor)
             else:
                 inputs.append(None)
                 args.append(spec)
         tensors = [i.tensor for i in inputs if i is not None]
+        if self.interp is not None:  # stores into these while the candidate runs are input_written
+            self.interp.inputs = list(tensors)
+        # copies of their data from the candidate's frames are torch_compute (monitor.py)
+        self.monitor.inputs = [] if self.plan.allow_input_copies else list(args)
         reports, saved, outputs_seen = [], [], []
         ok = True
         for number, plan in enumerate(trial.calls):
@@ -364,11 +390,12 @@ class Runner:
                 for item, spec in zip(inputs, refill, strict=True):
                     if item is not None:
                         item.refill(spec)
+            sampling = self._sampling(trial, tensors)
             report, outputs = self.call(entry, args, tensors, plan)
             reports.append(asdict(report))
             with _NO_SUBCLASS():
                 snapshots = [i.snapshot() if i else None for i in inputs]
-            saved.append({"outputs": outputs, "inputs": snapshots})
+            saved.append({"outputs": outputs, "inputs": snapshots, **self._sampled(sampling, outputs)})
             outputs_seen += [o for o in outputs if o is not None]
             if report.error is not None and not report.stalled:
                 ok = False
@@ -380,6 +407,27 @@ class Runner:
         self.send({"event": "trial", "index": trial.index, "calls": reports, "blob": True}, buffer.getvalue())
         self.previous = outputs_seen
         return ok
+
+    def _sampling(self, trial: proto.TrialPlan, tensors: list[torch.Tensor]) -> Sampling | None:
+        """A device-shape trial runs a sample of every launch's programs (sampling.py)."""
+        if self.interp is None:
+            return None
+        sampling = None
+        if trial.sample is not None:
+            request = SampleRequest.from_json(trial.sample)
+            sampling = Sampling(request, tensors, lambda: self.monitor.allocations, self.params)
+        self.interp.sampling = sampling
+        return sampling
+
+    def _sampled(self, sampling: Sampling | None, outputs: list[torch.Tensor | None]) -> dict[str, Any]:
+        """What a sampled call adds to the blob: per output, the elements its executed programs own."""
+        if sampling is None:
+            return {}
+        if self.interp is not None:
+            self.interp.sampling = None
+        with _NO_SUBCLASS():
+            states = [sampling.output_state(o) if o is not None else None for o in outputs]
+        return {"states": states, "sampled": sampling.summary(), "atomics_sampled": sampling.atomics_sampled}
 
     def run_timing(self, entry: Any) -> None:
         assert self.plan.timing is not None
@@ -395,6 +443,8 @@ class Runner:
             self.send({"event": "timing", "index": index, "samples_ms": samples})
 
     def run(self) -> int:
+        if self.autotune is not None:
+            install_autotune_bench(self.autotune)
         self.install()
         self.warm_up()
         with self.mode:  # checks run inside the mode: the baseline is its state there

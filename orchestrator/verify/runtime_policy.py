@@ -16,8 +16,14 @@ ALLOC_OPS = frozenset(
     | {"zeros", "zeros_like", "new_zeros"}
 )
 ZERO_OPS = frozenset({"zeros", "zeros_like", "new_zeros"})
-# A dense copy made by .contiguous()/.reshape() of a strided input: also given a guarded buffer.
+# A dense copy made by .contiguous()/.reshape(): also given a guarded buffer, unless it copies an
+# input's data (below).
 COPY_OPS = frozenset({"clone"})
+# Ops that copy their source's data (and every `*_copy` op): from an input's storage they are host-side
+# copies of input data, `torch_compute` unless the task sets ALLOW_INPUT_COPIES (monitor.py).
+INPUT_COPY_OPS = frozenset(
+    {"clone", "copy_", "copy", "_to_copy", "_copy_from", "_copy_from_and_resize", "lift_fresh_copy"}
+)
 # Metadata and views: harmless. Anything else issued by candidate code is "torch compute".
 VIEW_OPS = frozenset(
     {
@@ -193,5 +199,12 @@ FLAG_FOR_FINDING = MappingProxyType(
         "oob_read": "out_of_bounds_read",
         "oob_write": "out_of_bounds_write",
         "order": "program_order_dependent",
+        # interp_semantics.py: what Triton leaves unspecified, explored (issue 22 points 2 and 5).
+        "input_write": "input_written",
+        "false_hint": "false_hint",
+        "non_associative": "non_associative_combine",
     }
 )
+# Notes the child sends that fail a call only together with a wrong value (judge.py): "tie" means an
+# argmax/argmin with tie_break_left=False returned a later tied index than the interpreter would.
+NOTE_FOR_FINDING = MappingProxyType({"tie": "tie_dependent"})

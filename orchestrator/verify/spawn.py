@@ -40,7 +40,10 @@ BUNDLE = (
     "monitor",
     "hostguards",
     "integrity",
+    "interp_semantics",
     "interp",
+    "interp_autotune",
+    "sampling",
     "timing",
     "runner",
 )

@@ -18,10 +18,12 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from orchestrator.verify.static_devices import DeviceRules
 from orchestrator.verify.static_kernels import KernelRules
 from orchestrator.verify.static_launches import EntryRules, launch_callables, launch_kernel
 from orchestrator.verify.static_names import Resolver, constant_attr_name
 from orchestrator.verify.static_nodes import NodeRules
+from orchestrator.verify.static_recursion import RecursionRules
 from orchestrator.verify.static_targets import kernel_allows, member_rule, module_rule
 from orchestrator.verify.static_tensors import TensorHeuristics, pointer_params
 from orchestrator.verify.static_values import (
@@ -51,12 +53,18 @@ class StaticReport:
         return not self.violations
 
 
-def check_file(path: str | Path, entry: str, *, dtypes: Sequence[str] = ()) -> StaticReport:
-    return check_source(Path(path).read_text(encoding="utf-8"), entry, dtypes=dtypes)
+def check_file(
+    path: str | Path, entry: str, *, dtypes: Sequence[str] = (), device_queries: Sequence[str] = ()
+) -> StaticReport:
+    source = Path(path).read_text(encoding="utf-8")
+    return check_source(source, entry, dtypes=dtypes, device_queries=device_queries)
 
 
-def check_source(source: str, entry: str, *, dtypes: Sequence[str] = ()) -> StaticReport:
-    """Check a candidate module; `dtypes` are the task's dtype names (they enable the TF32 rule)."""
+def check_source(
+    source: str, entry: str, *, dtypes: Sequence[str] = (), device_queries: Sequence[str] = ()
+) -> StaticReport:
+    """Check a candidate module; `dtypes` are the task's dtype names (they enable the TF32 rule),
+    `device_queries` the device queries the task permits (task.py's DEVICE_QUERIES, by name)."""
     cookie = _foreign_encoding(source)
     if cookie is not None:
         message = (
@@ -70,7 +78,7 @@ def check_source(source: str, entry: str, *, dtypes: Sequence[str] = ()) -> Stat
     except (ValueError, RecursionError, MemoryError) as exc:  # null bytes, absurd nesting
         return StaticReport((Violation("syntax_error", 0, f"cannot parse: {type(exc).__name__}"),), (), ())
     try:
-        return Gate(tree, entry, tuple(dtypes)).run()
+        return Gate(tree, entry, tuple(dtypes), tuple(device_queries)).run()
     except RecursionError:
         return StaticReport((Violation("syntax_error", 0, "nested too deeply to check"),), (), ())
 
@@ -94,10 +102,13 @@ def _foreign_encoding(source: str) -> str | None:
 class Gate:
     """One run of the gate over one module: resolution first, then every rule family."""
 
-    def __init__(self, tree: ast.Module, entry: str, dtypes: tuple[str, ...]) -> None:
+    def __init__(
+        self, tree: ast.Module, entry: str, dtypes: tuple[str, ...], device_queries: tuple[str, ...] = ()
+    ) -> None:
         self.tree = tree
         self.entry = entry
         self.dtypes = dtypes
+        self.device_queries = device_queries
         self.found: dict[tuple[str, int], Violation] = {}
         self.features: dict[tuple[str, int], Violation] = {}
         self.parents: dict[int, ast.AST] = {
@@ -174,13 +185,13 @@ class Gate:
             nodes.check(node)
             if self.in_kernel(node):
                 kernels.check(node)
-        for kernel in self.kernel_defs.values():
-            kernels.check_decorators(kernel)
         host = [n for n in ast.walk(self.tree) if not self.in_kernel(n)]
         callables = launch_callables(self, {k: pointer_params(d) for k, d in self.kernel_defs.items()})
         launches = [(n, self.kernel_defs[k]) for n in host if (k := launch_kernel(self, n)) is not None]
         TensorHeuristics(self.resolver, host, callables, launches, self.flag).run()  # type: ignore[arg-type]
         EntryRules(self).run()
+        DeviceRules(self, self.device_queries).run()
+        RecursionRules(self).run()
         ordered = sorted(self.found.values(), key=lambda v: (v.line, v.rule))
         feats = sorted(self.features.values(), key=lambda v: (v.line, v.rule))
         return StaticReport(tuple(ordered), tuple(feats), tuple(sorted(self.kernel_defs)))

@@ -97,7 +97,3 @@ class KernelRules:
         if splat or not ieee or not no_flag:
             self.g.flag("tf32_dot", node, TF32_MESSAGE)
 
-    def check_decorators(self, kernel: ast.FunctionDef) -> None:
-        for decorator in kernel.decorator_list:
-            if "triton.autotune" in self.g.decorator_targets(decorator, self.g.resolver):
-                self.g.feature("autotune", kernel, f"@triton.autotune on {kernel.name}")

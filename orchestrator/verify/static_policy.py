@@ -216,3 +216,18 @@ TENSOR_PROPERTIES = frozenset(
 TENSOR_SAFE_CALLS = _names("builtins.len builtins.isinstance builtins.callable")
 # Attributes no launcher needs whatever the object: `.handle` is the interpreter's raw numpy array.
 ALWAYS_DENIED_ATTRS = _names("handle")
+
+# --- devices (issue 22, principle 3) ----------------------------------------------------------------
+# Attributes that say which device a tensor is on, whatever object they are read from (`x.is_cuda`,
+# `getattr(x, "is_npu")`): a branch on them runs a path the cpu pool never sees.
+DEVICE_PREDICATES = _names(
+    "is_cuda is_cpu is_npu is_xpu is_mps is_meta is_ipu is_xla is_hpu is_mtia is_maia is_vulkan is_mkldnn"
+    " get_device"
+)
+# Attributes of a device (`dev.type`, `dev.index`). `.type` is rejected on any plain object of host
+# code (a tensor's `.type()` names its device too); `.index` only on a device (lists have one).
+DEVICE_ATTRS = _names("type index")
+# Calls a device may be passed to: they build tensors on it (or a device from it) and return nothing
+# that depends on which device it is.
+DEVICE_SINKS = TORCH_ALLOCATORS | _names("torch.device builtins.isinstance")
+DEVICE_SINK_METHODS = _names("new_empty new_zeros new_empty_strided")

@@ -14,7 +14,10 @@ A task is a directory holding ``task.py`` (trusted, operator-authored code) that
   (``{"contiguous": bool, "own_storage": bool, "no_view": bool}``, all True by default),
   ``TOLERANCES`` (``{"float16": 2e-2}`` or ``{"float16": {"atol": .., "rtol": ..}}``), ``NAME``,
   ``DESCRIPTION``. A legacy ``SEEDS`` list counts as ``SEED_COUNT = len(SEEDS)``; its values are
-  never used (fixed seeds can be memorised).
+  never used (fixed seeds can be memorised);
+- optional ``DEVICE_QUERIES`` (device queries the static gate permits, by name, e.g.
+  ``("torch.cuda.synchronize",)``; any other is ``device_conditioned``) and ``ALLOW_INPUT_COPIES``
+  (``True``: host-side copies of input data are not ``torch_compute``; default ``False``).
 """
 
 from __future__ import annotations
@@ -32,6 +35,7 @@ from typing import Any
 import torch
 
 from orchestrator.verify.layouts import LAYOUTS, LayoutError, relayout
+from orchestrator.verify.policy import PERMITTABLE_DEVICE_QUERIES
 from orchestrator.verify.seeds import derive_seeds, draw_seed_base
 
 ShapeCase = dict[str, int]
@@ -90,6 +94,7 @@ class Trial:
     seed: int
     seed_index: int = 0
     layout: Mapping[int, str] = field(default_factory=dict)  # input index -> layout name
+    sampled: bool = False  # a device shape (SHAPES) on the cpu pool: a sample of programs (device_shapes.py)
 
 
 @dataclass(frozen=True)
@@ -108,6 +113,12 @@ class Task:
     input_layouts: Mapping[int, tuple[str, ...]] = field(default_factory=dict)
     output_contract: OutputContract = OutputContract()
     description: str = ""
+    # Device queries the static gate lets through (by resolved name): everything else that reads the
+    # device is `device_conditioned` (a path the cpu pool never runs).
+    device_queries: tuple[str, ...] = ()
+    # Whether the candidate's host code may copy input data (clone/contiguous/copy_ of an input):
+    # by default that is torch doing work outside the kernel, `torch_compute` at run time.
+    allow_input_copies: bool = False
 
     def tolerance(self, dtype: str) -> Tolerance:
         return self.tolerances.get(dtype) or default_tolerance(dtype)
@@ -248,6 +259,26 @@ def _parse_layouts(raw: object) -> dict[int, tuple[str, ...]]:
     return out
 
 
+def _parse_device_queries(raw: object) -> tuple[str, ...]:
+    if raw is None:
+        return ()
+    if isinstance(raw, str) or not isinstance(raw, Sequence):
+        raise TaskError("DEVICE_QUERIES must be a list of dotted names, e.g. ('torch.cuda.synchronize',)")
+    out = tuple(str(q) for q in raw)
+    unknown = sorted(set(out) - PERMITTABLE_DEVICE_QUERIES)
+    if unknown:
+        raise TaskError(
+            f"DEVICE_QUERIES: {unknown} cannot be permitted; known: {sorted(PERMITTABLE_DEVICE_QUERIES)}"
+        )
+    return out
+
+
+def _parse_allow_input_copies(raw: object) -> bool:
+    if not isinstance(raw, bool):
+        raise TaskError("ALLOW_INPUT_COPIES must be True or False")
+    return raw
+
+
 def _parse_contract(raw: object) -> OutputContract:
     if raw is None:
         return OutputContract()
@@ -333,6 +364,8 @@ def load_task(task_dir: str | Path) -> Task:
         input_layouts=MappingProxyType(_parse_layouts(getattr(module, "INPUT_LAYOUTS", None))),
         output_contract=_parse_contract(getattr(module, "OUTPUT_CONTRACT", None)),
         description=str(getattr(module, "DESCRIPTION", "")),
+        device_queries=_parse_device_queries(getattr(module, "DEVICE_QUERIES", None)),
+        allow_input_copies=_parse_allow_input_copies(getattr(module, "ALLOW_INPUT_COPIES", False)),
     )
     _check_layouts_apply(task)
     return task

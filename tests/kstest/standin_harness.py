@@ -7,6 +7,9 @@ It keeps the harness's contract (the result record at ``--out``, exit code 0 pas
 ``write PATH`` (try to write into the checkout). It records the sha256 of the task file it was handed
 (``task_sha256``), and a task file's ``# standin-task: verdict V`` line overrides the candidate's verdict:
 a "weaker reference" for the attack tests, which must never be the task a job is judged by.
+``evidence L`` sets the record's evidence level (any string, forged ones included); without it a pass
+records what the real harness records for an honest pass: ``cpu-screened`` with one passing device-shape
+trial on ``--pool cpu``, ``device-verified`` elsewhere.
 """
 
 from __future__ import annotations
@@ -77,9 +80,15 @@ def main() -> int:
                 extra["write"] = f"failed: {exc}"
         elif word == "spam":
             sys.stdout.write("x" * int(rest))
+        elif word == "evidence":
+            extra["evidence"] = rest.strip()
     for line in task_bytes.decode(errors="replace").splitlines():
         if line.startswith("# standin-task: verdict "):
             verdict = line.removeprefix("# standin-task: verdict ").strip()
+    if verdict == "pass":
+        extra.setdefault("evidence", "cpu-screened" if args.pool == "cpu" else "device-verified")
+        if args.pool == "cpu":  # the record backs a cpu-screened level as the harness's does
+            extra.setdefault("trials", [{"index": 0, "device_shape": True, "ok": True, "flags": []}])
     record = {
         "verdict": verdict,
         "candidate_sha256": hashlib.sha256(source).hexdigest(),

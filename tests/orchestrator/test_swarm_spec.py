@@ -142,6 +142,15 @@ def test_patterns_expand_with_defaults_applied() -> None:
             "swarm: k\nagents: [{name: a}]\nreview:\n  required_checks: [kswarm/verify:gpu]\n",
             "swarm.yaml:4: review.required_checks: kswarm/verify:gpu names no pool of this spec (pools: cpu)",
         ),
+        (  # evidence (issue 22 principle 6): a device level needs a device pool's check
+            "swarm: k\nagents: [{name: a}]\nreview:\n  required_checks: [kswarm/verify:cpu]\n"
+            "  min_evidence: device-verified\n",
+            "swarm.yaml:5: review.min_evidence: device-verified needs a required check on a device pool",
+        ),
+        (  # a level that proves no kernel right cannot be required
+            "swarm: k\nagents: [{name: a}]\nreview:\n  min_evidence: none\n",
+            "review.min_evidence: Input should be 'cpu-shapes-only', 'cpu-screened' or 'device-verified'",
+        ),
         (
             "swarm: k\nagents: [{name: a}]\nreview:\n  dataset: true\n",
             "swarm.yaml:4: review.dataset: a repo is a dataset by its kind: dataset",

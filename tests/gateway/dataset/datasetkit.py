@@ -53,6 +53,7 @@ def harness_result(task: str, kernel: str, passed: bool) -> dict[str, Any]:
             max_abs_err=0.0 if passed or n % 16 == 0 else 0.03,
             max_rel_err=0.0,
             flags=[] if passed or n % 16 == 0 else ["mismatch"],
+            device_shape=n == 1024,  # one of the task's device shapes, sampled (issue 22 point 4)
         )
         for i, n in enumerate((1024, 1000, 37))
     ]
@@ -63,6 +64,7 @@ def harness_result(task: str, kernel: str, passed: bool) -> dict[str, Any]:
         candidate_sha256="0" * 64,
         pool="cpu",
         verdict="pass" if passed else "fail",
+        evidence="cpu-screened" if passed else "none",  # what the harness's evidence_for gives
         reasons=[] if passed else ["2/3 trial(s) failed: mismatch"],
         flags=[] if passed else ["mismatch"],
         trials=trials,

@@ -112,6 +112,20 @@ def test_dataset_rows_authors_reviewers_acceptance_lineage(
             assert row["author"] not in row["reviewers"] and row["reviewers"], row["record_id"]
         assert row["pool"] == "cpu" and row["device"] == "cpu" and row["environment"]["triton"] == "3.9.0"
     assert report.summary["records"] == 5 and report.summary["accepted"] == 3
+    # Each record carries the gateway's level; the accepted kernels (add; softmax, twice verified) too.
+    assert {r["record_id"]: r["evidence"] for r in report.rows} == {
+        jobs["add"]: "cpu-screened",
+        jobs["wrong"]: "none",
+        jobs["fix"]: "cpu-screened",
+        jobs["repro"]: "cpu-screened",
+        jobs["relu"]: "cpu-screened",
+    }
+    evidence = report.summary["evidence"]
+    assert evidence["accepted"] == {"cpu-screened": 2}
+    assert [(k["kernel_path"], k["evidence"]) for k in evidence["kernels"]] == [
+        ("kernels/add/alice_add.py", "cpu-screened"),
+        ("kernels/softmax/carol_rows.py", "cpu-screened"),
+    ]
     assert report.summary["pools"]["cpu"]["pass_rate"] == 0.8
 
 
@@ -148,6 +162,8 @@ def test_dataset_files_load_with_hf_datasets(
         and "accepted **3**" in card
         and "| cpu | 5 | 4 | 3 | 80% |" in card
     )
+    assert "evidence of the accepted kernels: **0 device-verified, 2 cpu-screened**" in card
+    assert "| add | `kernels/add/alice_add.py` |" in card and "| `cpu-screened` |" in card
     assert all(f"`{c.name}`" in card for c in COLUMNS), "the card documents every column"
     docs = (Path(__file__).resolve().parents[3] / "docs" / "dataset.md").read_text()
     assert all(f"| `{c.name}` |" in docs for c in COLUMNS), "docs/dataset.md documents every column"

@@ -15,7 +15,7 @@ from typing import Any
 import httpx
 from redis.asyncio import Redis
 
-from gateway.forge.evidence import Verification
+from gateway.forge.evidence import Verification, derive_evidence
 from gateway.forge.ledger import EvidenceLedger
 from gateway.forge.plugin import ForgePlugin
 from gateway.forge.settings import ForgeSettings
@@ -168,11 +168,25 @@ class Swarm:
         kind: str = "verify",
         task: str | None = None,
         state: str | None = None,
+        evidence: str | None = "honest",
     ) -> str:
         """Record a job's verification of ``kernel`` at ``sha`` the way the job runner does (the
-        ledger the gate reads); returns the job id. ``verdict`` None with ``state`` queued: pending."""
+        ledger the gate reads); returns the job id. ``verdict`` None with ``state`` queued: pending.
+        ``evidence``: the level the job runner derived; "honest" is what an honest harness's record
+        yields (a pass: cpu-screened on a cpu* pool, device-verified elsewhere); None: a record
+        written before evidence levels existed."""
         job_id = f"j{secrets.token_hex(7)}"
         states = {"pass": "succeeded", "fail": "failed", "unverifiable": "failed", "error": "error"}
+        final = state or states.get(str(verdict), "error")
+        if evidence == "honest":
+            on_device = not pool.startswith("cpu")
+            level = "device-verified" if on_device else "cpu-screened"
+            honest = {"evidence": level, "trials": [{"device_shape": True, "ok": True}]}
+            evidence = (
+                derive_evidence(final, verdict, honest, on_device)
+                if final not in ("queued", "running")
+                else None
+            )
         record = Verification(
             job_id=job_id,
             repo=self.full,
@@ -182,8 +196,9 @@ class Swarm:
             pool=pool,
             kind=kind,
             submitter=submitter,
-            state=state or states.get(str(verdict), "error"),
+            state=final,
             verdict=verdict,
+            evidence=evidence,
         )
 
         async def write() -> None:

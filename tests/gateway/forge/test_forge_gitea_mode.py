@@ -97,7 +97,7 @@ async def test_gate_merges_on_a_gitea_webhook(
     # B's job runner records a pass in B's ledger (B's own event); the gate still waits for a review
     record = Verification(
         job_id="j1", repo="gm/kernels", sha=sha, kernel=kernel, task="add", pool="cpu", kind="verify",
-        submitter="alice", state="succeeded", verdict="pass",
+        submitter="alice", state="succeeded", verdict="pass", evidence="cpu-screened",
     )  # fmt: skip
     redis = Redis.from_url(gitea_mode.redis_url, decode_responses=True)
     await EvidenceLedger(redis).record(record)

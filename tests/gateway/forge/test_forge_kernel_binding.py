@@ -42,6 +42,9 @@ def job(kernel: str, verdict: str | None = "pass", **fields: object) -> Verifica
     base: dict[str, object] = dict(
         job_id=f"j{next(_ids):012x}", repo="o/r", sha=HEAD, kernel=kernel, task=kernel.split("/")[1],
         pool="cpu", kind="verify", submitter="alice", state=states[verdict], verdict=verdict,
+        # What the job runner records for an honest cpu pass once the cpu pool samples device shapes
+        # (the default policy's minimum); test_forge_evidence_gate.py covers the other levels.
+        evidence="cpu-screened" if verdict == "pass" else None,
     )  # fmt: skip
     base.update(fields)
     return Verification.model_validate(base)

@@ -182,7 +182,13 @@ def test_a_worker_dying_right_after_finish_loses_nothing(gw: GatedGateway, short
     with gw.as_("w2") as w:
         taken = take(w)
         assert taken.json()["job"]["id"] == job["id"]
-        finish = {"instance": "dies", "attempt": 1, "state": "succeeded", "verdict": "pass"}
+        # An honest cpu-screened record (the default policy's minimum; docs/verification.md).
+        result = {
+            "verdict": "pass",
+            "evidence": "cpu-screened",
+            "trials": [{"device_shape": True, "ok": True}],
+        }
+        finish = {"instance": "dies", "attempt": 1, "state": "succeeded", "verdict": "pass", "result": result}
         assert w.post(f"/api/jobs/{job['id']}/finish", json=finish).json()["recorded"] is True
     # ...and the worker is gone. The gateway did the rest.
     wait_for(lambda: statuses(gw, sha).get("kswarm/verify:cpu") == "success", what="the aggregate status")

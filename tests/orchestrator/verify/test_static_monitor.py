@@ -172,23 +172,22 @@ def test_environment_probes_rejected(body: str, imports: str) -> None:
     assert "environment_probe" in rules(candidate(body=body, imports=imports))
 
 
+# Device queries (`torch.cuda.is_available()`, `x.device.type == "cuda"`, `hasattr(torch, "npu")`,
+# formatting a device) were here; they are `device_conditioned` now (test_static_device.py).
 HONEST_BODIES = [
+    "msg = f'{x.shape} {x.dtype}'",
     "n = len(x)",
     "rows = x.shape[0]\ncols = x.shape[-1] if x.dim() > 1 else 1",
     "assert x.shape == y.shape, 'same shape'",
     "if x.numel() == 0:\n    return out",
     "scale = 1.0 / math.sqrt(max(x.shape[-1], 1))",
     "p = os.path.join('a', 'b')",
-    "torch.cuda.synchronize() if torch.cuda.is_available() else None",
     "dt = torch.float32 if x.dtype == torch.float32 else torch.float16",
     "info = torch.finfo(x.dtype).eps",
     "strides = [x.stride(i) for i in range(x.dim())]",
     "for i in range(x.shape[0]):\n    pass",
     "ok = isinstance(x, torch.Tensor) and x.is_contiguous()",
-    "msg = f'{x.shape} {x.dtype} {x.device}'",
-    'on_gpu = x.device.type == "cuda" and torch.cuda.is_available()',
     "big = torch.iinfo(torch.int32).max",
-    'npu = hasattr(torch, "npu")',
     'half = getattr(tl, "float16")',
     "o2 = torch.empty(x.shape, dtype=x.dtype, device=x.device)",
     "w = torch.empty_strided((4, 4), (4, 1), dtype=torch.float32, device=x.device)",

@@ -55,7 +55,7 @@ def _probe(make_task: TaskFactory, tmp_path: Path, run: int) -> list[dict]:
     calls = [c for t in result.trials for c in t.calls]
     assert len(seen) == len(calls)
     for obs, call in zip(seen, calls, strict=True):
-        obs["monitored"] = call.monitored
+        obs["monitored"], obs["guarded"] = call.monitored, call.guarded
     return seen
 
 
@@ -82,7 +82,7 @@ def test_no_stable_fingerprint_between_two_jobs(make_task: TaskFactory, tmp_path
             assert obs["dispatch_modes"] == 0
             assert obs["fresh"]["offset"] == 0 and obs["fresh"]["nbytes"] == obs["fresh"]["needed"]
     # What must exist is drawn per job: paths, the hash seed, guard sizes and sentinels differ.
-    a = next(o for o in first if o["monitored"])
-    b = next(o for o in second if o["monitored"])
+    a = next(o for o in first if o["guarded"])
+    b = next(o for o in second if o["guarded"])
     assert a["cwd"] != b["cwd"] and a["home"] != b["home"] and a["hash"] != b["hash"]
     assert (a["fresh"]["offset"], a["fresh"]["bits"]) != (b["fresh"]["offset"], b["fresh"]["bits"])

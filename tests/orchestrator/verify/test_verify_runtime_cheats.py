@@ -90,11 +90,23 @@ def test_timeout_is_an_error(add_task: Path, cheats: Path) -> None:
     assert result.child is not None and result.child.timed_out
 
 
-@pytest.mark.parametrize("name", ["bf16_kernel", "autotuned"])
-def test_interpreter_unfaithful_features_are_unverifiable(add_task: Path, cheats: Path, name: str) -> None:
-    result = run(add_task, cheats, name)
+def test_interpreter_unfaithful_features_are_unverifiable(add_task: Path, cheats: Path) -> None:
+    result = run(add_task, cheats, "bf16_kernel")
     assert result.verdict == "unverifiable" and result.unverifiable_reasons
     assert result.child is None
+
+
+def test_an_honest_autotuned_kernel_passes_on_cpu(make_task: TaskFactory, cheats: Path) -> None:
+    """Issue 22 point 7: every config runs under the interpreter (interp_autotune.py)."""
+    result = run(make_task("add", dtypes=["float32"], layouts={}), cheats, "autotuned")
+    assert result.verdict == "pass", result.reasons
+
+
+def test_an_autotuned_kernel_with_one_wrong_config_fails(make_task: TaskFactory, cheats: Path) -> None:
+    """The wrong config runs in every benchmark, whichever config a call keeps (before: unverifiable)."""
+    result = run(make_task("add", dtypes=["float32"], layouts={}), cheats, "autotune_bad_config")
+    assert result.verdict == "fail", result.reasons
+    assert Flag.OUT_OF_BOUNDS_WRITE in result.flags
 
 
 def test_verdict_patching_has_no_effect(add_task: Path, cheats: Path, tmp_path: Path) -> None:

@@ -133,3 +133,28 @@ def test_seeds_are_fresh_reproducible_and_parsed() -> None:
     ]:
         with pytest.raises(ValueError, match=message):
             parse_seeds(bad)
+
+
+def test_device_queries_and_input_copies_parse(tmp_path: Path) -> None:
+    plain = load_task(write(tmp_path, GOOD))
+    assert plain.device_queries == () and plain.allow_input_copies is False
+    task = load_task(
+        write(
+            tmp_path,
+            GOOD + '\nDEVICE_QUERIES = ("torch.cuda.synchronize",)\nALLOW_INPUT_COPIES = True\n',
+        )
+    )
+    assert task.device_queries == ("torch.cuda.synchronize",) and task.allow_input_copies is True
+
+
+@pytest.mark.parametrize(
+    ("patch", "message"),
+    [
+        ('\nDEVICE_QUERIES = "torch.cuda.synchronize"\n', "DEVICE_QUERIES"),
+        ('\nDEVICE_QUERIES = ("torch.cuda.memory_allocated",)\n', "cannot be permitted"),
+        ("\nALLOW_INPUT_COPIES = 1\n", "ALLOW_INPUT_COPIES"),
+    ],
+)
+def test_bad_device_queries_and_input_copies(tmp_path: Path, patch: str, message: str) -> None:
+    with pytest.raises(TaskError, match=message):
+        load_task(write(tmp_path, GOOD + patch))

@@ -8,16 +8,17 @@ import triton.language as tl
 
 @triton.heuristics(values={"BLOCK": lambda args: min(1024, triton.next_power_of_2(args["n"]))})
 @triton.jit
-def _add_kernel(x_ptr, y_ptr, out_ptr, n, BLOCK: tl.constexpr):
+def _add_kernel(x_ptr, y_ptr, out_ptr, n, sx, sy, BLOCK: tl.constexpr):
     offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
     mask = offs < n
-    tl.store(out_ptr + offs, tl.load(x_ptr + offs, mask=mask) + tl.load(y_ptr + offs, mask=mask), mask=mask)
+    x = tl.load(x_ptr + offs * sx, mask=mask)
+    y = tl.load(y_ptr + offs * sy, mask=mask)
+    tl.store(out_ptr + offs, x + y, mask=mask)
 
 
 def add(x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
-    x = x.contiguous()
-    y = y.contiguous()
-    out = torch.empty_like(x)
+    # strided and broadcast inputs are read in place (no host-side copy of an input)
+    out = torch.empty(x.shape, dtype=x.dtype, device=x.device)
     n = x.numel()
-    _add_kernel[lambda meta: (triton.cdiv(n, meta["BLOCK"]),)](x, y, out, n)
+    _add_kernel[lambda meta: (triton.cdiv(n, meta["BLOCK"]),)](x, y, out, n, x.stride(0), y.stride(0))
     return out
