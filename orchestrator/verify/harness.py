@@ -156,7 +156,7 @@ class _Job:
 def _verify(job: _Job, source: str, result: VerificationResult) -> None:
     task, spec = job.task, job.spec
     t0 = time.perf_counter()
-    report = check_source(source, task.entry, dtypes=task.dtypes)
+    report = check_source(source, task.entry, dtypes=task.dtypes, device_queries=task.device_queries)
     result.durations.static_s = time.perf_counter() - t0
     result.static_violations = [
         StaticViolationModel(rule=v.rule, line=v.line, message=v.message) for v in report.violations
@@ -241,6 +241,7 @@ def _run_and_judge(job: _Job, trials: list[Trial], result: VerificationResult) -
         interpret=spec.interpret,
         guards=params.to_json(),
         timing=asdict(job.bench_config) if timed else None,
+        allow_input_copies=task.allow_input_copies,
     )
     frames = [
         TrialFrames(p.index, json.dumps({"trial": p.to_json()}).encode(), blobs)

@@ -96,4 +96,3 @@ class KernelRules:
         no_flag = tf32_flag is None or (isinstance(tf32_flag, ast.Constant) and tf32_flag.value is None)
         if splat or not ieee or not no_flag:
             self.g.flag("tf32_dot", node, TF32_MESSAGE)
-

@@ -17,7 +17,7 @@ from orchestrator.verify import verify
 pytestmark = pytest.mark.slow
 HONEST = Path(__file__).resolve().parent / "honest"
 
-ROW_MAX_MIN_TASK = '''
+ROW_MAX_MIN_TASK = """
 import torch
 
 ENTRY = "row_max_min"
@@ -34,7 +34,7 @@ def make_inputs(case, dtype, seed, device="cpu"):
 
 def reference(x):
     return torch.aminmax(x, dim=-1)[::-1]
-'''
+"""
 
 
 def test_a_namedtuple_result_is_a_valid_multi_output_result(tmp_path: Path) -> None:

@@ -6,20 +6,20 @@ import triton.language as tl
 
 
 @triton.jit
-def _sum_rows_kernel(x_ptr, out_ptr, n_cols, stride, BLOCK: tl.constexpr):
+def _sum_rows_kernel(x_ptr, out_ptr, n_cols, stride, col_stride, BLOCK: tl.constexpr):
     row = tl.program_id(0)
     acc = tl.zeros((BLOCK,), dtype=tl.float32)
     for start in range(0, n_cols, BLOCK):
         cols = start + tl.arange(0, BLOCK)
-        x = tl.load(x_ptr + row * stride + cols, mask=cols < n_cols, other=0.0)
+        x = tl.load(x_ptr + row * stride + cols * col_stride, mask=cols < n_cols, other=0.0)
         acc += x.to(tl.float32)
     tl.store(out_ptr + row, tl.sum(acc, axis=0).to(out_ptr.dtype.element_ty))
 
 
 def sum_rows(x: torch.Tensor) -> torch.Tensor:
-    x = x.contiguous()
+    # padded and transposed inputs are read in place: the kernel takes both strides
     rows, cols = x.shape
     out = torch.empty((rows,), dtype=x.dtype, device=x.device)
     block = min(1024, triton.next_power_of_2(cols))
-    _sum_rows_kernel[(rows,)](x, out, cols, x.stride(0), BLOCK=block)
+    _sum_rows_kernel[(rows,)](x, out, cols, x.stride(0), x.stride(1), BLOCK=block)
     return out
