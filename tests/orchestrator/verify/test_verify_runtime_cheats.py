@@ -128,7 +128,10 @@ def test_verdict_patching_has_no_effect(add_task: Path, cheats: Path, tmp_path: 
     assert Flag.MONITOR_TAMPERED in result.flags  # torch.allclose & co. were rebound
     assert result.child is not None and result.child.returncode == 0
     data = json.loads(out.read_text())  # the CLI's file: the documented schema
-    assert data["schema_version"] == 2 and len(data["trials"]) == 30
+    assert (
+        data["schema_version"] == 2
+        and len([t for t in data["trials"] if not t["device_shape"] and not t["sampled"]]) == 30
+    )
     assert {"verdict", "flags", "static_violations", "environment", "durations", "child", "seeds"} <= set(
         data
     )
