@@ -57,17 +57,17 @@ import triton.language as tl
 
 
 @triton.jit
-def add_block(x_ptr, y_ptr, out_ptr, n, BLOCK: tl.constexpr):
+def add_block(x_ptr, y_ptr, out_ptr, n, sx, sy, BLOCK: tl.constexpr):
     idx = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
     keep = idx < n
-    tl.store(out_ptr + idx, tl.load(x_ptr + idx, mask=keep) + tl.load(y_ptr + idx, mask=keep), mask=keep)
+    x = tl.load(x_ptr + idx * sx, mask=keep)
+    tl.store(out_ptr + idx, x + tl.load(y_ptr + idx * sy, mask=keep), mask=keep)
 
 
 def add(x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
-    x, y = x.contiguous(), y.contiguous()
-    out = torch.empty_like(x)
+    out = torch.empty(x.shape, dtype=x.dtype, device=x.device)
     n = x.numel()
-    add_block[(triton.cdiv(n, 512),)](x, y, out, n, BLOCK=512)
+    add_block[(triton.cdiv(n, 512),)](x, y, out, n, x.stride(0), y.stride(0), BLOCK=512)
     return out
 ''',
     "relu": '''"""max(x, 0) elementwise, one masked block of 256 per program."""
@@ -78,18 +78,17 @@ import triton.language as tl
 
 
 @triton.jit
-def relu_block(x_ptr, out_ptr, n, BLOCK: tl.constexpr):
+def relu_block(x_ptr, out_ptr, n, sx, BLOCK: tl.constexpr):
     idx = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
     keep = idx < n
-    x = tl.load(x_ptr + idx, mask=keep)
+    x = tl.load(x_ptr + idx * sx, mask=keep)
     tl.store(out_ptr + idx, tl.where(x > 0, x, 0.0), mask=keep)
 
 
 def relu(x: torch.Tensor) -> torch.Tensor:
-    x = x.contiguous()
-    out = torch.empty_like(x)
+    out = torch.empty(x.shape, dtype=x.dtype, device=x.device)
     n = x.numel()
-    relu_block[(triton.cdiv(n, 256),)](x, out, n, BLOCK=256)
+    relu_block[(triton.cdiv(n, 256),)](x, out, n, x.stride(0), BLOCK=256)
     return out
 ''',
 }
