@@ -164,7 +164,7 @@ INTERNAL_PREFIXES: tuple[str, ...] = (
 )
 
 # torch functions a launcher may call: allocation, metadata and device queries only.
-TORCH_CALL_ALLOW = frozenset(
+_TORCH_PLAIN_CALLS = frozenset(
     {
         "torch.empty",
         "torch.empty_like",
@@ -178,14 +178,6 @@ TORCH_CALL_ALLOW = frozenset(
         "torch.is_tensor",
         "torch.is_floating_point",
         "torch.get_default_dtype",
-        "torch.cuda.is_available",
-        "torch.cuda.current_device",
-        "torch.cuda.device_count",
-        "torch.cuda.get_device_capability",
-        "torch.cuda.get_device_properties",
-        "torch.cuda.synchronize",
-        "torch.npu.current_device",
-        "torch.npu.synchronize",
     }
 )
 
@@ -205,6 +197,9 @@ PERMITTABLE_DEVICE_QUERIES = frozenset(
         "torch.npu.synchronize",
     }
 )
+# Torch calls that are not compute: the plain ones and the device queries (judged by the gate's
+# device rule, not as compute).
+TORCH_CALL_ALLOW = _TORCH_PLAIN_CALLS | PERMITTABLE_DEVICE_QUERIES
 # Where device queries live: every member of these (by resolved object) is `device_conditioned`.
 DEVICE_NAMESPACES: tuple[str, ...] = (
     "torch.cuda",

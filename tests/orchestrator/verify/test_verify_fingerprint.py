@@ -12,7 +12,7 @@ import re
 from pathlib import Path
 
 import pytest
-from verifykit import ROOT, TaskFactory, summary
+from verifykit import ROOT, TaskFactory, probe_calls, summary
 
 from orchestrator.verify import Flag, verify
 
@@ -44,19 +44,7 @@ def test_a_torch_fallback_when_unwatched_fails(make_task: TaskFactory, cheats: P
 
 
 def _probe(make_task: TaskFactory, tmp_path: Path, run: int) -> list[dict]:
-    out = tmp_path / f"seen_{run}.jsonl"
-    candidate = tmp_path / f"probe_{run}" / "probe.py"
-    candidate.parent.mkdir()
-    candidate.write_text(PROBE.read_text().replace("__OUT__", str(out)))
-    task = make_task("add", dtypes=["float32"], layouts={})
-    result = verify(task, candidate, enforce_static=False)
-    assert result.child is not None and result.child.completed, summary(result)
-    seen = [json.loads(line) for line in out.read_text().splitlines()]
-    calls = [c for t in result.trials for c in t.calls]
-    assert len(seen) == len(calls)
-    for obs, call in zip(seen, calls, strict=True):
-        obs["monitored"], obs["guarded"] = call.monitored, call.guarded
-    return seen
+    return probe_calls(make_task("add", dtypes=["float32"], layouts={}), PROBE, tmp_path, str(run))
 
 
 def test_no_stable_fingerprint_between_two_jobs(make_task: TaskFactory, tmp_path: Path) -> None:

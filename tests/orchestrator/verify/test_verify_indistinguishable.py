@@ -9,12 +9,11 @@ compute with torch only there), and only blind calls had plain inputs and alloca
 
 from __future__ import annotations
 
-import json
 from collections import Counter
 from pathlib import Path
 
 import pytest
-from verifykit import TaskFactory, summary
+from verifykit import TaskFactory, probe_calls, summary
 
 from orchestrator.verify import Flag, verify
 
@@ -23,19 +22,7 @@ PROBE = Path(__file__).resolve().parent / "probes" / "call_probe.py"
 
 
 def _observations(make_task: TaskFactory, tmp_path: Path) -> list[dict]:
-    out = tmp_path / "seen.jsonl"
-    candidate = tmp_path / "probe" / "probe.py"
-    candidate.parent.mkdir()
-    candidate.write_text(PROBE.read_text().replace("__OUT__", str(out)))
-    task = make_task("add", dtypes=["float32"], layouts={})
-    result = verify(task, candidate, enforce_static=False)
-    assert result.child is not None and result.child.completed, summary(result)
-    seen = [json.loads(line) for line in out.read_text().splitlines()]
-    calls = [c for t in result.trials for c in t.calls]
-    assert len(seen) == len(calls)
-    for obs, call in zip(seen, calls, strict=True):
-        obs["monitored"], obs["guarded"] = call.monitored, call.guarded
-    return seen
+    return probe_calls(make_task("add", dtypes=["float32"], layouts={}), PROBE, tmp_path, "calls")
 
 
 def _collapsed(names: list[str]) -> list[str]:

@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable
 from pathlib import Path
 
-from orchestrator.verify import VerificationResult
+from orchestrator.verify import VerificationResult, verify
 
 ROOT = Path(__file__).resolve().parents[3]
 CATALOGUE_ROOT = ROOT / "gateway" / "tasks" / "catalogue"  # the one task catalogue (docs/tasks.md)
@@ -27,3 +28,20 @@ def summary(result: VerificationResult) -> str:
     bad = next((t for t in result.trials if not t.ok), None)
     first = f"; trial {bad.index} {bad.layout} {bad.flags}: {(bad.detail or '')[:300]}" if bad else ""
     return f"{result.verdict} {[str(f) for f in result.flags]} {result.reasons[:3]}{first}"
+
+
+def probe_calls(task: Path, probe: Path, tmp_path: Path, tag: str) -> list[dict]:
+    """Run a probe candidate (it appends one JSON line per call to the file it is given, with the
+    static gate advisory) and return its observations, each tagged with its call's kind."""
+    out = tmp_path / f"seen_{tag}.jsonl"
+    candidate = tmp_path / f"probe_{tag}" / "probe.py"
+    candidate.parent.mkdir()
+    candidate.write_text(probe.read_text().replace("__OUT__", str(out)))
+    result = verify(task, candidate, enforce_static=False)
+    assert result.child is not None and result.child.completed, summary(result)
+    seen = [json.loads(line) for line in out.read_text().splitlines()]
+    calls = [c for t in result.trials for c in t.calls]
+    assert len(seen) == len(calls)
+    for obs, call in zip(seen, calls, strict=True):
+        obs["monitored"], obs["guarded"] = call.monitored, call.guarded
+    return seen
