@@ -180,6 +180,9 @@ def register(app: typer.Typer) -> None:
         )
         console.print(f"state: {_outcome(job)}" + (f" - {job['error']}" if job.get("error") else ""))
         result = job.get("result") or {}
+        level = job.get("evidence") or result.get("evidence")  # the gateway's, capped by the pool
+        if level:
+            console.print(f"evidence: {level}")
         if result.get("flags"):
             console.print("flags: " + ", ".join(result["flags"]))
         trials = result.get("trials") or []
@@ -188,12 +191,12 @@ def register(app: typer.Typer) -> None:
             for t in trials:
                 table.add_row(
                     str(t["index"]),
-                    json.dumps(t["shape"]),
-                    t["dtype"],
-                    str(t["seed"]),
-                    "yes" if t["ok"] else "[red]no[/red]",
-                    f"{t['max_abs_err']}",
-                    ",".join(t["flags"]),
+                    json.dumps(t.get("shape")) + (" (device shape)" if t.get("device_shape") else ""),
+                    str(t.get("dtype")),
+                    str(t.get("seed")),
+                    "yes" if t.get("ok") else "[red]no[/red]",
+                    f"{t.get('max_abs_err')}",
+                    ",".join(t.get("flags") or []),
                 )
             console.print(table)
         if tail is not None:
