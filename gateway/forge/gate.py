@@ -31,11 +31,12 @@ from gateway.forge import keys
 from gateway.forge.coverage import STATUS_OF_COVERAGE
 from gateway.forge.coverage import coverage as kernel_coverage
 from gateway.forge.evidence import kernel_context, parse_check_context
+from gateway.forge.gate_rules import Reason, short
 from gateway.forge.kernels import PRChanges, classify
 from gateway.forge.ledger import EvidenceLedger
 from gateway.forge.locks import branch_lock
 from gateway.forge.models import ChangedFile, PullRequest
-from gateway.forge.policy import GateDecision, Reason, ReviewPolicy, evaluate, short
+from gateway.forge.policy import GateDecision, ReviewPolicy, evaluate
 from gateway.forge.protocol import Forge
 from gateway.forge.vouched import OperatorHeads
 from gateway.metrics import GatewayMetrics

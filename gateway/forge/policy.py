@@ -2,28 +2,22 @@
 
 Both the embedded forge (refusing a merge while protection is unmet, as Gitea does) and the gate bot
 (deciding to merge) call ``evaluate``; only the gate passes the PR's classified changes and its head's
-verification records, so only the gate decides kswarm checks per changed kernel.
+verification records, so only the gate decides kswarm checks per changed kernel. The rules themselves,
+one function each, are ``gate_rules.py``; ``evaluate`` folds them into a ``GateDecision``.
 """
 
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
 from typing import Literal
 
 from pydantic import BaseModel, Field
 
-from gateway.forge.coverage import KernelCoverage, kernel_checks, reproduced_by
-from gateway.forge.coverage import coverage as kernel_coverage
-from gateway.forge.evidence import (
-    EVIDENCE_LEVELS,
-    EVIDENCE_MEANS,
-    Verification,
-    evidence_rank,
-    parse_check_context,
-)
+from gateway.forge.coverage import KernelCoverage
+from gateway.forge.evidence import EVIDENCE_LEVELS, Verification, evidence_rank
+from gateway.forge.gate_rules import FINAL_RULES, RULES, GateContext, Reason
 from gateway.forge.kernels import DEFAULT_TRUSTED_PATHS, BlockedPath, PRChanges
-from gateway.forge.models import PullRequest, Review
+from gateway.forge.models import PullRequest
 
 # The levels a policy may require: those a pass can reach. "none" and "unverifiable-on-cpu" never prove a
 # kernel right, so a policy asking for them would require nothing; they are refused (422), not ignored.
@@ -79,14 +73,6 @@ class ReviewPolicy(BaseModel):
     )
 
 
-class Reason(BaseModel):
-    code: str = Field(description="Machine-readable reason, e.g. changes-requested, check-missing.")
-    message: str
-    blocking: bool = Field(
-        False, description="True for hard blocks (change request, failed check, conflict); False: waiting."
-    )
-
-
 class GateDecision(BaseModel):
     repo: str
     number: int
@@ -133,24 +119,6 @@ class GateDecision(BaseModel):
         return "pending", f"{done} of {len(states)} changed kernel(s) verified"
 
 
-def short(sha: str | None) -> str:
-    return (sha or "?")[:10]
-
-
-def latest_verdicts(pr: PullRequest) -> dict[str, Review]:
-    """Each non-author reviewer's latest APPROVED / REQUEST_CHANGES review that was not dismissed."""
-    verdicts: dict[str, Review] = {}
-    for review in sorted(pr.reviews, key=lambda r: (r.submitted, r.id)):
-        if review.user == pr.author or review.state not in ("APPROVED", "REQUEST_CHANGES"):
-            continue
-        if review.dismissed and review.state == "APPROVED":
-            verdicts.pop(review.user, None)  # a dismissed approval leaves no verdict behind
-            continue
-        if not review.dismissed:
-            verdicts[review.user] = review
-    return verdicts
-
-
 def evaluate(
     pr: PullRequest,
     policy: ReviewPolicy,
@@ -160,7 +128,8 @@ def evaluate(
     status_setters: set[str] | None = None,
     operators: set[str] | None = None,
 ) -> GateDecision:
-    """Why ``pr`` may or may not be merged now.
+    """Why ``pr`` may or may not be merged now: the reasons of every rule in ``gate_rules.RULES``, in
+    that order (``mergeable`` when there are none).
 
     With ``changes`` and ``evidence`` (the gate), every kswarm check (``kswarm/<kind>:<pool>``) is
     decided per changed kernel from the verification records, dataset rules apply, and reproduction is
@@ -170,161 +139,17 @@ def evaluate(
     operator principals: their approvals count toward ``human_approvals`` and not toward
     ``required_approvals`` (without it every approval counts toward the latter, as in Gitea).
     """
-    head = pr.head_sha
-    decision = GateDecision(repo=pr.full_name, number=pr.number, head_sha=head, mergeable=False)
-    reasons = decision.reasons
-
-    def add(code: str, message: str, blocking: bool = False) -> None:
-        reasons.append(Reason(code=code, message=message, blocking=blocking))
-
-    if pr.merged:
-        add("merged", f"already merged as {short(pr.merge_sha)}", blocking=True)
-        return decision
-    if pr.state != "open":
-        add("closed", "the PR is closed", blocking=True)
-        return decision
-    if head is None:
-        add("no-head", f"head branch {pr.head!r} does not exist", blocking=True)
-        return decision
-    if pr.base_sha is None:
-        add("no-base", f"base branch {pr.base!r} does not exist", blocking=True)
-        return decision
-    if pr.mergeable is False:
-        add("conflict", f"{pr.head} conflicts with {pr.base}: rebase or merge {pr.base} and push", True)
-
-    by_kernel = changes is not None and evidence is not None
-    candidates = changes.candidates if changes is not None else []
-    if changes is not None:
-        decision.blocked_paths = list(changes.blocked)
-        for blocked in changes.blocked:
-            add("trusted-path", blocked.why, blocking=True)
-        for stale in changes.stale:
-            add("kernel-stale", stale.why, blocking=True)
-
-    verdicts = latest_verdicts(pr)
-    for user, review in sorted(verdicts.items()):
-        if review.state == "REQUEST_CHANGES":
-            add(
-                "changes-requested",
-                f"@{user} requested changes (on {short(review.commit_id)}); it blocks until @{user} "
-                "approves a later head",
-                blocking=True,
-            )
-
-    if any(r.user == pr.author and r.state == "APPROVED" for r in pr.reviews):
-        decision.notes.append(f"approval by the author @{pr.author} ignored")
-    approvals: list[str] = []
-    humans: list[str] = []
-    for user, review in sorted(verdicts.items()):
-        if review.state != "APPROVED":
-            continue
-        if review.commit_id != head:
-            decision.notes.append(
-                f"approval by @{user} was on {short(review.commit_id)}, not the head {short(head)}"
-            )
-            continue
-        if operators is not None and user in operators:
-            humans.append(user)  # a human's approval: counted apart, never as an agent's review
-            continue
-        if policy.require_reproduction:
-            missing = (
-                reproduced_by(user, head, candidates, evidence or [], policy.required_checks)
-                if by_kernel
-                else ["(no verification records)"]
-            )
-            if missing:
-                decision.notes.append(f"approval by @{user} not counted: no passing reproduction")
-                add(
-                    "reproduction",
-                    f"@{user} approved but has not verified {', '.join(missing)} at {short(head)} "
-                    "with a passing job of their own",
-                )
-                continue
-        approvals.append(user)
-    decision.approvals = approvals
-    decision.human_approvals = humans
-    if len(approvals) < policy.required_approvals:
-        stale = [n for n in decision.notes if "not the head" in n]
-        extra = f" ({'; '.join(stale)})" if stale else ""
-        who = "agents" if operators is not None else "reviewers"
-        add(
-            "approvals",
-            f"{len(approvals)} of {policy.required_approvals} approval(s) on head {short(head)} "
-            f"from {who} other than @{pr.author}{extra}",
-        )
-    if policy.human_approvals and len(humans) < policy.human_approvals:
-        have = f" (so far: {', '.join('@' + h for h in humans)})" if humans else ""
-        add(
-            "human-approvals",
-            f"{len(humans)} of {policy.human_approvals} human approval(s) on head {short(head)}: an "
-            f"operator approves with `kswarm pr review {pr.number} --approve` or in the UI{have}",
-        )
-
-    if by_kernel:
-        decision.kernels = kernel_coverage(
-            head, candidates, evidence or [], policy.required_checks, policy.min_evidence
-        )
-        if kernel_checks(policy.required_checks) and not candidates:
-            decision.notes.append("no kernels changed: no verification needed")
-        for kernel in decision.kernels:
-            if any(c.state == "insufficient" for c in kernel.checks):
-                add("kernel-evidence", evidence_reason(kernel, head, policy), blocking=True)
-            for check in kernel.checks:
-                if check.state == "failure":
-                    add("kernel-failed", check.message, blocking=True)
-                elif check.state == "pending":
-                    add("kernel-pending", check.message)
-                elif check.state == "missing":
-                    add("kernel-unverified", check.message)
-    plain = [c for c in policy.required_checks if not (by_kernel and parse_check_context(c))]
-    _plain_checks(pr, head, plain, status_setters, decision, add)
-
-    decision.mergeable = not reasons
+    ctx = GateContext(pr, policy, changes, evidence, status_setters, operators)
+    decision = GateDecision(repo=pr.full_name, number=pr.number, head_sha=pr.head_sha, mergeable=False)
+    for rule in RULES:
+        found = rule(ctx)
+        decision.reasons += found
+        if found and rule in FINAL_RULES:
+            return decision  # a closed PR or a missing branch: its reason is the whole decision
+    decision.approvals = list(ctx.approvals.agents)
+    decision.human_approvals = list(ctx.approvals.humans)
+    decision.notes = ctx.notes
+    decision.kernels = list(ctx.kernels)
+    decision.blocked_paths = list(changes.blocked) if changes is not None else []
+    decision.mergeable = not decision.reasons
     return decision
-
-
-def evidence_reason(kernel: KernelCoverage, head: str, policy: ReviewPolicy) -> str:
-    """Why a kernel whose required checks all passed is still not enough, and what would be."""
-    have, need = kernel.evidence, policy.min_evidence
-    passes = ", ".join(f"{c.context}: {c.summary.partition(';')[0]}" for c in kernel.checks)
-    if need == "device-verified":
-        devices = [c.context for c in kernel.checks if c.evidence == "device-verified"]
-        todo = (
-            "a passing job on a device pool (cuda/npu hardware) is needed; add that pool's check, e.g. "
-            "kswarm/verify:npu-910c, to required_checks and submit the kernel there"
-            if not devices
-            else "a device pool's pass"
-        )
-    else:
-        todo = (
-            "a cpu pass that also samples the task's device shapes (cpu-screened), or a device pool's pass, "
-            "is needed: submit it again once the cpu pool screens device shapes, or on a device pool"
-        )
-    return (
-        f"{kernel.path} at {short(head)} has {have} evidence ({EVIDENCE_MEANS[have]}; {passes}); "
-        f"the policy requires {need}: {todo}"
-    )[:800]
-
-
-def _plain_checks(
-    pr: PullRequest,
-    head: str,
-    contexts: list[str],
-    status_setters: set[str] | None,
-    decision: GateDecision,
-    add: Callable[..., None],
-) -> None:
-    """Required checks decided by the head's latest commit status of each context."""
-    by_context = {s.context: s for s in pr.statuses if s.sha == head}
-    for context in contexts:
-        status = by_context.get(context)
-        if status is not None and status_setters is not None and status.creator not in status_setters:
-            decision.notes.append(f"status {context} set by @{status.creator} ignored (not trusted for it)")
-            status = None
-        if status is None:
-            add("check-missing", f"required check {context} has not reported on {short(head)}")
-        elif status.state == "pending":
-            add("check-pending", f"required check {context} is pending on {short(head)}")
-        elif status.state != "success":
-            desc = f": {status.description}" if status.description else ""
-            add("check-failed", f"required check {context} is {status.state} on {short(head)}{desc}", True)
