@@ -353,13 +353,6 @@ def _decide(result: VerificationResult, child: ChildRun) -> None:
     if _monitor_dependent(result):
         flags.append(Flag.MONITOR_DEPENDENT)
         result.reasons.append("wrong only in calls made without any monitoring (blind calls)")
-    excused = sorted({d for t in report.trials.values() for c in t.calls for d in c.sync_excused})
-    if excused:
-        result.unverifiable_reasons.append(
-            "program order: programs communicate through memory ordered only by atomics ("
-            + "; ".join(excused[:3])
-            + "); the interpreter runs programs one at a time, so this ordering needs a device pool"
-        )
     for trial in result.trials:
         flags += [f for f in trial.flags if f not in flags]
     result.flags = sorted(set(flags), key=list(Flag).index)

@@ -8,18 +8,22 @@ shows, so every monitored launch here is instrumented:
 - **bounds**: every load, store and atomic lane is checked against the element addresses of the
   launch's tensor arguments (views, not storages: row padding and guard bands are out of bounds);
   out-of-bounds lanes are dropped (never performed) and recorded;
-- **races**: a shadow of each argument storage remembers which program last wrote each byte. A
-  program that reads what another program stored in the same launch, or overwrites it with a
-  different value, depends on the order programs run in -- unless both sides went through atomics
-  (the writer issued an atomic after its store, the reader one before its load): that ordering the
-  sequential interpreter cannot test, so it is reported as "excused" (unverifiable on cpu);
+- **races**: a shadow of each argument storage remembers which program last wrote each byte, and
+  when. A program that reads what another program stored in the same launch, or overwrites it with a
+  different value, depends on the order programs run in -- unless it acquired that store: the writer
+  released it with an atomic after storing (``sem`` release or acq_rel) and the reader acquired it
+  with an atomic on the same address before its access (vector clocks, interp_schedule.py);
+- **interleaving**: launches of kernels that use atomics run their programs as interleaved
+  coroutines (interp_schedule.py), so lost updates and wrong protocols show in the results;
 - **stalls**: a program repeating the very same access (same addresses, same values) SPIN_LIMIT times
-  in a row waits for another program: it is stopped and recorded (a GPU deadlocks there).
+  in a row waits for another program: it is stopped and recorded (a GPU deadlocks there); in an
+  interleaved launch, when every program in flight spins.
 """
 
 from __future__ import annotations
 
 import random
+import time
 from collections.abc import Iterator
 from typing import Any
 
@@ -27,12 +31,21 @@ import numpy as np
 import torch
 
 from orchestrator.verify import runtime_policy as rp
+from orchestrator.verify.interp_schedule import Interleaving, StalledLaunch
 from orchestrator.verify.interp_semantics import Semantics
 from orchestrator.verify.monitor import Monitor
+from orchestrator.verify.sampling import uses_atomics
 
 _DATA_PTR = torch._C.TensorBase.data_ptr
 _STORAGE = torch._C.TensorBase.untyped_storage
 _UINT = {1: np.uint8, 2: np.uint16, 4: np.uint32, 8: np.uint64}
+Clock = dict[int, int]  # program -> the launch's sequence number of its latest event known
+
+
+def _join(into: Clock, other: Clock) -> None:
+    for prog, seq in other.items():
+        if into.get(prog, -1) < seq:
+            into[prog] = seq
 
 
 class ProgramStalled(RuntimeError):
@@ -96,6 +109,7 @@ class _Shadow:
         self.start = start
         self.writer = np.full(nbytes, -1, dtype=np.int32)
         self.seq = np.zeros(nbytes, dtype=np.int64)
+        self.atomic = np.zeros(nbytes, dtype=bool)  # the last write was an atomic
 
 
 class _Launch:
@@ -111,11 +125,12 @@ class _Launch:
         self.started = 0
         self.prog = -1
         self.seq = 0
-        self.first_atomic: dict[int, int] = {}
-        self.last_atomic: dict[int, int] = {}
+        self.clocks: dict[int, Clock] = {}  # per program: what it has acquired (happens-before)
+        self.released: dict[int, Clock] = {}  # per atomic byte address: what was released there
         self.spin_key: tuple[int, int] | None = None
         self.spin_count = 0
         self.sample: Any = None  # sampling.LaunchSample: a device-shape trial runs some programs
+        self.interleaving: Interleaving | None = None  # set while the launch runs interleaved
 
     # --- schedule --------------------------------------------------------------------------------
     def set_dims(self, nx: int, ny: int, nz: int) -> None:
@@ -142,6 +157,10 @@ class _Launch:
         x, rest = divmod(m, ny * nz)
         return x, *divmod(rest, nz)
 
+    def yield_point(self) -> None:
+        if self.interleaving is not None:
+            self.interleaving.point()
+
     # --- bounds ----------------------------------------------------------------------------------
     def in_bounds(self, addrs: np.ndarray) -> np.ndarray:
         ok = np.zeros(addrs.shape, dtype=bool)
@@ -164,26 +183,41 @@ class _Launch:
             yield shadow, np.flatnonzero(lanes)[inside], offs[inside]
 
     # --- cross-program accesses ------------------------------------------------------------------
-    def _excused(self, writer: int, wseq: int) -> bool:
-        released = self.last_atomic.get(writer, -1) >= wseq
-        acquired = self.first_atomic.get(self.prog) is not None
-        return released and acquired
+    def _ordered(self, writer: int, wseq: int) -> bool:
+        """The running program acquired the writer's store (a release/acquire chain since it)."""
+        return self.clocks.get(self.prog, {}).get(writer, -1) >= wseq
 
-    def _foreign(self, addrs: np.ndarray) -> list[tuple[np.ndarray, int, int]]:
-        """(lanes, writer, write seq) for lanes last written by another program in this launch."""
+    def synchronise(self, addrs: np.ndarray, acquire: bool, release: bool) -> None:
+        """An atomic of the running program on these element addresses, with its memory order."""
+        clock = self.clocks.setdefault(self.prog, {})
+        keys = [int(a) for a in np.unique(addrs)]
+        if acquire:
+            for key in keys:
+                if key in self.released:
+                    _join(clock, self.released[key])
+        if release:
+            clock[self.prog] = self.seq
+            for key in keys:
+                _join(self.released.setdefault(key, {}), clock)
+
+    def _foreign(self, addrs: np.ndarray, atomic: bool = False) -> list[tuple[np.ndarray, int, int]]:
+        """(lanes, writer, write seq) for lanes last written by another program in this launch (by a
+        plain store, for an atomic access: atomics on one address never race each other)."""
         out = []
         for shadow, lanes, offs in self._shadow_index(addrs):
             writers = shadow.writer[offs]
             foreign = (writers >= 0) & (writers != self.prog)
+            if atomic:
+                foreign &= ~shadow.atomic[offs]
             for w in np.unique(writers[foreign]):
                 hit = foreign & (writers == w)
                 out.append((lanes[hit], int(w), int(shadow.seq[offs[hit]].max())))
         return out
 
-    def on_read(self, addrs: np.ndarray) -> None:
-        if self.sample is not None:
+    def on_read(self, addrs: np.ndarray, atomic: bool = False) -> None:
+        if self.sample is not None and not atomic:
             self.sample.read(self.prog, addrs)
-        for _, writer, wseq in self._foreign(addrs):
+        for _, writer, wseq in self._foreign(addrs, atomic):
             self._cross(writer, wseq, f"program {self.prog} reads what program {writer} stored")
 
     def on_write(self, addrs: np.ndarray, old: np.ndarray | None, new: np.ndarray | None) -> None:
@@ -195,26 +229,36 @@ class _Launch:
             )
 
     def _cross(self, writer: int, wseq: int, what: str) -> None:
-        detail = f"{self.name}: {what} in the same launch"
-        if self._excused(writer, wseq):
-            self.monitor.record("sync", f"{detail}, ordered only by atomics")
-        else:
-            self.monitor.record("order", f"{detail}, without synchronisation ({self.order} order)")
+        if not self._ordered(writer, wseq):
+            how = "interleaved" if self.interleaving is not None else f"{self.order} order"
+            self.monitor.record(
+                "order",
+                f"{self.name}: {what} in the same launch, without a release/acquire between ({how})",
+            )
 
     def mark(self, addrs: np.ndarray, itemsize: int, *, atomic: bool) -> None:
         self.seq += 1
-        if atomic:
-            self.first_atomic.setdefault(self.prog, self.seq)
-            self.last_atomic[self.prog] = self.seq
         spread = (addrs.astype(np.int64)[:, None] + np.arange(itemsize)).ravel()
         if self.sample is not None:
             self.sample.write(self.prog, spread, atomic=atomic)
         for shadow, _, offs in self._shadow_index(spread.astype(np.uint64)):
             shadow.writer[offs] = self.prog
             shadow.seq[offs] = self.seq
+            shadow.atomic[offs] = atomic
+        if self.interleaving is not None and not atomic:  # an atomic's progress shows in its result
+            self.interleaving.stored()
 
     def spin(self, addrs: np.ndarray, values: np.ndarray) -> None:
         key = (hash(addrs.tobytes()), hash(np.ascontiguousarray(values).tobytes()))
+        if self.interleaving is not None:  # a spinning program yields; a stall is all of them
+            repeated, self.spin_key = key == self.spin_key, key
+            try:
+                self.interleaving.accessed(repeated)
+            except StalledLaunch as exc:
+                self.monitor.record("order", f"{self.name}: {exc} (interleaved)")
+                self.monitor.stalled = True
+                raise ProgramStalled(f"{exc} in {self.name}") from None
+            return
         if key == self.spin_key:
             self.spin_count += 1
             if self.spin_count >= rp.SPIN_LIMIT:
@@ -251,6 +295,9 @@ class InterpreterInstruments:
             "create_masked_store": self._masked_store,
             "create_atomic_rmw": self._atomic_rmw,
             "create_atomic_cas": self._atomic_cas,
+            "create_atomic_load": self._atomic_load,
+            "create_atomic_store": self._atomic_store,
+            "create_atomic_poll": self._atomic_poll,
         }
         instruments = self
 
@@ -285,6 +332,9 @@ class InterpreterInstruments:
         if self.sampling is not None:  # a device shape: only a sample of the programs runs
             executor = self.sampling.launch(executor, self.launch)
         try:
+            if uses_atomics(getattr(executor, "fn", None)):  # programs may talk: interleave them
+                self.launch.interleaving = Interleaving(self.I, self.launch, rng)
+                return self.launch.interleaving.run(executor, args, kwargs)
             return self.original_call(executor, *args, **kwargs)
         finally:
             self.launch = outer
@@ -324,6 +374,7 @@ class InterpreterInstruments:
         launch = self.launch
         if launch is None:
             return self._orig("create_masked_load")(ptrs, mask, other, cache_policy, is_volatile)
+        launch.yield_point()
         addrs, active = self._lanes(ptrs, mask)
         active = self._drop_oob(addrs, active, "oob_read")
         mask = self.I.TensorHandle(active, mask.dtype)
@@ -343,6 +394,7 @@ class InterpreterInstruments:
         launch = self.launch
         if launch is None:
             return self._orig("create_masked_store")(ptrs, value, mask, cache_policy)
+        launch.yield_point()
         addrs, active = self._lanes(ptrs, mask)
         active = self._drop_oob(addrs, active, "oob_write")
         mask = self.I.TensorHandle(active, mask.dtype)
@@ -358,15 +410,26 @@ class InterpreterInstruments:
         launch.spin_key = None
         return result
 
+    def _order(self, sem: Any, scope: Any) -> tuple[bool, bool]:
+        """(acquires, releases) across programs: a CTA-scoped atomic orders nothing between them."""
+        ir = self.I._ir
+        if scope == ir.MEM_SYNC_SCOPE.CTA:
+            return False, False
+        both = sem == ir.MEM_SEMANTIC.ACQUIRE_RELEASE
+        return both or sem == ir.MEM_SEMANTIC.ACQUIRE, both or sem == ir.MEM_SEMANTIC.RELEASE
+
     def _atomic_rmw(self, op: Any, ptr: Any, val: Any, mask: Any, sem: Any, scope: Any) -> Any:
         launch = self.launch
         if launch is None:
             return self._orig("create_atomic_rmw")(op, ptr, val, mask, sem, scope)
+        launch.yield_point()
         addrs, active = self._lanes(ptr, mask)
         active = self._drop_oob(addrs, active, "oob_write")
         mask = self.I.TensorHandle(active, mask.dtype)
-        result = self._orig("create_atomic_rmw")(op, ptr, val, mask, sem, scope)
         hit = addrs[active]
+        launch.on_read(hit, atomic=True)
+        launch.synchronise(hit, *self._order(sem, scope))
+        result = self._orig("create_atomic_rmw")(op, ptr, val, mask, sem, scope)
         self.semantics.check_store(hit, "an atomic")
         launch.mark(hit, np.asarray(val.data).dtype.itemsize, atomic=True)
         launch.spin(hit, np.broadcast_to(np.asarray(result.data), addrs.shape)[active])
@@ -376,6 +439,7 @@ class InterpreterInstruments:
         launch = self.launch
         if launch is None:
             return self._orig("create_atomic_cas")(ptr, cmp, val, sem, scope)
+        launch.yield_point()
         addrs = np.asarray(ptr.data)
         if not launch.in_bounds(addrs.ravel()).all():
             self.monitor.record(
@@ -383,7 +447,64 @@ class InterpreterInstruments:
             )
             raise IndexError("atomic_cas outside every tensor argument")
         self.semantics.check_store(addrs, "an atomic_cas")
+        launch.on_read(addrs.ravel(), atomic=True)
+        launch.synchronise(addrs.ravel(), *self._order(sem, scope))
         result = self._orig("create_atomic_cas")(ptr, cmp, val, sem, scope)
         launch.mark(addrs.ravel(), np.asarray(val.data).dtype.itemsize, atomic=True)
         launch.spin(addrs.ravel(), np.asarray(result.data).ravel())
         return result
+
+    def _atomic_load(self, ptr: Any, mask: Any, sem: Any, scope: Any) -> Any:
+        launch = self.launch
+        if launch is None:
+            return self._orig("create_atomic_load")(ptr, mask, sem, scope)
+        launch.yield_point()
+        if mask is None:
+            mask = self.I.TensorHandle(np.ones_like(ptr.data, dtype=bool), self.I.tl.int1)
+        addrs, active = self._lanes(ptr, mask)
+        active = self._drop_oob(addrs, active, "oob_read")
+        mask = self.I.TensorHandle(active, mask.dtype)
+        launch.on_read(addrs[active], atomic=True)
+        launch.synchronise(addrs[active], self._order(sem, scope)[0], False)
+        result = self._orig("create_masked_load")(ptr, mask, None, None, True)
+        launch.spin(addrs[active], np.asarray(result.data)[active] if np.ndim(result.data) else result.data)
+        return result
+
+    def _atomic_store(self, ptr: Any, val: Any, mask: Any, sem: Any, scope: Any) -> Any:
+        launch = self.launch
+        if launch is None:
+            return self._orig("create_atomic_store")(ptr, val, mask, sem, scope)
+        launch.yield_point()
+        if mask is None:
+            mask = self.I.TensorHandle(np.ones_like(ptr.data, dtype=bool), self.I.tl.int1)
+        addrs, active = self._lanes(ptr, mask)
+        active = self._drop_oob(addrs, active, "oob_write")
+        mask = self.I.TensorHandle(active, mask.dtype)
+        hit = addrs[active]
+        self.semantics.check_store(hit, "an atomic store")
+        launch.on_read(hit, atomic=True)  # over another program's plain store: a race too
+        launch.synchronise(hit, False, self._order(sem, scope)[1])
+        result = self._orig("create_masked_store")(ptr, val, mask, None)
+        launch.mark(hit, np.asarray(val.data).dtype.itemsize, atomic=True)
+        launch.spin_key = None
+        if launch.interleaving is not None:
+            launch.interleaving.stored()
+        return result
+
+    def _atomic_poll(self, ptr: Any, expected: Any, timeout_ns: Any, sem: Any, scope: Any) -> Any:
+        """Triton's poll loop, one element at a time through the atomic load (so it can yield)."""
+        if self.launch is None:
+            return self._orig("create_atomic_poll")(ptr, expected, timeout_ns, sem, scope)
+        matched = np.zeros(np.shape(ptr.data), dtype=np.bool_)
+        start = time.perf_counter_ns()
+        limit = None if timeout_ns is None else int(np.asarray(timeout_ns.data).item())
+        for index in np.ndindex(np.shape(ptr.data)):
+            element = self.I.TensorHandle(np.asarray(ptr.data[index]), ptr.dtype)
+            while True:
+                value = self._atomic_load(element, None, sem, scope)
+                if np.asarray(value.data).item() == np.asarray(expected.data)[index]:
+                    matched[index] = True
+                    break
+                if limit is not None and time.perf_counter_ns() - start >= limit:
+                    break
+        return self.I.TensorHandle(matched, self.I.tl.int1)

@@ -142,7 +142,6 @@ class CallReport:
     monitored: bool = True
     launches: int | None = None
     findings: dict[str, list[str]] = field(default_factory=dict)  # FINDING_KINDS -> details
-    sync_excused: list[str] = field(default_factory=list)  # cross-program accesses ordered by atomics
     error: str | None = None
     stalled: bool = False  # a program waited on another one (interpreter)
     elapsed_s: float | None = None
@@ -200,7 +199,6 @@ def _call(raw: object) -> CallReport:
         monitored=bool(raw.get("monitored", True)),
         launches=launches if isinstance(launches, int) and not isinstance(launches, bool) else None,
         findings=_findings(raw.get("findings")),
-        sync_excused=_str_list(raw.get("sync_excused")),
         error=_opt_str(raw.get("error")),
         stalled=bool(raw.get("stalled")),
         elapsed_s=float(elapsed) if isinstance(elapsed, int | float) else None,
@@ -272,10 +270,7 @@ class ReportBuilder:
             calls = [_call(c) for c in event.get("calls", [])] if isinstance(event.get("calls"), list) else []
             for number, call in enumerate(calls):  # what was streamed stays, whatever the summary says
                 for finding, details in report.streamed.get((index, number), {}).items():
-                    if finding == "sync":
-                        call.sync_excused = sorted(set(call.sync_excused) | set(details))
-                    else:
-                        call.findings[finding] = sorted(set(call.findings.get(finding, [])) | set(details))
+                    call.findings[finding] = sorted(set(call.findings.get(finding, [])) | set(details))
             if index in report.trials:
                 report.trials[index].duplicate = True
                 report.trials[index].calls += calls
@@ -292,7 +287,7 @@ class ReportBuilder:
 
     def _finding(self, event: Mapping[str, Any]) -> None:
         kind, detail = event.get("kind"), str(event.get("detail"))[:300]
-        if kind not in FINDING_KINDS and kind != "sync":
+        if kind not in FINDING_KINDS:
             return
         trial, call = event.get("trial"), event.get("call")
         if trial is None:

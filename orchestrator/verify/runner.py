@@ -263,9 +263,7 @@ class Runner:
             self.monitor.record("tamper", problem)
 
     def _finish(self, report: proto.CallReport) -> None:
-        findings = dict(self.monitor.findings)
-        report.sync_excused = findings.pop("sync", [])
-        report.findings = findings
+        report.findings = dict(self.monitor.findings)
         if report.monitored:
             report.launches = self.monitor.launches
         report.stalled = self.monitor.stalled

@@ -14,7 +14,8 @@ call has a state: INVALID (never written: the job's allocation sentinel, or memo
 provenance), READY (an input, zeros or a copy: right before the call), WRITTEN (stored in this call by
 an executed program from valid data) or SPOILED (stored in this call, but from invalid data). A
 program that loads an INVALID or SPOILED byte is tainted and everything it stores is SPOILED; atomics
-of a sampled launch spoil what they touch (the skipped programs' contributions are missing). The
+of a sampled launch spoil what they touch (the skipped programs' contributions are missing) and taint
+the program that issued them (what it does next may wait on, or read, what the skipped ones did). The
 parent compares only WRITTEN elements of each output; unsampled calls never get here.
 
 Loaded in the child only (spawn.BUNDLE), before interp.py, which calls it from its launch loop.
@@ -265,8 +266,11 @@ class LaunchSample:
     def write(self, prog: int, byte_addrs: np.ndarray, *, atomic: bool) -> None:
         for state, offs in self.call.locate(byte_addrs):
             if atomic and not self.full:
-                state[offs] = SPOILED  # the skipped programs' contributions are missing
+                # The skipped programs' contributions are missing, and what this program does after
+                # its atomic (a ticket, a lock, a flag) may depend on them: it is tainted from here.
+                state[offs] = SPOILED
                 self.call.atomics_sampled = True
+                self.tainted.add(prog)
                 continue
             if atomic and _bad(state[offs]).any():  # an atomic reads the old value too
                 self.tainted.add(prog)

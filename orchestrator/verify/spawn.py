@@ -41,9 +41,10 @@ BUNDLE = (
     "hostguards",
     "integrity",
     "interp_semantics",
+    "sampling",
+    "interp_schedule",
     "interp",
     "interp_autotune",
-    "sampling",
     "timing",
     "runner",
 )

@@ -1,7 +1,9 @@
 """Honest "last block finishes" row sum (the threadfence-reduction pattern): every program stores its
 partial, then takes a ticket with an atomic add; the program that draws the last ticket reads all
-partials and writes the result. Correct on a GPU thanks to the atomic's acquire/release ordering,
-which the sequential interpreter cannot exercise: on the cpu pool this is "unverifiable", not a pass."""
+partials and writes the result. Correct on a GPU thanks to the atomic's acquire/release ordering
+(its default ``sem``): the cpu pool runs the programs interleaved and finds every partial read
+ordered after its store by that release/acquire chain, so this passes (with ``sem="relaxed"`` it is a
+race: cheats/atomics/relaxed_last_block.py)."""
 
 import torch
 import triton
