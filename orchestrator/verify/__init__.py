@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     from orchestrator.verify.harness import verify
     from orchestrator.verify.models import Flag, TrialResult, VerificationResult
-    from orchestrator.verify.static_gate import StaticReport, Violation, check_file, check_source
+    from orchestrator.verify.static.gate import StaticReport, Violation, check_file, check_source
     from orchestrator.verify.tasks import Task, TaskError, Tolerance, default_tolerance, load_task
 
 _EXPORTS = {
@@ -21,10 +21,10 @@ _EXPORTS = {
     "Flag": "models",
     "TrialResult": "models",
     "VerificationResult": "models",
-    "StaticReport": "static_gate",
-    "Violation": "static_gate",
-    "check_file": "static_gate",
-    "check_source": "static_gate",
+    "StaticReport": "static.gate",
+    "Violation": "static.gate",
+    "check_file": "static.gate",
+    "check_source": "static.gate",
     "Task": "tasks",
     "TaskError": "tasks",
     "Tolerance": "tasks",

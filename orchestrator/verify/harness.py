@@ -49,7 +49,7 @@ from orchestrator.verify.protocol import ChildReport, Plan, TrialReport
 from orchestrator.verify.runtime_policy import FLAG_FOR_FINDING
 from orchestrator.verify.seeds import derive_seeds, draw_seed_base
 from orchestrator.verify.spawn import ChildRun, TrialFrames, run_child
-from orchestrator.verify.static_gate import check_source
+from orchestrator.verify.static.gate import check_source
 from orchestrator.verify.tasks import Task, Trial, load_task
 from orchestrator.verify.timing import BenchConfig, TorchDeviceClock, bench, speedup, summarize
 

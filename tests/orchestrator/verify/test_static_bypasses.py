@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from orchestrator.verify.policy import RULES
-from orchestrator.verify.static_gate import check_file, check_source
+from orchestrator.verify.static.gate import check_file, check_source
 
 STATIC_CHEATS = Path(__file__).resolve().parent / "cheats" / "static"
 

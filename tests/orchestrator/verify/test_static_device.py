@@ -22,7 +22,7 @@ from __future__ import annotations
 import pytest
 
 from orchestrator.verify.policy import RULES
-from orchestrator.verify.static_gate import check_source
+from orchestrator.verify.static.gate import check_source
 
 TEMPLATE = """
 import functools

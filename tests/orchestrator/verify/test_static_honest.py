@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from orchestrator.verify.static_gate import check_file
+from orchestrator.verify.static.gate import check_file
 
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parents[2]

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from orchestrator.verify.policy import RULES
-from orchestrator.verify.static_gate import check_file, check_source
+from orchestrator.verify.static.gate import check_file, check_source
 
 HERE = Path(__file__).resolve().parent
 STATIC_CHEATS = HERE / "cheats" / "static"

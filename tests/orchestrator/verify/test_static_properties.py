@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from orchestrator.verify.static_gate import check_source
+from orchestrator.verify.static.gate import check_source
 
 ALLOWED_ROOTS = ("os", "typing", "dataclasses", "enum", "collections", "functools", "torch", "triton", "math")
 

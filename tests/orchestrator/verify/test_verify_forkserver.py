@@ -24,7 +24,7 @@ from orchestrator.verify import Flag, forkserver, verify
 from orchestrator.verify.forkserver import ForkServer
 from orchestrator.verify.protocol import JSON, ReportBuilder
 from orchestrator.verify.seeds import refill_seed
-from orchestrator.verify.static_gate import check_source
+from orchestrator.verify.static.gate import check_source
 from orchestrator.verify.tasks import load_task, torch_dtype
 
 PROBES = Path(__file__).resolve().parent / "probes"

@@ -8,7 +8,7 @@ import pytest
 from verifykit import solution
 
 from orchestrator.verify.policy import RULES
-from orchestrator.verify.static_gate import check_file, check_source
+from orchestrator.verify.static.gate import check_file, check_source
 
 HEADER = """
 import torch

@@ -23,7 +23,7 @@ from gateway.tasks.catalogue import (
 )
 from orchestrator.verify.harness import verify
 from orchestrator.verify.layouts import apply_layouts
-from orchestrator.verify.static_gate import check_source
+from orchestrator.verify.static.gate import check_source
 from orchestrator.verify.tasks import load_task, torch_dtype
 
 REQUIRED = {

@@ -12,8 +12,8 @@ import functools
 from dataclasses import dataclass
 
 from orchestrator.verify import policy
-from orchestrator.verify import static_policy as sp
-from orchestrator.verify.static_values import MemberValue, ModuleValue, missing, real_member
+from orchestrator.verify.static import policy as sp
+from orchestrator.verify.static.values import MemberValue, ModuleValue, missing, real_member
 
 
 @dataclass(frozen=True)

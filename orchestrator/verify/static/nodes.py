@@ -10,11 +10,11 @@ import string
 from typing import TYPE_CHECKING
 
 from orchestrator.verify import policy
-from orchestrator.verify import static_policy as sp
-from orchestrator.verify.static_launches import launch_kernel
-from orchestrator.verify.static_names import constant_attr_name
-from orchestrator.verify.static_targets import _is_dunder, kernel_allows, member_rule, module_rule, store_rule
-from orchestrator.verify.static_values import (
+from orchestrator.verify.static import policy as sp
+from orchestrator.verify.static.launches import launch_kernel
+from orchestrator.verify.static.names import constant_attr_name
+from orchestrator.verify.static.targets import _is_dunder, kernel_allows, member_rule, module_rule, store_rule
+from orchestrator.verify.static.values import (
     DATA,
     KernelValue,
     MemberValue,
@@ -26,7 +26,7 @@ from orchestrator.verify.static_values import (
 )
 
 if TYPE_CHECKING:
-    from orchestrator.verify.static_gate import Gate
+    from orchestrator.verify.static.gate import Gate
 
 _TORCH_HOOKS = frozenset({"__torch_function__", "__torch_dispatch__"})
 _RESOLVED = (ModuleValue, MemberValue)
@@ -150,7 +150,7 @@ class NodeRules:
             g.flag("environment_probe", node, f".{attr}: a buffer address tells a test from production")
         elif attr in policy.TENSOR_COMPUTE_METHODS and self._called(node):
             # A call by a tensor method's name; a bare reference (`f = x.add`) is judged where the
-            # base is known to be a tensor (static_tensors): `device.type` or `iinfo(...).max` are not.
+            # base is known to be a tensor (static.tensors): `device.type` or `iinfo(...).max` are not.
             g.flag("torch_compute", node, f"tensor method .{attr}()")
 
     def _called(self, node: ast.AST) -> bool:

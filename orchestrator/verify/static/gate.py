@@ -1,7 +1,7 @@
 """Static gate: AST checks run on a candidate before it gets any device time.
 
-Every name and attribute chain is first resolved to the object it reaches (``static_names``), and the
-final target is judged (``static_targets``): ``os.path.join`` is allowed, ``os.path.os.popen`` is
+Every name and attribute chain is first resolved to the object it reaches (``names``), and the
+final target is judged (``targets``): ``os.path.join`` is allowed, ``os.path.os.popen`` is
 ``os.popen`` and process control. What cannot be resolved and could reach a module (a computed
 getattr, a module passed around as a value, ``vars()``, a format string reading attributes) is
 rejected. Code that runs inside a launch (decorator arguments, heuristics, autotune hooks, grid
@@ -18,15 +18,15 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from orchestrator.verify.static_devices import DeviceRules
-from orchestrator.verify.static_kernels import KernelRules
-from orchestrator.verify.static_launches import EntryRules, launch_callables, launch_kernel
-from orchestrator.verify.static_names import Resolver, constant_attr_name
-from orchestrator.verify.static_nodes import NodeRules
-from orchestrator.verify.static_recursion import RecursionRules
-from orchestrator.verify.static_targets import kernel_allows, member_rule, module_rule
-from orchestrator.verify.static_tensors import TensorHeuristics, pointer_params
-from orchestrator.verify.static_values import (
+from orchestrator.verify.static.devices import DeviceRules
+from orchestrator.verify.static.kernels import KernelRules
+from orchestrator.verify.static.launches import EntryRules, launch_callables, launch_kernel
+from orchestrator.verify.static.names import Resolver, constant_attr_name
+from orchestrator.verify.static.nodes import NodeRules
+from orchestrator.verify.static.recursion import RecursionRules
+from orchestrator.verify.static.targets import kernel_allows, member_rule, module_rule
+from orchestrator.verify.static.tensors import TensorHeuristics, pointer_params
+from orchestrator.verify.static.values import (
     KernelValue,
     MemberValue,
     ModuleValue,

@@ -3,8 +3,8 @@
 Every binding of the candidate (imports, assignments and tuple unpacking, walrus, defaults of
 functions and lambdas, `global`/`nonlocal`, loop and `with` targets, ...) is collected per scope, and
 the value set of every name is computed flow-insensitively (the union over all its bindings, to a
-fixpoint). Values and attribute steps are in ``static_values``; deciding what is allowed is not done
-here (``static_targets``).
+fixpoint). Values and attribute steps are in ``values``; deciding what is allowed is not done
+here (``targets``).
 """
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ import builtins
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 
-from orchestrator.verify.static_values import (
+from orchestrator.verify.static.values import (
     DATA,
     KernelValue,
     MemberValue,

@@ -8,11 +8,11 @@ from __future__ import annotations
 import ast
 from typing import TYPE_CHECKING
 
-from orchestrator.verify import static_policy as sp
-from orchestrator.verify.static_values import KernelValue, MemberValue, UserValue
+from orchestrator.verify.static import policy as sp
+from orchestrator.verify.static.values import KernelValue, MemberValue, UserValue
 
 if TYPE_CHECKING:
-    from orchestrator.verify.static_gate import Gate
+    from orchestrator.verify.static.gate import Gate
 
 _CALLABLES = (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda)
 

@@ -5,7 +5,7 @@ Tensor-ness is tracked per variable (the scope that owns it, so closures and gri
 a name used with a tensor attribute (`.shape`, `.numel()`, ...), assigned from an allocator or a
 view of a tensor, passed a tensor at a call site of a candidate function, or read from a launch
 callable's argument dict under the name of a kernel pointer parameter. This is a heuristic that
-backs the runtime monitor; the allow-lists in `static_targets` are what the gate relies on.
+backs the runtime monitor; the allow-lists in `targets` are what the gate relies on.
 """
 
 from __future__ import annotations
@@ -14,9 +14,9 @@ import ast
 from collections.abc import Callable, Iterable
 
 from orchestrator.verify import policy
-from orchestrator.verify import static_policy as sp
-from orchestrator.verify.static_names import Resolver, Scope
-from orchestrator.verify.static_values import DATA, KernelValue, MemberValue, UserValue
+from orchestrator.verify.static import policy as sp
+from orchestrator.verify.static.names import Resolver, Scope
+from orchestrator.verify.static.values import DATA, KernelValue, MemberValue, UserValue
 
 # Attributes whose use marks a name as a tensor.
 TENSOR_EVIDENCE_ATTRS = frozenset(

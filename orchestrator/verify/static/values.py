@@ -15,7 +15,7 @@ import sys
 from dataclasses import dataclass
 from types import ModuleType
 
-from orchestrator.verify.static_policy import MODULE_DISPLAY
+from orchestrator.verify.static.policy import MODULE_DISPLAY
 
 MAX_CHAIN = 12  # attribute steps below a module before a chain counts as unresolved
 

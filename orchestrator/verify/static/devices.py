@@ -26,10 +26,10 @@ from collections.abc import Iterator
 from typing import TYPE_CHECKING
 
 from orchestrator.verify import policy
-from orchestrator.verify import static_policy as sp
-from orchestrator.verify.static_names import Scope
-from orchestrator.verify.static_targets import is_object
-from orchestrator.verify.static_values import (
+from orchestrator.verify.static import policy as sp
+from orchestrator.verify.static.names import Scope
+from orchestrator.verify.static.targets import is_object
+from orchestrator.verify.static.values import (
     DATA,
     MemberValue,
     ModuleValue,
@@ -41,7 +41,7 @@ from orchestrator.verify.static_values import (
 )
 
 if TYPE_CHECKING:
-    from orchestrator.verify.static_gate import Gate
+    from orchestrator.verify.static.gate import Gate
 
 Var = tuple[int, str]
 _FUNCTIONS = (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda)

@@ -8,12 +8,12 @@ from __future__ import annotations
 import ast
 from typing import TYPE_CHECKING
 
-from orchestrator.verify import static_policy as sp
-from orchestrator.verify.static_targets import is_object
-from orchestrator.verify.static_values import DATA, KernelValue, MemberValue, ModuleValue, UserValue
+from orchestrator.verify.static import policy as sp
+from orchestrator.verify.static.targets import is_object
+from orchestrator.verify.static.values import DATA, KernelValue, MemberValue, ModuleValue, UserValue
 
 if TYPE_CHECKING:
-    from orchestrator.verify.static_gate import Gate
+    from orchestrator.verify.static.gate import Gate
 
 TF32_MESSAGE = (
     'tl.dot on a float32 task without input_precision="ieee": the Triton interpreter cannot see TF32 (it'

@@ -22,10 +22,10 @@ import ast
 from collections.abc import Iterator
 from typing import TYPE_CHECKING
 
-from orchestrator.verify.static_values import DATA, KernelValue, MemberValue, UserValue
+from orchestrator.verify.static.values import DATA, KernelValue, MemberValue, UserValue
 
 if TYPE_CHECKING:
-    from orchestrator.verify.static_gate import Gate
+    from orchestrator.verify.static.gate import Gate
 
 _FUNCTIONS = (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda)
 _OWN_INIT = ("__init__", "__post_init__")
