@@ -1,11 +1,12 @@
 """The swarm's job workers: what ``kswarm up -f`` runs for each pool of the spec, and keeps running.
 
 For a pool with ``workers: N`` the fleet runs N ``python -m orchestrator.worker`` processes, worker *i*
-serving the pool's node *i* (a Slurm pool: one worker, which submits every job with ``sbatch``; a
-Docker pool: workers that run each job in a container -- the pool's ``executor`` decides, the worker
-reads it from the gateway). They run as the pool's worker principal (``worker-<pool>``, bound to that
-pool by the gateway), whose token is in ``swarm/workers/<pool>.token`` (mode 600) and reaches the worker
-as ``--token-file``: never in an argv or an environment another process could read.
+serving the pool's node *i* (a pool whose executor allocates devices itself, as Slurm does: one worker,
+which submits every job to the scheduler; a Docker pool: workers that run each job in a container -- the
+pool's ``executor`` decides, the worker reads it from the gateway). They run as the pool's worker
+principal (``worker-<pool>``, bound to that pool by the gateway), whose token is in
+``swarm/workers/<pool>.token`` (mode 600) and reaches the worker as ``--token-file``: never in an argv
+or an environment another process could read.
 
 Supervision is the agents' (``orchestrator/reconcile.py``): a worker that exits is restarted after an
 exponential backoff, too many exits within the window is ``crash-loop`` (announced in #ops, still
@@ -51,7 +52,9 @@ class WorkerRecord(BaseModel):
 
     name: str = Field(description="<pool>-<n>.")
     pool: str
-    node: str | None = Field(None, description="The node it serves (None: a Slurm worker, the cluster).")
+    node: str | None = Field(
+        None, description="The node it serves (None: the whole pool, its executor allocates devices)."
+    )
     state: WorkerState = "new"
     pid: int | None = None
     started_at: float | None = None
@@ -180,7 +183,7 @@ class WorkerFleet:
             elif proc is not None:  # it was ours and it exited: a crash
                 self.procs.pop(name, None)
                 self._cleanup(rec)
-                self._release_node(rec)
+                self._release_node(rec, pool)
                 self._crashed(rec, now, code)
             elif rec.state in ("backoff", "crash-loop"):
                 if rec.next_start_at is None or rec.next_start_at <= now:
@@ -209,11 +212,11 @@ class WorkerFleet:
         else:
             rec.state = "backoff"
 
-    def _release_node(self, rec: WorkerRecord) -> None:
+    def _release_node(self, rec: WorkerRecord, pool: PoolConfig) -> None:
         """The dead worker's node lease, released at once: its successor serves the node without
         waiting out the lease (the jobs it held are requeued by the gateway after claim_idle_s)."""
         try:
-            self.client.request("DELETE", f"/api/jobs/pools/{rec.pool}/leases/{rec.node or 'slurm'}")
+            self.client.request("DELETE", f"/api/jobs/pools/{rec.pool}/leases/{pool.served_node(rec.node)}")
         except GatewayError as exc:
             log.warning("releasing node %s of pool %s: %s", rec.node, rec.pool, exc)
 
@@ -305,7 +308,7 @@ def worker_rows(layout: SwarmLayout, live: list[dict[str, Any]]) -> list[dict[st
     now = time.time()
     for rec in load_records(layout).values():
         pool = by_pool.get(rec.pool, {})
-        node = rec.node or "slurm"
+        node = rec.node or pool_wide_node(pool.get("config") or {})
         lease: dict[str, Any] = next((w for w in pool.get("workers") or [] if w.get("node") == node), {})
         running = [j for j in pool.get("running_jobs") or [] if j.get("node") == node]
         rows.append(
@@ -325,6 +328,13 @@ def worker_rows(layout: SwarmLayout, live: list[dict[str, Any]]) -> list[dict[st
             }
         )
     return rows
+
+
+def pool_wide_node(config: dict[str, Any]) -> str:
+    """The node a whole-pool worker (its executor allocates devices) serves, from the pool's config as
+    the gateway lists it: named after the executor's kind (``PoolConfig.served_node``)."""
+    executor = config.get("executor")
+    return str(executor.get("kind", "-")) if isinstance(executor, dict) else str(executor or "-")
 
 
 def purge_workers(layout: SwarmLayout) -> None:

@@ -19,6 +19,7 @@ from pydantic import AliasChoices, BaseModel, ConfigDict, Field, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from gateway.errors import RuleViolation
+from gateway.jobs.executors import ExecutorOptions, LocalOptions, PoolExecutor, options_model
 from gateway.jobs.models import JobKind, JobRequest
 
 # The task catalogue's trusted task definitions (docs/tasks.md).
@@ -29,6 +30,10 @@ VISIBLE_DEVICES_VAR: dict[str, str | None] = {
     "cuda": "CUDA_VISIBLE_DEVICES",
     "npu": "ASCEND_RT_VISIBLE_DEVICES",
 }
+# Executor options that earlier versions took at the pool's top level, with their defaults there: still
+# read (folded into ``executor:``), and a default one is dropped where the pool's kind has no such option
+# (an old dump wrote all three for every pool).
+FLAT_EXECUTOR_OPTIONS: dict[str, str | None] = {"gres": None, "partition": None, "image": "kswarm/empty"}
 
 
 class _Model(BaseModel):
@@ -71,7 +76,9 @@ class JobLimits(_Model):
 
 def _default_nodes(data: dict[str, Any]) -> list[NodeConfig]:
     """One node per worker (``local``, ``local-2``, ...), two job slots (devices) each."""
-    count = 1 if data.get("executor") == "slurm" else max(1, int(data.get("workers") or 1))
+    executor = data.get("executor")
+    pool_wide = isinstance(executor, ExecutorOptions) and executor.allocates_devices
+    count = 1 if pool_wide else max(1, int(data.get("workers") or 1))
     return [NodeConfig(name="local" if i == 0 else f"local-{i + 1}", devices=[0, 1]) for i in range(count)]
 
 
@@ -81,19 +88,22 @@ class PoolConfig(_Model):
 
     name: str = Field(pattern=r"^[a-z0-9][a-z0-9_-]{0,63}$", description="Pool name, e.g. cpu, gpu-h100.")
     device: DeviceType = Field("cpu", description="Device type the jobs run on.")
-    executor: Literal["local", "docker", "slurm"] = Field(
-        "local",
+    executor: PoolExecutor = Field(
+        default_factory=LocalOptions,
         validation_alias=AliasChoices("executor", "kind"),
-        description="How workers run a job: local (the sandbox), docker (a container per job), slurm "
-        "(sbatch). `kind` is accepted as the same field.",
+        description="How workers run a job, with that kind's options: local (the sandbox), docker (a "
+        "container per job: image), slurm (sbatch: partition, gres), or package.module:Class for an "
+        "executor of your own. A kind's name alone is short for {kind: <name>}; `kind` is accepted as "
+        "the same field.",
     )
     workers: int = Field(
         1,
         ge=0,
         le=64,
         description="Worker processes `kswarm up -f` starts and supervises, one per node (the first "
-        "`workers` nodes); a slurm pool has at most 1 (it submits every job with sbatch); 0: its "
-        "workers run elsewhere, started with a token from `kswarm worker token POOL`.",
+        "`workers` nodes); a pool whose executor allocates devices itself (slurm) has at most 1 (it "
+        "submits every job to the scheduler); 0: its workers run elsewhere, started with a token from "
+        "`kswarm worker token POOL`.",
     )
     nodes: list[NodeConfig] = Field(
         default_factory=_default_nodes,
@@ -118,9 +128,38 @@ class PoolConfig(_Model):
         None,
         description="Trusted task definitions; default: the task catalogue (gateway/tasks/catalogue/tasks).",
     )
-    gres: str | None = Field(None, description="Slurm GRES name; default gpu (cuda) or npu (npu).")
-    partition: str | None = Field(None, description="Slurm partition; default: the cluster's default.")
-    image: str = Field("kswarm/empty", description="Docker image; host binaries are bind-mounted read-only.")
+
+    @model_validator(mode="before")
+    @classmethod
+    def _flat_executor_options(cls, data: Any) -> Any:
+        """``executor: slurm`` with ``partition:``/``gres:``/``image:`` beside it (the earlier shape):
+        those keys move under ``executor:``."""
+        if not isinstance(data, dict) or not any(k in data for k in FLAT_EXECUTOR_OPTIONS):
+            return data
+        data = dict(data)
+        key = "kind" if "kind" in data and "executor" not in data else "executor"
+        executor = data.get(key, "local")
+        if isinstance(executor, str):
+            executor = {"kind": executor}
+        if not isinstance(executor, dict) or not isinstance(executor.get("kind"), str):
+            return data  # the executor's own validation says what is wrong
+        executor = dict(executor)
+        fields = options_model(executor["kind"]).model_fields
+        for name, default in FLAT_EXECUTOR_OPTIONS.items():
+            if name not in data:
+                continue
+            value = data.pop(name)
+            if name in executor:
+                raise ValueError(f"{name} is given twice: beside executor: and under it")
+            if name in fields:
+                executor[name] = value
+            elif value != default:
+                raise ValueError(
+                    f"{name} is not an option of the {executor['kind']} executor "
+                    f"(its options: {', '.join(f for f in fields if f != 'kind') or 'none'})"
+                )
+        data[key] = executor
+        return data
 
     @model_validator(mode="after")
     def _consistent(self) -> PoolConfig:
@@ -129,12 +168,13 @@ class PoolConfig(_Model):
         names = [n.name for n in self.nodes]
         if len(set(names)) != len(names):
             raise ValueError(f"pool {self.name}: node names repeat")
-        if self.executor == "slurm" and self.workers > 1:
+        executor = self.executor
+        if executor.allocates_devices and self.workers > 1:
             raise ValueError(
-                f"pool {self.name}: a slurm pool has one worker (it submits every job with sbatch); "
-                f"workers: {self.workers}"
+                f"pool {self.name}: a {executor.kind} pool has one worker (it submits every job with "
+                f"{executor.submits_with}); workers: {self.workers}"
             )
-        if self.executor != "slurm" and self.workers > len(self.nodes):
+        if not executor.allocates_devices and self.workers > len(self.nodes):
             raise ValueError(
                 f"pool {self.name}: workers: {self.workers} needs {self.workers} nodes (one worker serves "
                 f"one node); it has {len(self.nodes)}: {', '.join(names)}"
@@ -142,10 +182,19 @@ class PoolConfig(_Model):
         return self
 
     def worker_nodes(self) -> list[str | None]:
-        """The node each of the pool's ``workers`` serves (None: a Slurm worker, the whole cluster)."""
-        if self.executor == "slurm":
+        """The node each of the pool's ``workers`` serves (None: the whole pool, for an executor that
+        allocates devices itself)."""
+        if self.executor.allocates_devices:
             return [None] * self.workers
         return [n.name for n in self.nodes[: self.workers]]
+
+    def served_node(self, node: str | None) -> str:
+        """The node a worker asked to serve ``node`` (None: the default) serves and holds its lease on:
+        that node, the pool's first by default; for an executor that allocates devices itself, the whole
+        pool, named after the executor's kind."""
+        if self.executor.allocates_devices:
+            return node or self.executor.kind
+        return self.node(node).name
 
     @property
     def node_capacity(self) -> int:
@@ -163,9 +212,6 @@ class PoolConfig(_Model):
         """Whether a pass here can prove ``device-verified``: a cuda/npu pool whose harness runs on the
         device, not the cpu interpreter (a device pool with ``harness_pool: cpu`` screens at best)."""
         return self.device != "cpu" and self.harness_pool_name() != "cpu"
-
-    def gres_name(self) -> str:
-        return self.gres or ("npu" if self.device == "npu" else "gpu")
 
     def task_root(self) -> Path:
         return (self.tasks_dir or CATALOGUE_TASKS).resolve()

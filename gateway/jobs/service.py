@@ -213,7 +213,8 @@ class JobService:
         consumer = self.consumer(principal, body.instance)
         pool = self.pool(pool_name)
         await self.workers.check_serves(principal, pool.name)
-        node = pool.node(body.node) if pool.executor != "slurm" else None
+        # A node holds jobs to its capacity, unless the executor allocates the devices itself.
+        node = None if pool.executor.allocates_devices else pool.node(body.node)
         capacity = len(node.devices) if node is not None else None
         deadline = time.monotonic() + body.wait_s
         while True:

@@ -96,7 +96,7 @@ def pool_row(pool: dict[str, Any]) -> dict[str, Any]:
     return {
         "name": pool.get("pool"),
         "device": config.get("device", "?"),
-        "executor": config.get("executor", "?"),
+        "executor": (config.get("executor") or {}).get("kind", "?"),
         "nodes": nodes,
         "queued": int(pool.get("queued") or 0),
         "running": int(pool.get("running") or 0),

@@ -66,7 +66,7 @@ def register(app: typer.Typer) -> None:
             depth.add_row(
                 p["pool"],
                 cfg["device"],
-                cfg["executor"],
+                cfg["executor"]["kind"],
                 str(p["queued"]),
                 str(p["running"]),
                 str(p["dead_letters"]),

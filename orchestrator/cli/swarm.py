@@ -105,7 +105,7 @@ def print_banner(
     if spec is not None:
         agents = spec.expand()
         workers = sum(p.workers for p in spec.pools)
-        pools = ", ".join(f"{p.name} ({p.executor}, {p.workers} worker(s))" for p in spec.pools)
+        pools = ", ".join(f"{p.name} ({p.executor.kind}, {p.workers} worker(s))" for p in spec.pools)
         repos = ", ".join(
             f"{spec.swarm}/{r.name}" + (f" ({r.description})" if r.description else "") for r in spec.repos
         )
@@ -195,7 +195,7 @@ def register(app: typer.Typer) -> None:
                 {"name": a.name, "role": a.role, "model": a.model, "runtime": a.runtime.kind} for a in agents
             ],
             "pools": [
-                {"name": p.name, "executor": p.executor, "device": p.device, "workers": p.workers}
+                {"name": p.name, "executor": p.executor.kind, "device": p.device, "workers": p.workers}
                 for p in spec.pools
             ],
             "repos": [
@@ -210,7 +210,7 @@ def register(app: typer.Typer) -> None:
         typer.echo(f"{path}: ok -- swarm {spec.swarm} on {spec.backend}")
         typer.echo(f"  agents  {len(agents)}: {roles}")
         for p in spec.pools:
-            typer.echo(f"  pool    {p.name}: {p.executor}, {p.device}, {p.workers} worker(s)")
+            typer.echo(f"  pool    {p.name}: {p.executor.kind}, {p.device}, {p.workers} worker(s)")
         for r in spec.repos:
             typer.echo(
                 f"  repo    {spec.swarm}/{r.name} ({r.kind})"

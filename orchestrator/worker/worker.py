@@ -1,13 +1,14 @@
 """A job worker: ``python -m orchestrator.worker --pool cpu --gateway URL --token WORKER_TOKEN``.
 
-It serves one node of one pool (``--node``, default the pool's first; a Slurm pool's worker serves the
-whole cluster). It takes jobs from the gateway (the pool's streams, fair order, a long poll), allocates
-their devices on its node, checks out the exact sha, runs the executor, heartbeats while it runs (which
-keeps the job from being reclaimed, streams its log and picks up cancellations) and records the result
-with one ``finish`` call. Everything that follows (the verification evidence the gate binds to the
-kernel, the commit statuses, the submitter's notice) the gateway does itself, so a worker that dies
-right after ``finish`` loses nothing. A worker killed mid-job leaves the job running; the gateway
-reclaims and retries it after ``claim_idle_s`` of silence.
+It serves one node of one pool (``--node``, default the pool's first; where the pool's executor
+allocates devices itself, as Slurm does, the one worker serves the whole pool). It takes jobs from the
+gateway (the pool's streams, fair order, a long poll), allocates their devices on its node, checks out
+the exact sha, runs the executor, heartbeats while it runs (which keeps the job from being reclaimed,
+streams its log and picks up cancellations) and records the result with one ``finish`` call. Everything
+that follows (the verification evidence the gate binds to the kernel, the commit statuses, the
+submitter's notice) the gateway does itself, so a worker that dies right after ``finish`` loses nothing.
+A worker killed mid-job leaves the job running; the gateway reclaims and retries it after
+``claim_idle_s`` of silence.
 """
 
 from __future__ import annotations
@@ -97,17 +98,22 @@ class Worker:
             client = JobsClient(gateway)
             pool = await client.pool_config(self.pool_name)
             executor = self.executor or make_executor(pool.executor)
-            refused = getattr(executor, "unavailable", None)  # the local executor probes its sandbox once
+            refused = executor.unavailable  # the local executor probes its sandbox once
             if refused:
                 log.error(
-                    "pool %s: every job will be refused: no sandbox can be built here: %s", pool.name, refused
+                    "pool %s: every job will be refused by the %s executor: %s",
+                    pool.name,
+                    executor.kind,
+                    refused,
                 )
-            if pool.executor == "slurm":  # Slurm allocates; we only count what we have handed it
-                node_name = self.node_name or "slurm"
-                allocator = DeviceAllocator(node_name, range(sum(len(n.devices) for n in pool.nodes)))
-            else:
-                node = pool.node(self.node_name)
-                node_name, allocator = node.name, DeviceAllocator(node.name, node.devices)
+            # An executor that allocates devices itself (Slurm) gets the whole pool: we only count what
+            # we have handed it. Otherwise we serve one node and allocate its devices.
+            allocates = pool.executor.allocates_devices
+            node_name = pool.served_node(self.node_name)
+            devices = (
+                range(sum(len(n.devices) for n in pool.nodes)) if allocates else pool.node(node_name).devices
+            )
+            allocator = DeviceAllocator(node_name, devices)
             self.workdir.mkdir(parents=True, exist_ok=True)
             self.workdir.chmod(0o711)  # jobs may run as another uid: they must reach their dirs
             self._sweep()
@@ -122,7 +128,7 @@ class Worker:
                         self._freed.clear()
                         await _first(self._freed.wait(), stop.wait())
                         continue
-                    free_ids = [str(d) for d in allocator.free_ids()] if pool.executor != "slurm" else []
+                    free_ids = [] if allocates else [str(d) for d in allocator.free_ids()]
                     request = TakeRequest(
                         instance=self.instance,
                         node=node_name,
@@ -221,7 +227,8 @@ class Worker:
                 f"blob {task_source['blob_sha'][:12]}\n"
             )
             result_path = out / "result.json"
-            visible = pool.visible_devices_var if pool.executor != "slurm" else None
+            allocates = pool.executor.allocates_devices  # then the executor picks and exports them
+            visible = None if allocates else pool.visible_devices_var
             env = job_env(out, {"PYTHONPATH": str(PROJECT_ROOT), **running.allocation.env(visible)})
             spec = ExecSpec(
                 job_id=job.id,
@@ -233,14 +240,12 @@ class Worker:
                 timeout_s=job.timeout_s,
                 limits=pool.limits,
                 device=pool.device,
-                devices=devices if pool.executor != "slurm" else (),
+                devices=() if allocates else devices,
                 device_count=job.devices,
                 visible_var=pool.visible_devices_var,
-                gres=pool.gres_name(),
-                partition=pool.partition,
-                image=pool.image,
                 pool=pool.name,
                 task_dir=task_dir,
+                **pool.executor.exec_fields(pool.device),
             )
             outcome = await executor.run(spec, running.cancel, running.pending_log.append)
             running.pending_log.append(f"[kswarm] isolation: {', '.join(outcome.isolation)}\n")

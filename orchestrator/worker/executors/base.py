@@ -2,7 +2,9 @@
 
 An executor runs one attempt of one job: the harness command over a read-only checkout of the exact
 sha, writing its result record into ``outdir``. It never decides the verdict; the worker reads
-``outdir/result.json`` afterwards and cross-checks it against the exit code.
+``outdir/result.json`` afterwards and cross-checks it against the exit code. It describes itself: its
+kind, its options model (what a pool may set, and its capabilities: ``gateway/jobs/executors.py``),
+whether it can run jobs here at all (``unavailable``) and what confines them (``isolation()``).
 """
 
 from __future__ import annotations
@@ -15,8 +17,9 @@ import sys
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Protocol, runtime_checkable
+from typing import ClassVar, Protocol, runtime_checkable
 
+from gateway.jobs.executors import ExecutorOptions
 from gateway.jobs.pools import DeviceType, JobLimits
 
 # Variables copied from the worker's environment when set: loaders, toolkits, device runtimes.
@@ -48,14 +51,15 @@ class ExecSpec:
     timeout_s: float
     limits: JobLimits
     device: DeviceType = "cpu"
-    devices: tuple[int, ...] = ()  # allocated device ids (local, docker)
-    device_count: int = 0  # what the job asked for (Slurm allocates it)
+    devices: tuple[int, ...] = ()  # allocated device ids (none where the executor allocates them)
+    device_count: int = 0  # what the job asked for (an executor that allocates devices gets it so)
     visible_var: str | None = None
-    gres: str = "gpu"
-    partition: str | None = None
-    image: str = "kswarm/empty"
+    gres: str = "gpu"  # slurm (SlurmOptions.exec_fields)
+    partition: str | None = None  # slurm
+    image: str = "kswarm/empty"  # docker (DockerOptions.exec_fields)
     pool: str = "cpu"
     task_dir: Path | None = None  # the trusted task definition (read-only; outside the checkout)
+    options: ExecutorOptions | None = None  # the pool's executor options (the executor's own model)
 
     @property
     def result_path(self) -> Path:
@@ -79,7 +83,19 @@ class ExecOutcome:
 
 @runtime_checkable
 class Executor(Protocol):
+    """One kind of executor, registered by name in ``orchestrator/worker/executors/__init__.py``."""
+
     kind: str
+    options_model: ClassVar[type[ExecutorOptions]]  # what a pool may set; the kind's capabilities
+
+    @property
+    def unavailable(self) -> str | None:
+        """Why every job would be refused here (None: jobs can run); the worker says it once at start."""
+        ...
+
+    def isolation(self) -> list[str]:
+        """What confines every job here, one item per protection (the job's log and its record)."""
+        ...
 
     async def run(
         self, spec: ExecSpec, cancel: asyncio.Event, on_output: OnOutput | None = None

@@ -17,8 +17,9 @@ import sys
 import time
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
+from gateway.jobs.executors import DockerOptions, ExecutorOptions
 from orchestrator.worker.executors.base import ExecOutcome, ExecSpec, OnOutput, OutputCap, drop_planted_record
 
 HOST_SHARED = ("/usr", "/lib", "/lib64", "/bin", "/etc")
@@ -38,6 +39,8 @@ def host_shared_paths() -> list[str]:
 
 class DockerExecutor:
     kind = "docker"
+    options_model: ClassVar[type[ExecutorOptions]] = DockerOptions
+    unavailable: str | None = None  # a daemon that cannot start a container fails that job, with why
 
     def __init__(
         self,

@@ -24,8 +24,10 @@ import sys
 import time
 from glob import glob
 from pathlib import Path
+from typing import ClassVar
 
 from gateway.client.home import kswarm_home
+from gateway.jobs.executors import ExecutorOptions, LocalOptions
 from orchestrator.sandbox.mounts import under
 from orchestrator.sandbox.plan import (
     NOBODY,
@@ -115,6 +117,7 @@ def job_plan(spec: ExecSpec, run_as: int | None, parent_pid: int | None = None) 
 
 class LocalExecutor:
     kind = "local"
+    options_model: ClassVar[type[ExecutorOptions]] = LocalOptions
 
     def __init__(self, run_as: int | None = None) -> None:
         """``run_as``: the jobs' uid when the worker is root (default ``nobody``); ignored otherwise."""

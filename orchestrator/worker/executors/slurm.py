@@ -18,7 +18,9 @@ import shlex
 import sys
 import time
 from pathlib import Path
+from typing import ClassVar
 
+from gateway.jobs.executors import ExecutorOptions, SlurmOptions
 from orchestrator.sandbox.plan import SETUP_FAILED
 from orchestrator.worker.executors.base import ExecOutcome, ExecSpec, OnOutput, OutputCap, drop_planted_record
 from orchestrator.worker.executors.local import LocalExecutor, job_plan, setup_failure
@@ -51,11 +53,16 @@ async def _cmd(*argv: str, limit_s: float = 30) -> tuple[int, str, str]:
 
 class SlurmExecutor:
     kind = "slurm"
+    options_model: ClassVar[type[ExecutorOptions]] = SlurmOptions
+    unavailable: str | None = None  # a node that cannot build the sandbox refuses its job, with why
 
     def __init__(self, poll_s: float = 0.5, isolate: bool = True, pending_limit_s: float = 3600) -> None:
         self.poll_s = poll_s
         self.isolate = isolate
         self.pending_limit_s = pending_limit_s
+
+    def isolation(self) -> list[str]:
+        return ["slurm: --nodes=1 gres", f"sandbox: {SANDBOX_SUMMARY}" if self.isolate else "bare"]
 
     def sbatch_args(self, spec: ExecSpec, script: Path) -> list[str]:
         minutes = max(1, math.ceil(spec.timeout_s / 60) + 1)  # Slurm's own backstop, above ours
@@ -205,7 +212,7 @@ class SlurmExecutor:
             truncated=cap.truncated,
             wall_s=time.monotonic() - started,
             error=error,
-            isolation=["slurm: --nodes=1 gres", f"sandbox: {SANDBOX_SUMMARY}" if self.isolate else "bare"],
+            isolation=self.isolation(),
             detail={"slurm_job": slurm_id, "slurm_state": state},
         )
 
