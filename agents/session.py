@@ -15,7 +15,7 @@ from typing import Any, TypeVar
 
 from agents.config import AgentConfig
 from agents.prompt import Identity
-from gateway.client import AsyncGatewayClient, GatewayError
+from gateway.client import AsyncGatewayClient, GatewayCallError
 
 log = logging.getLogger("kswarm.agent")
 T = TypeVar("T")
@@ -69,7 +69,7 @@ async def next_events(gateway: AsyncGatewayClient, config: AgentConfig) -> list[
         try:
             items = await gateway.inbox(wait=config.inbox_wait_s)
             delay = 0.5
-        except GatewayError as exc:
+        except GatewayCallError as exc:
             log.warning("inbox: %s", exc)
             await asyncio.sleep(delay)
             delay = min(delay * 2, max(config.heartbeat_s, 1.0))

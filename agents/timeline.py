@@ -21,7 +21,7 @@ from collections import deque
 from typing import Any, Protocol
 
 from agents.prompt import describe
-from gateway.client import BadInput, GatewayError
+from gateway.client import BadInput, GatewayCallError
 
 log = logging.getLogger("kswarm.agent.timeline")
 
@@ -300,7 +300,7 @@ class TimelineReporter:
             try:
                 await self.flush()
                 delay = 0.5
-            except GatewayError as exc:
+            except GatewayCallError as exc:
                 log.debug("timeline: not reported yet (%s); retrying in %.1f s", exc, delay)
                 await asyncio.sleep(delay)
                 delay = min(delay * 2, 30.0)

@@ -30,7 +30,7 @@ from _common import ROOT, ms, pct, wait_for_waiters
 from mcp.client.client import Client
 from mcp.client.streamable_http import streamable_http_client
 
-from gateway.client import AsyncGatewayClient, GatewayError, GatewayTarget
+from gateway.client import AsyncGatewayClient, GatewayCallError, GatewayTarget
 from gateway.client.target import auth_headers
 from kstest.gateway import GatewayProcess, free_port
 from kstest.mcp_client import call, mcp_session
@@ -60,7 +60,7 @@ def waiters_process(url: str, tokens: list[str], seconds: float, out: Connection
             while time.monotonic() < deadline:
                 try:
                     items = await c.inbox(wait=1, limit=100)
-                except GatewayError as exc:
+                except GatewayCallError as exc:
                     errors.append(exc.line())
                     continue
                 now = time.time()
@@ -87,7 +87,7 @@ async def post_at_rate(
             nonlocal refused
             try:
                 await client.post("general", text)
-            except GatewayError:
+            except GatewayCallError:
                 refused += 1
 
         interval = 1 / rate
@@ -117,7 +117,7 @@ async def throughput(gw: GatewayProcess, senders: int, seconds: float) -> tuple[
                 try:
                     await client.post("general", "throughput")
                     accepted += 1
-                except GatewayError:
+                except GatewayCallError:
                     refused += 1
 
     start = time.monotonic()

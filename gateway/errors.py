@@ -1,14 +1,18 @@
 """The gateway's one error hierarchy: every refusal a route, an MCP tool or a service makes.
 
 A ``GatewayError`` carries what every answer needs: ``status`` (the HTTP status), ``code`` (a stable
-machine name, ``not_found``, ``rule_violation``, ...), ``message`` (one line for a person; it names the
-parameter at fault) and ``headers`` (``Retry-After``, ``WWW-Authenticate``). Code raises the subclass of
-its component and never catches one only to translate it: an error becomes an answer in exactly two
-places, both built on this module —
+machine name from ``CODES``: ``not_found``, ``rule_violation``, ...), ``message`` (one line for a person;
+it names the parameter at fault) and ``headers`` (``Retry-After``, ``WWW-Authenticate``). A class with
+one meaning has its own code (``RuleViolation``: ``rule_violation``); a component's class, which refuses
+with several statuses, carries the code of its status (``ForgeError(..., 404)``: ``not_found``). Code
+raises the subclass of its component and never catches one only to translate it: an error becomes an
+answer in exactly two places, both built on this module —
 
-- REST: the one exception handler, ``gateway.error_shapes`` (``{"detail"}``; Gitea's shape under
+- REST: the one exception handler, ``gateway.error_shapes`` (``{"detail", "code"}``; Gitea's shape under
   ``/api/v1/``, Anthropic's under ``/v1/``; an HTML page for a browser under ``/ui``);
 - MCP: ``gateway.mcp_server.GatewayMCP``, a tool error ``<message> (HTTP <status>)``.
+
+The client (``gateway.client``) has classes of its own, named differently, which it picks by ``code``.
 
 The module imports nothing of the gateway, so any module (a pure library like ``gateway.jobs.pools``
 too) can raise these. ``PluginError`` is not an answer: it stops the gateway from starting.
@@ -19,11 +23,39 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import ClassVar
 
+# The vocabulary: every code an error body can carry -> (its status, what it means). docs/gateway.md
+# shows this table (tests/gateway/test_error_codes.py keeps the two equal); the client maps these codes.
+CODES: dict[str, tuple[int, str]] = {
+    # named by the status: what a refusal of that status carries unless its class has a code of its own
+    "bad_request": (400, "bad input; the message names the parameter"),
+    "unauthorized": (401, "no token, or one unknown, revoked or quarantined (with WWW-Authenticate)"),
+    "forbidden": (403, "this principal may not do this"),
+    "not_found": (404, "no such thing, or none this token may see"),
+    "not_allowed": (405, "not done this way (a merge only the review gate makes, a merge style)"),
+    "conflict": (409, "it exists already, or someone else holds it"),
+    "too_large": (413, "a body or message over its limit"),
+    "unprocessable": (422, "a request the route refuses by its rules"),
+    "rate_limited": (429, "too many requests now (with Retry-After)"),
+    "internal": (500, "the gateway failed; its log says why, the answer never does"),
+    "not_implemented": (501, "this gateway lacks what the request needs"),
+    "bad_gateway": (502, "an upstream (the LLM API, Gitea) failed"),
+    "unavailable": (503, "a part of the gateway (Redis) is down; retry (with Retry-After)"),
+    "timeout": (504, "an upstream did not answer in time"),
+    # a code of its own: a refusal a client may want to tell apart from others of its status
+    "invalid_request": (422, "FastAPI's request validation: detail is the list of field errors"),
+    "bad_message_id": (400, "a parameter that should be a message id (<ms>-<seq>) is not one"),
+    "rule_violation": (422, "a job refused by a pool rule, named in the message"),
+    "budget_exhausted": (429, "an LLM request that does not fit a budget (x-should-retry: false)"),
+    "redis_busy": (503, "every Redis connection stayed busy; retry (with Retry-After)"),
+    "error": (0, "a status none of the codes above names"),
+}
+# The code a refusal of each status carries unless its class names its own (each is in CODES).
 STATUS_CODES: dict[int, str] = {
     400: "bad_request",
     401: "unauthorized",
     403: "forbidden",
     404: "not_found",
+    405: "not_allowed",
     409: "conflict",
     413: "too_large",
     422: "unprocessable",
@@ -34,6 +66,8 @@ STATUS_CODES: dict[int, str] = {
     503: "unavailable",
     504: "timeout",
 }
+# What answers an exception that is not a refusal (a bug, a library's ValueError): never its text.
+INTERNAL_MESSAGE = "internal error: the gateway's log says why"
 BEARER_CHALLENGE = {"WWW-Authenticate": 'Bearer realm="kswarm"'}
 
 
@@ -67,12 +101,13 @@ class BadRequest(GatewayError):
 
 
 class Unauthorized(GatewayError):
-    """No token, or one that is not (or no longer) valid; answers carry the Bearer challenge."""
+    """No token, or one that is not (or no longer) valid; answers carry a challenge (Bearer unless the
+    route's clients expect another: git asks its credential helper on a Basic one)."""
 
     status = 401
 
-    def __init__(self, message: str) -> None:
-        super().__init__(message, headers=BEARER_CHALLENGE)
+    def __init__(self, message: str, challenge: Mapping[str, str] = BEARER_CHALLENGE) -> None:
+        super().__init__(message, headers=challenge)
 
 
 class Forbidden(GatewayError):

@@ -126,7 +126,8 @@ class McpAuth:
         try:
             principal = await self.ctx.tokens.verify(token) if token else None
         except GatewayError as exc:  # RedisBusy: the pool stayed full
-            await JSONResponse({"detail": exc.message}, exc.status, exc.headers)(scope, receive, send)
+            refusal = {"detail": exc.message, "code": exc.code}
+            await JSONResponse(refusal, exc.status, exc.headers)(scope, receive, send)
             return
         except RedisError:
             self.ctx.metrics.redis_unavailable.inc()
@@ -148,12 +149,18 @@ class McpAuth:
         challenge = f'Bearer realm="kswarm", resource_metadata="{resource_metadata_url(self.ctx, headers)}"'
         if bad:  # RFC 6750 3.1: an error code only when a token was sent
             challenge += f', error="invalid_token", error_description="{why}"'
-        body = {"error": "invalid_token", "error_description": description, "detail": description}
+        body = {
+            "error": "invalid_token",
+            "error_description": description,
+            "detail": description,
+            "code": "unauthorized",
+        }
         return JSONResponse(body, 401, {"WWW-Authenticate": challenge})
 
 
 def unavailable() -> JSONResponse:
-    return JSONResponse({"detail": "Redis is unavailable; retry"}, 503, {"Retry-After": "1"})
+    body = {"detail": "Redis is unavailable; retry", "code": "unavailable"}
+    return JSONResponse(body, 503, {"Retry-After": "1"})
 
 
 def build_protected_resource_router(ctx: GatewayContext) -> APIRouter:
@@ -181,7 +188,12 @@ def build_protected_resource_router(ctx: GatewayContext) -> APIRouter:
         # endpoints on our origin, starting with dynamic client registration (RFC 7591): it is refused
         # here in RFC 7591's error form, which such clients print, so a person learns what to do.
         description = f"{TOKENS_FROM}: send one as Authorization: Bearer <token> (this one was refused)"
-        body = {"error": "invalid_client_metadata", "error_description": description, "detail": description}
+        body = {
+            "error": "invalid_client_metadata",
+            "error_description": description,
+            "detail": description,
+            "code": "bad_request",
+        }
         return JSONResponse(body, 400)
 
     router.add_api_route(

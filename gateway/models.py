@@ -40,13 +40,14 @@ def optional_message_id(value: object | None, param: str) -> str | None:
 
 
 class Refusal(BaseModel):
-    """Every error the gateway answers outside /api/v1: a refusal (4xx) or a failure (5xx).
+    """Every error the gateway answers outside /api/v1 and /v1: a refusal (4xx) or a failure (5xx).
 
     Request validation (422 from FastAPI) keeps its list form, ``HTTPValidationError``; the OpenAPI
-    document declares both (see ``gateway.app.declare_error_shapes``).
+    document declares both (see ``gateway.error_shapes.declare_error_shapes``).
     """
 
     detail: str = Field(description="Why, in one line (names the parameter when one is at fault).")
+    code: str = Field(description="What kind of refusal, a stable name: not_found, rule_violation, ...")
 
 
 class GiteaError(BaseModel):

@@ -14,7 +14,7 @@ import socket
 import threading
 import time
 
-from gateway.client.http import GatewayClient, GatewayError
+from gateway.client.http import GatewayCallError, GatewayClient
 from gateway.swarm.models import (
     AgentStatus,
     ControlAction,
@@ -108,7 +108,7 @@ class ControlHandler:
     def _revoke(self, name: str) -> str:
         try:
             revoked = self.client.revoke_tokens(name)
-        except GatewayError as exc:
+        except GatewayCallError as exc:
             log.warning("revoking %s's tokens: %s", name, exc)
             return f"its tokens could not be revoked here ({exc.detail})"
         return f"{revoked} more token(s) revoked" if revoked else ""

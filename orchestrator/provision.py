@@ -24,7 +24,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
-from gateway.client.http import GatewayClient, GatewayError, GatewayTarget
+from gateway.client.http import GatewayCallError, GatewayClient, GatewayTarget
 from orchestrator import agent_files
 from orchestrator.agent_files import agent_dir
 from orchestrator.spec import AgentSpec
@@ -182,7 +182,7 @@ def token_valid(gateway: GatewayTarget, token: str) -> bool:
         with GatewayClient(probe) as client:
             client.me()
         return True
-    except GatewayError as exc:
+    except GatewayCallError as exc:
         if exc.status in (401, 403):
             return False
         raise
@@ -194,7 +194,7 @@ def ensure_forge_account(client: GatewayClient, name: str) -> None:
     try:
         if client.request("GET", "/api/forge").get("kind") == "gitea":
             client.request("POST", f"/api/forge/accounts/{name}")
-    except GatewayError as exc:  # the agent still runs; its PRs fail until the account exists
+    except GatewayCallError as exc:  # the agent still runs; its PRs fail until the account exists
         log.warning("forge account for %s: %s", name, exc)
 
 
@@ -206,7 +206,7 @@ def ensure_identity(
     try:
         token = client.create_principal(agent.name, "agent", f"{agent.name}@agents.{swarm}")["token"]
         ensure_forge_account(client, agent.name)
-    except GatewayError as exc:
+    except GatewayCallError as exc:
         if exc.status != 409:
             raise
         old = (read_token(layout, agent.name) or "").strip()

@@ -27,7 +27,7 @@ from typing import Literal
 
 from pydantic import BaseModel, Field
 
-from gateway.client.http import GatewayClient, GatewayError
+from gateway.client.http import GatewayCallError, GatewayClient
 from gateway.swarm.models import AgentState
 from orchestrator.provision import SwarmLayout, allocate_uid, provision
 from orchestrator.runtime.base import AgentRuntime, LaunchSpec, RuntimeStatus
@@ -128,13 +128,13 @@ class Reconciler:
         """Announce in #ops; a gateway outage must not stop the loop."""
         try:
             self.client.post("ops", text)
-        except GatewayError as exc:
+        except GatewayCallError as exc:
             log.warning("could not post to #ops: %s", exc)
 
     def _heartbeats(self) -> dict[str, float | None]:
         try:
             return {a["name"]: a.get("last_heartbeat") for a in self.client.agents()}
-        except GatewayError as exc:
+        except GatewayCallError as exc:
             log.warning("no heartbeats from the gateway: %s", exc)
             return {}
 

@@ -23,7 +23,7 @@ import threading
 import time
 from pathlib import Path
 
-from gateway.client.http import GatewayClient, GatewayError, GatewayTarget
+from gateway.client.http import GatewayCallError, GatewayClient, GatewayTarget
 from orchestrator.control import ControlHandler, SwarmSeam
 from orchestrator.control_link import seam_redis_url
 from orchestrator.operations import (
@@ -125,7 +125,7 @@ class Supervisor:
         for channel in self.spec.channels:
             try:
                 self.client.create_channel(channel.name, channel.topic)
-            except GatewayError as exc:
+            except GatewayCallError as exc:
                 log.warning("channel %s: %s", channel.name, exc)
         self._provision_repos()
         SwarmInfo(
@@ -160,7 +160,7 @@ class Supervisor:
                         "/api/tasks/seed",
                         json={"repo": f"{self.spec.swarm}/{repo.name}", "post_tasks": False},
                     )
-            except GatewayError as exc:
+            except GatewayCallError as exc:
                 log.warning("repo %s/%s: %s", self.spec.swarm, repo.name, exc)
 
     def run(

@@ -33,7 +33,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, Field
 
 from gateway.client.home import write_secret
-from gateway.client.http import GatewayClient, GatewayError
+from gateway.client.http import GatewayCallError, GatewayClient
 from gateway.jobs.pools import PoolConfig
 from gateway.llm.config import scrub_env
 from orchestrator.local.tether import tethered
@@ -217,7 +217,7 @@ class WorkerFleet:
         waiting out the lease (the jobs it held are requeued by the gateway after claim_idle_s)."""
         try:
             self.client.request("DELETE", f"/api/jobs/pools/{rec.pool}/leases/{pool.served_node(rec.node)}")
-        except GatewayError as exc:
+        except GatewayCallError as exc:
             log.warning("releasing node %s of pool %s: %s", rec.node, rec.pool, exc)
 
     def log_file(self, name: str) -> Path:
@@ -244,7 +244,7 @@ class WorkerFleet:
                     env=worker_env(),
                     start_new_session=True,  # a Ctrl-C in the terminal is the orchestrator's to handle
                 )
-        except (GatewayError, OSError) as exc:
+        except (GatewayCallError, OSError) as exc:
             rec.last_error = f"{type(exc).__name__}: {exc}"[:500]
             log.warning("starting worker %s failed: %s", rec.name, rec.last_error)
             self._crashed(rec, now, None)

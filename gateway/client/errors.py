@@ -3,6 +3,12 @@
 Every class has one wording (``line()``: ``<prefix>: <the gateway's reason> (HTTP <status>)``) and one
 exit code, which the CLI uses as they are (``docs/cli.md``). The client raises them for every call
 (REST, SSE), so no caller can mistake a refused token for a missing gateway, or an error for a result.
+
+The class is picked by the ``code`` of the gateway's answer (``{"detail", "code"}``; the vocabulary is
+``gateway.errors.CODES``, listed in docs/gateway.md), and by the HTTP status when the answer carries no
+code this module knows (Gitea's and Anthropic's shapes, a proxy's page, a newer gateway's code). These
+classes are the client's, named apart from the server's (``gateway.errors``): ``GatewayCallError`` is
+any failed call, ``Missing`` a 404.
 """
 
 from __future__ import annotations
@@ -21,16 +27,18 @@ def one_line(text: str) -> str:
     return flat if len(flat) <= MAX_DETAIL else flat[: MAX_DETAIL - 3] + "..."
 
 
-class GatewayError(RuntimeError):
+class GatewayCallError(RuntimeError):
     """Any failed gateway call. ``status`` is the HTTP status (0: no answer at all), ``detail`` the
-    gateway's reason on one line. Subclasses say which kind of failure it is."""
+    gateway's reason on one line, ``code`` the gateway's name for it (``""``: the answer had none).
+    Subclasses say which kind of failure it is."""
 
     exit_code: ClassVar[int] = 1
     prefix: ClassVar[str] = "the gateway failed"
 
-    def __init__(self, status: int, detail: str) -> None:
+    def __init__(self, status: int, detail: str, code: str = "") -> None:
         self.status = status
         self.detail = one_line(detail)
+        self.code = code
         super().__init__(self.line())
 
     def line(self) -> str:
@@ -39,7 +47,7 @@ class GatewayError(RuntimeError):
         return f"{self.prefix}: {self.detail}{suffix}"
 
 
-class NoGateway(GatewayError):
+class NoGateway(GatewayCallError):
     """There is no gateway to talk to: none is running for this home, or it does not answer."""
 
     exit_code = 3
@@ -49,28 +57,28 @@ class NoGateway(GatewayError):
         super().__init__(0, detail)
 
 
-class TokenRefused(GatewayError):
+class TokenRefused(GatewayCallError):
     """401 or 403: the token is unknown, revoked, disabled, or not allowed to do this."""
 
     exit_code = 1
     prefix = "the gateway refused the token"
 
 
-class NotFound(GatewayError):
+class Missing(GatewayCallError):
     """404: no such thing (or none this token may see, which the gateway answers the same way)."""
 
     exit_code = 4
     prefix = "not found"
 
 
-class BadInput(GatewayError):
+class BadInput(GatewayCallError):
     """400, 413 or 422: the request itself is wrong; the detail is the gateway's reason (per field)."""
 
     exit_code = 2
     prefix = "bad input"
 
 
-class Refused(GatewayError):
+class Refused(GatewayCallError):
     """Another 4xx (405, 429, ...): the request is well-formed but the gateway will not do it now."""
 
     exit_code = 1
@@ -83,28 +91,55 @@ class Conflict(Refused):
     prefix = "conflict"
 
 
-class GatewayFailed(GatewayError):
+class GatewayFailed(GatewayCallError):
     """5xx (or an answer that is not HTTP at all): the gateway broke; its log says why."""
 
     exit_code = 1
     prefix = "the gateway failed"
 
 
-ERRORS_BY_STATUS: dict[int, type[GatewayError]] = {
+# The gateway's codes (gateway.errors.CODES) -> the class; each agrees with its status's class below.
+ERRORS_BY_CODE: dict[str, type[GatewayCallError]] = {
+    "bad_request": BadInput,
+    "bad_message_id": BadInput,
+    "too_large": BadInput,
+    "unprocessable": BadInput,
+    "invalid_request": BadInput,
+    "rule_violation": BadInput,
+    "unauthorized": TokenRefused,
+    "forbidden": TokenRefused,
+    "not_found": Missing,
+    "conflict": Conflict,
+    "not_allowed": Refused,
+    "rate_limited": Refused,
+    "budget_exhausted": Refused,
+    "internal": GatewayFailed,
+    "not_implemented": GatewayFailed,
+    "bad_gateway": GatewayFailed,
+    "unavailable": GatewayFailed,
+    "redis_busy": GatewayFailed,
+    "timeout": GatewayFailed,
+}
+# An answer without a code this module knows: by its status.
+ERRORS_BY_STATUS: dict[int, type[GatewayCallError]] = {
     400: BadInput,
     401: TokenRefused,
     403: TokenRefused,
-    404: NotFound,
+    404: Missing,
     409: Conflict,
     413: BadInput,
     422: BadInput,
 }
 
 
-def error_for(status: int, detail: str) -> GatewayError:
-    """The exception for a non-2xx answer."""
-    kind = ERRORS_BY_STATUS.get(status) or (Refused if 400 <= status < 500 else GatewayFailed)
-    return kind(status, detail)
+def error_for(status: int, detail: str, code: str = "") -> GatewayCallError:
+    """The exception for a non-2xx answer: by its ``code``, else by its status."""
+    kind = (
+        ERRORS_BY_CODE.get(code)
+        or ERRORS_BY_STATUS.get(status)
+        or (Refused if 400 <= status < 500 else GatewayFailed)
+    )
+    return kind(status, detail, code)
 
 
 def describe(value: Any) -> str:
@@ -123,17 +158,19 @@ def describe(value: Any) -> str:
     return json.dumps(value)
 
 
-def detail_of(reply: httpx.Response) -> str:
-    """The gateway's reason for a failed answer, whatever shape it has: ``{"detail": ...}`` (FastAPI),
-    ``{"message": ...}`` (Gitea-shaped), ``{"error": {"message": ...}}`` (Anthropic-shaped) or text."""
+def reason_of(reply: httpx.Response) -> tuple[str, str]:
+    """The gateway's reason and code for a failed answer, whatever shape it has: ``{"detail": ...,
+    "code": ...}`` (the gateway's, FastAPI's), ``{"message": ...}`` (Gitea-shaped), ``{"error":
+    {"message": ...}}`` (Anthropic-shaped) or text; the code is ``""`` where the answer has none."""
     try:
         body = reply.json()
     except ValueError:
-        return reply.text.strip() or reply.reason_phrase or "(no reason given)"
-    return describe(body)
+        return reply.text.strip() or reply.reason_phrase or "(no reason given)", ""
+    code = body.get("code") if isinstance(body, dict) else None
+    return describe(body), code if isinstance(code, str) else ""
 
 
 def raise_for(reply: httpx.Response) -> None:
-    """Nothing for a 2xx answer; the matching ``GatewayError`` otherwise."""
+    """Nothing for a 2xx answer; the matching ``GatewayCallError`` otherwise."""
     if not reply.is_success:
-        raise error_for(reply.status_code, detail_of(reply))
+        raise error_for(reply.status_code, *reason_of(reply))

@@ -1,9 +1,9 @@
 """The gateway's REST API (and its SSE stream), sync and async, over TCP or the unix socket.
 
 Used by the CLI, the orchestrator, the worker, the demo and the agents. Every failure is a
-``GatewayError`` subclass (``gateway.client.errors``): an unreachable gateway is ``NoGateway``, a 401/403
-``TokenRefused``, a 404 ``NotFound``, a 400/422 ``BadInput``, a 409 ``Conflict``; a 2xx answer is the
-parsed JSON (text for a non-JSON body, ``None`` for an empty one).
+``GatewayCallError`` subclass (``gateway.client.errors``, picked by the answer's ``code``): an unreachable
+gateway is ``NoGateway``, a 401/403 ``TokenRefused``, a 404 ``Missing``, a 400/422 ``BadInput``, a 409
+``Conflict``; a 2xx answer is the parsed JSON (text for a non-JSON body, ``None`` for an empty one).
 """
 
 from __future__ import annotations
@@ -15,15 +15,15 @@ from typing import Any
 
 import httpx
 
-from gateway.client.errors import GatewayError, NoGateway, raise_for
+from gateway.client.errors import GatewayCallError, NoGateway, raise_for
 from gateway.client.home import kswarm_home, target_from_env
 from gateway.client.target import UDS_BASE_URL, GatewayTarget
 
 __all__ = [
     "UDS_BASE_URL",
     "AsyncGatewayClient",
+    "GatewayCallError",
     "GatewayClient",
-    "GatewayError",
     "GatewayTarget",
     "kswarm_home",
     "parse_sse",
@@ -135,14 +135,14 @@ class GatewayClient:
         """Needs the gateway's disable/enable routes; a 404/405 means an older gateway (ignored)."""
         try:
             self.request("POST", f"/api/principals/{name}/{'disable' if disabled else 'enable'}")
-        except GatewayError as exc:
+        except GatewayCallError as exc:
             if exc.status not in (404, 405):
                 raise
 
     def create_channel(self, name: str, topic: str = "") -> dict[str, Any] | None:
         try:
             return self.request("POST", "/api/channels", json={"name": name, "topic": topic})
-        except GatewayError as exc:
+        except GatewayCallError as exc:
             if exc.status != 409:
                 raise
             return None

@@ -8,7 +8,7 @@ from typing import Any, Protocol
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from gateway.client import GatewayClient, NotFound
+from gateway.client import GatewayClient, Missing
 
 TERMINAL = ("succeeded", "failed", "error", "timeout")
 JOBS_PAGE = 500  # the most /api/jobs returns at once
@@ -101,7 +101,7 @@ class GatewayCostSource:
             got = self.gateway.get(
                 "/api/monitor/cost/window", task=task, agent=agent, since=since, until=until
             )
-        except NotFound:
+        except Missing:
             self.available = False
             return None
         return CostWindow(tokens=got.get("tokens", 0.0), cost_usd=got.get("cost_usd", 0.0))
@@ -111,7 +111,7 @@ class GatewayCostSource:
             return None
         try:
             return dict(self.gateway.get("/api/monitor/cost"))
-        except NotFound:
+        except Missing:
             self.available = False
             return None
 

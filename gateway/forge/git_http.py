@@ -3,7 +3,9 @@
 Every request is authenticated with the principal's token: Basic (the token as password, the user
 name ignored: identity comes from the token) or Bearer. The pusher's name, e-mail and kind travel to
 the receive hooks in the CGI environment; what they accept is reported back through a per-request
-push log, so the forge can dismiss stale approvals and wake the gate.
+push log, so the forge can dismiss stale approvals and wake the gate. Refusals are the gateway's
+errors, answered by its one handler like any route's (``{"detail", "code"}``; a 401 with the Basic
+challenge, on which git asks its credential helper).
 """
 
 from __future__ import annotations
@@ -15,10 +17,11 @@ import os
 import uuid
 from collections.abc import AsyncIterator, Awaitable, Callable
 
-from fastapi import APIRouter, HTTPException, Request, Response
+from fastapi import APIRouter, Request, Response
 from fastapi.responses import StreamingResponse
 
 from gateway.auth import token_from_headers
+from gateway.errors import ForgeError, Unauthorized
 from gateway.forge.embedded import EmbeddedForge
 from gateway.git.core import git_env
 from gateway.principals import Principal
@@ -33,10 +36,10 @@ async def authenticate(request: Request) -> Principal:
     """The principal behind the token; 401 with a Basic challenge so git asks its credential helper."""
     token = token_from_headers(request.headers)
     if token is None:
-        raise HTTPException(401, "authentication required: the token is the password", headers=CHALLENGE)
+        raise Unauthorized("authentication required: the token is the password", challenge=CHALLENGE)
     principal = await request.app.state.ctx.principals.verify(token)
     if principal is None:
-        raise HTTPException(401, "invalid or revoked token", headers=CHALLENGE)
+        raise Unauthorized("invalid or revoked token", challenge=CHALLENGE)
     return principal
 
 
@@ -145,9 +148,9 @@ def build_git_router(forge: EmbeddedForge) -> APIRouter:
         principal = await authenticate(request)
         name = repo.removesuffix(".git")
         if (request.method, rest) not in SERVICES:
-            raise HTTPException(404, "only git smart HTTP is served here")
+            raise ForgeError("only git smart HTTP is served here", 404)
         if await forge.store.get_repo(f"{org}/{name}") is None:
-            raise HTTPException(404, f"no repository {org}/{name}")
+            raise ForgeError(f"no repository {org}/{name}", 404)
         env = git_env(
             {
                 "GIT_PROJECT_ROOT": str(forge.root),

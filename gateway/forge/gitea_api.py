@@ -99,7 +99,7 @@ class Protection(_Body):
 
     rule_name: str | None = None
     branch_name: str | None = None
-    required_approvals: int = 0
+    required_approvals: int = Field(0, ge=0)  # as ReviewPolicy's: a negative one is bad input
     enable_status_check: bool = False
     status_check_contexts: list[str] = Field(default_factory=list)
 

@@ -34,7 +34,7 @@ from gateway.jobs.models import (
     new_job_id,
 )
 from gateway.jobs.outcomes import JobOutcomes
-from gateway.jobs.pools import JobsSettings, PoolConfig
+from gateway.jobs.pools import JobsSettings, NodeConfig, PoolConfig
 from gateway.jobs.queue import JobQueue
 from gateway.jobs.refs import ForgeRefs
 from gateway.jobs.workers import PoolWorkers
@@ -68,6 +68,14 @@ class JobService:
             return self.pools[name]
         except KeyError:
             raise JobError(f"unknown pool {name!r}; pools: {', '.join(sorted(self.pools))}", 404) from None
+
+    @staticmethod
+    def node(pool: PoolConfig, name: str | None) -> NodeConfig:
+        """The node of ``pool`` a worker names (None: the first); a 400 naming the nodes otherwise."""
+        try:
+            return pool.node(name)
+        except ValueError as exc:
+            raise JobError(str(exc), 400) from None
 
     # -- agents and operators -----------------------------------------------------------------
 
@@ -214,7 +222,7 @@ class JobService:
         pool = self.pool(pool_name)
         await self.workers.check_serves(principal, pool.name)
         # A node holds jobs to its capacity, unless the executor allocates the devices itself.
-        node = None if pool.executor.allocates_devices else pool.node(body.node)
+        node = None if pool.executor.allocates_devices else self.node(pool, body.node)
         capacity = len(node.devices) if node is not None else None
         deadline = time.monotonic() + body.wait_s
         while True:

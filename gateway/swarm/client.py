@@ -1,7 +1,7 @@
 """``/api/swarm`` from another process, typed with the seam's models: what ``kswarm agent restart|
 quarantine|release|memory`` use on a machine that does not share the orchestrator's home.
 
-Synchronous, over a ``gateway.client.http.GatewayClient`` (an operator's); its ``GatewayError`` says why
+Synchronous, over a ``gateway.client.http.GatewayClient`` (an operator's); its ``GatewayCallError`` says why
 a call failed (a ``409`` carries the gateway's or the supervisor's reason).
 """
 

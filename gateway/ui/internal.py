@@ -18,6 +18,7 @@ from urllib.parse import quote, urlencode
 
 from fastapi import FastAPI
 
+from gateway.errors import INTERNAL_MESSAGE
 from gateway.principals import Principal
 
 MAX_BODY = 8 * 1024 * 1024
@@ -118,11 +119,10 @@ class InternalApi:
 
         try:
             await self.app(scope, receive, send)
-        except Exception as exc:  # the app already answered 500 (or the answer was too large)
+        except Exception:  # the app already answered 500 (or the answer was too large): never its text
             log.exception("internal %s %s failed", method, path)
-            return ApiReply(
-                500, json.dumps({"detail": f"{type(exc).__name__}: {exc}"}).encode(), "application/json"
-            )
+            refusal = {"detail": INTERNAL_MESSAGE, "code": "internal"}
+            return ApiReply(500, json.dumps(refusal).encode(), "application/json")
         return ApiReply(status, b"".join(chunks), content)
 
     async def get(self, path: str, **params: Any) -> ApiReply:

@@ -114,12 +114,12 @@ def build_api_bridge(ui: UiService) -> APIRouter:
 
     async def forward(request: Request, path: str, user: UiUser) -> Response:
         if path == "events" or path.startswith("events/"):
-            return JSONResponse({"detail": "use /ui/events for the event stream"}, status_code=404)
+            return JSONResponse({"detail": "use /ui/events for the event stream", "code": "not_found"}, 404)
         if any(part in ("", ".", "..") for part in path.split("/")):
-            return JSONResponse({"detail": f"no route /api/{path}"}, status_code=404)
+            return JSONResponse({"detail": f"no route /api/{path}", "code": "not_found"}, 404)
         body = await request.body()
         if len(body) > MAX_BODY:
-            return JSONResponse({"detail": "request too large"}, status_code=413)
+            return JSONResponse({"detail": "request too large", "code": "too_large"}, 413)
         reply = await ui.api(user).request(
             request.method,
             f"/api/{path}",
@@ -148,7 +148,7 @@ def build_api_bridge(ui: UiService) -> APIRouter:
 
 def ui_error_page(ui: UiService) -> ErrorPage:
     """How a refusal under /ui is answered: a browser gets an HTML page (or, not logged in, the login
-    form), a script ``{"detail"}``; both with the UI's security headers."""
+    form), a script ``{"detail", "code"}``; both with the UI's security headers."""
 
     def page(request: Request, exc: GatewayError) -> Response:
         if isinstance(exc, UiAuthError) and exc.login and wants_html(request):
@@ -159,7 +159,9 @@ def ui_error_page(ui: UiService) -> ErrorPage:
             html.headers.update(exc.headers)
             return html
         return JSONResponse(
-            {"detail": exc.message}, status_code=exc.status, headers=exc.headers | SECURITY_HEADERS
+            {"detail": exc.message, "code": exc.code},
+            status_code=exc.status,
+            headers=exc.headers | SECURITY_HEADERS,
         )
 
     return page

@@ -266,7 +266,7 @@ def kickoff() -> None:
     """The first run's stage (what ``kswarm demo`` does as the operator), once per deployment."""
     import yaml
 
-    from gateway.client import GatewayClient, GatewayError, GatewayTarget
+    from gateway.client import GatewayCallError, GatewayClient, GatewayTarget
 
     token = secret("operator_token")
     url = gateway_url()
@@ -310,7 +310,7 @@ def kickoff() -> None:
     while True:
         try:
             prs = api.get("/api/forge/pulls", repo=repo, state="all")
-        except GatewayError as exc:
+        except GatewayCallError as exc:
             say(f"cannot list pull requests: {exc}")
             time.sleep(5)
             continue
@@ -329,11 +329,11 @@ def kickoff() -> None:
 
 def api_get(path: str, token: str) -> tuple[int, object]:
     """``GET path`` as the holder of ``token`` (through the one client): (status, JSON or why not)."""
-    from gateway.client import GatewayClient, GatewayError, GatewayTarget
+    from gateway.client import GatewayCallError, GatewayClient, GatewayTarget
 
     try:
         return 200, GatewayClient(GatewayTarget(token=token, url=gateway_url(), timeout=5)).get(path)
-    except GatewayError as exc:
+    except GatewayCallError as exc:
         return exc.status, str(exc)[:300]
 
 

@@ -9,7 +9,7 @@ from typing import Annotated, Literal
 import typer
 from rich.table import Table
 
-from gateway.client import GatewayError
+from gateway.client import GatewayCallError
 from orchestrator import memory as mem
 from orchestrator.cli import agent_remote
 from orchestrator.cli.commands import HomeOpt, JsonOpt, command, connect
@@ -121,13 +121,13 @@ def register_swarm_verbs(agent_app: typer.Typer) -> None:
         held = f"{name} is stopped and held, but its token could not be revoked"
         try:
             gateway = connect(ctx.home)
-        except GatewayError as exc:  # no gateway: the agent is stopped all the same, that is the point
+        except GatewayCallError as exc:  # no gateway: the agent is stopped all the same, that is the point
             quarantine(ctx.layout, ctx.runtime, None, name)
             fail(f"{held}: {exc.line()}", exc.exit_code)
         try:
             with gateway:
                 revoked = quarantine(ctx.layout, ctx.runtime, gateway, name)
-        except GatewayError as exc:
+        except GatewayCallError as exc:
             fail(f"{held}: {exc.line()}", exc.exit_code)
         typer.echo(f"quarantined {name}: stopped, {revoked} token(s) revoked, files kept")
 

@@ -4,7 +4,7 @@ orchestrator's home (no ``swarm/swarm.json`` under ``--home``): the same actions
 
 Where the home is shared, ``orchestrator.cli.agent`` acts on its files itself (that works with no
 gateway and no running supervisor too); the words printed are the same either way. A refusal (``409``:
-quarantined, no orchestrator, no such snapshot) is a ``GatewayError``, which ``commands.command`` prints
+quarantined, no orchestrator, no such snapshot) is a ``GatewayCallError``, which ``commands.command`` prints
 as one line with its exit code.
 """
 

@@ -1,7 +1,7 @@
 """What every noun module builds its commands from.
 
 - ``command(app, name)`` declares a command. It is the one CLI handler of the client's errors: a
-  ``GatewayError`` raised anywhere in the command ends it with the error's one line and its class's
+  ``GatewayCallError`` raised anywhere in the command ends it with the error's one line and its class's
   exit code (``docs/cli.md``). Commands never catch them to print a table anyway.
 - ``connect(home)`` is the one way a command reaches the gateway (``gateway.client.find_gateway``:
   ``--home``/``KSWARM_HOME``, ``KSWARM_URL``/``KSWARM_TOKEN``).
@@ -19,7 +19,7 @@ from typing import Annotated, Any, ParamSpec, TypeVar
 
 import typer
 
-from gateway.client import GatewayClient, GatewayError, find_gateway
+from gateway.client import GatewayCallError, GatewayClient, find_gateway
 from orchestrator.cli.output import fail
 
 P = ParamSpec("P")
@@ -67,7 +67,7 @@ def handle_gateway_errors(fn: Callable[P, R]) -> Callable[P, R]:
     def wrapper(*args: P.args, **kwargs: P.kwargs) -> R:
         try:
             return fn(*args, **kwargs)
-        except GatewayError as exc:
+        except GatewayCallError as exc:
             fail(exc.line(), exc.exit_code)
 
     setattr(wrapper, HANDLED, True)

@@ -20,7 +20,7 @@ import typer
 import uvloop
 from rich.console import Console
 
-from gateway.client import GatewayError
+from gateway.client import GatewayCallError
 from orchestrator.cli.commands import command
 from orchestrator.demo.spec import (
     DEFAULT_MODEL_ID,
@@ -156,7 +156,7 @@ def run_demo(
         try:
             with ProgressView(console, title, list(tasks)) as view:
                 summary = await drive(running, options, view)
-        except (DemoError, GatewayError) as exc:
+        except (DemoError, GatewayCallError) as exc:
             console.print(f"[red]error:[/red] {exc}")
             return 1
         print_summary(console, summary, running, keep)

@@ -17,7 +17,7 @@ from typing import Annotated, Any
 import typer
 from rich.table import Table
 
-from gateway.client import BadInput, NotFound
+from gateway.client import BadInput, Missing
 from orchestrator.cli.commands import HomeOpt, JsonOpt, command, connect
 from orchestrator.cli.output import console, print_json, since
 
@@ -55,7 +55,7 @@ def register(app: typer.Typer) -> None:
             every = gateway.get("/api/jobs/pools")
         pools = [p for p in every if pool is None or p["pool"] == pool]
         if pool is not None and not pools:
-            raise NotFound(0, f"no pool {pool!r} (pools: {', '.join(p['pool'] for p in every) or 'none'})")
+            raise Missing(0, f"no pool {pool!r} (pools: {', '.join(p['pool'] for p in every) or 'none'})")
         if as_json:
             print_json(pools)
             return

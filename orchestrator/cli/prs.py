@@ -18,7 +18,7 @@ from typing import Annotated, Any, Literal
 import typer
 from rich.table import Table
 
-from gateway.client import BadInput, GatewayClient, NotFound
+from gateway.client import BadInput, GatewayClient, Missing
 from gateway.forge.evidence import evidence_rank
 from orchestrator.cli.commands import HomeOpt, JsonOpt, command, connect
 from orchestrator.cli.output import console, print_json
@@ -41,7 +41,7 @@ def find_pr(gateway: GatewayClient, number: int, repo: str | None) -> str:
     pulls = gateway.get("/api/forge/pulls", state="all")
     repos = sorted({p["repo"] for p in pulls if p["number"] == number})
     if not repos:
-        raise NotFound(0, f"no PR #{number} in any repo")
+        raise Missing(0, f"no PR #{number} in any repo")
     if len(repos) > 1:
         raise BadInput(0, f"PR #{number} exists in {', '.join(repos)}: pick one with --repo")
     return repos[0]

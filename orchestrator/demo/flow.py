@@ -37,7 +37,7 @@ class DemoOptions:
 
 
 def operator_client(running: Running) -> AsyncGatewayClient:
-    """The gateway's REST API as the operator (a refusal raises the client's ``GatewayError``)."""
+    """The gateway's REST API as the operator (a refusal raises the client's ``GatewayCallError``)."""
     return AsyncGatewayClient(GatewayTarget(token=running.operator_token, url=running.url, timeout=60))
 
 

@@ -20,7 +20,7 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
-from gateway.client import AsyncGatewayClient, GatewayError
+from gateway.client import AsyncGatewayClient, GatewayCallError
 from gateway.jobs.models import Job
 from gateway.jobs.pools import PoolConfig
 from gateway.tasks.models import TaskDefinition
@@ -95,7 +95,7 @@ class TaskCache:
             if found is None:
                 meta = TaskDefinition.model_validate(await gateway.get(path, repo=job.repo))
                 found = self.store(meta.blob_sha, job.task, (meta.content or "").encode())
-        except GatewayError as exc:
+        except GatewayCallError as exc:
             raise TaskUnavailable(f"task {job.task!r} for {job.repo}: {exc}") from None
         source = {
             "source": meta.source,

@@ -27,7 +27,7 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from gateway.client import AsyncGatewayClient, GatewayError, GatewayTarget
+from gateway.client import AsyncGatewayClient, GatewayCallError, GatewayTarget
 from gateway.client.jobs import JobsClient
 from gateway.jobs.models import (
     Assignment,
@@ -138,7 +138,7 @@ class Worker:
                     )
                     try:
                         assignment = await client.take(pool.name, request)
-                    except GatewayError as exc:
+                    except GatewayCallError as exc:
                         log.warning("take: %s", exc)
                         await _first(asyncio.sleep(1.0), stop.wait())
                         continue
@@ -191,7 +191,7 @@ class Worker:
                             instance=self.instance, attempt=running.assignment.attempt, log=running.take_log()
                         ),
                     )
-                except GatewayError as exc:
+                except GatewayCallError as exc:
                     log.warning("heartbeat %s: %s", job_id, exc)
                     continue
                 if not reply.ok:  # reclaimed or final elsewhere: stop, report nothing
@@ -280,7 +280,7 @@ class Worker:
             try:
                 reply = await client.finish(job.id, request)
                 break
-            except GatewayError as exc:
+            except GatewayCallError as exc:
                 log.warning("finish %s: %s", job.id, exc)
                 await asyncio.sleep(0.5 * 2**retry)
         else:
@@ -336,7 +336,7 @@ def main(argv: list[str] | None = None) -> int:
 
     try:
         asyncio.run(serve())
-    except GatewayError as exc:  # e.g. a refused token or an unknown pool at start-up: one line
+    except GatewayCallError as exc:  # e.g. a refused token or an unknown pool at start-up: one line
         print(f"worker: {exc}", file=sys.stderr)
         return exc.exit_code
     return 0

@@ -1,5 +1,6 @@
-"""One error hierarchy, answered in one place: the shape a prefix's clients expect over REST, the same
-message (and its HTTP status) as an MCP tool error, and nothing of an unexpected exception's text."""
+"""One error hierarchy, answered in one place: the shape a prefix's clients expect over REST (with the
+code), the same message (and its HTTP status) as an MCP tool error, the client's class picked by the
+code, and nothing of an unexpected exception's text."""
 
 from __future__ import annotations
 
@@ -13,8 +14,9 @@ import redis as redis_sync
 from fastapi import FastAPI
 from pydantic import BaseModel, Field
 
+from gateway.client import BadInput, GatewayClient, GatewayFailed, GatewayTarget, Refused
 from gateway.context import GatewayContext
-from gateway.errors import ChatError, ForgeError, GatewayError, ProxyError, RuleViolation
+from gateway.errors import INTERNAL_MESSAGE, ChatError, ForgeError, GatewayError, ProxyError, RuleViolation
 from gateway.mcp_server import GatewayMCP
 from gateway.plugin import NoSettings, Plugin
 from gateway.plugins import default_plugins
@@ -88,21 +90,40 @@ def test_each_prefix_answers_in_its_clients_shape(gw: GatewayThread) -> None:
         gitea = op.get("/api/v1/refuser/rule")
         anthropic = op.get("/v1/refuser/rule")
     message = "refused by rule single_node: 8 devices do not fit one node"
-    assert (ours.status_code, ours.json()) == (422, {"detail": message})
+    assert (ours.status_code, ours.json()) == (422, {"detail": message, "code": "rule_violation"})
     assert (gitea.status_code, gitea.json()) == (422, {"message": message, "url": ""})
     assert anthropic.status_code == 422
     assert anthropic.json() == {"type": "error", "error": {"type": "api_error", "message": message}}
 
 
 def test_status_headers_and_value_errors(gw: GatewayThread) -> None:
+    """A ``ValueError`` escaping a route is no refusal (bad input is refused on purpose): a 500 that
+    repeats nothing of it, its traceback in the gateway's log."""
     with gw.client(gw.operator_token) as op:
         busy = op.get("/api/refuser/busy")
         value = op.get("/api/refuser/value")
         upstream = op.get("/v1/refuser/upstream")
     assert busy.status_code == 429 and busy.headers["retry-after"] == "3"
-    assert busy.json() == {"detail": "slow down"}
-    assert (value.status_code, value.json()) == (400, {"detail": "not a number: 'x'"})
+    assert busy.json() == {"detail": "slow down", "code": "rate_limited"}
+    assert (value.status_code, value.json()) == (500, {"detail": INTERNAL_MESSAGE, "code": "internal"})
     assert upstream.status_code == 502 and upstream.json()["error"]["type"] == "api_error"
+
+
+def test_the_client_picks_its_class_by_the_code(gw: GatewayThread) -> None:
+    with GatewayClient(GatewayTarget(token=gw.operator_token, url=gw.url)) as client:
+        with pytest.raises(BadInput) as rule:
+            client.get("/api/refuser/rule")
+        with pytest.raises(Refused) as busy:
+            client.get("/api/refuser/busy")
+        with pytest.raises(GatewayFailed) as value:
+            client.get("/api/refuser/value")
+    assert (rule.value.code, rule.value.status) == ("rule_violation", 422)
+    assert (
+        rule.value.line()
+        == "bad input: refused by rule single_node: 8 devices do not fit one node (HTTP 422)"
+    )
+    assert (busy.value.code, value.value.code) == ("rate_limited", "internal")
+    assert "not a number" not in value.value.line()
 
 
 def test_real_routes_keep_their_answers(gw: GatewayThread) -> None:
@@ -110,7 +131,8 @@ def test_real_routes_keep_their_answers(gw: GatewayThread) -> None:
         no_token = anon.get("/api/me")
         proxy = anon.post("/v1/messages", json={})
         forge = anon.get("/api/v1/user")
-    assert no_token.status_code == 401 and no_token.json() == {"detail": "missing bearer token"}
+    assert no_token.status_code == 401
+    assert no_token.json() == {"detail": "missing bearer token", "code": "unauthorized"}
     assert no_token.headers["www-authenticate"] == 'Bearer realm="kswarm"'
     assert proxy.status_code == 401 and proxy.json()["error"] == {
         "type": "authentication_error",
@@ -123,9 +145,11 @@ def test_real_routes_keep_their_answers(gw: GatewayThread) -> None:
         missing = a.get("/api/channels/nowhere/messages")
         basic = a.post("/api/v1/users/errors-agent/tokens", json={"name": "t"})
     assert refused.status_code == 403 and refused.json() == {
-        "detail": "agent may not do this (needs operator)"
+        "detail": "agent may not do this (needs operator)",
+        "code": "forbidden",
     }
-    assert missing.status_code == 404 and missing.json() == {"detail": "no channel 'nowhere'"}
+    assert missing.status_code == 404
+    assert missing.json() == {"detail": "no channel 'nowhere'", "code": "not_found"}
     assert basic.status_code == 401 and basic.headers["www-authenticate"] == "Basic"
     assert basic.json() == {"message": "token creation needs Basic auth as the user", "url": ""}
 
@@ -139,7 +163,7 @@ def test_ui_refusals_are_pages_for_browsers_and_escape_what_they_echo(gw: Gatewa
     assert page.status_code == 404 and page.headers["content-type"].startswith("text/html")
     assert EVIL not in page.text and "&lt;script&gt;alert(1)&lt;/script&gt;" in page.text
     assert "unsafe-inline" not in page.headers["content-security-policy"]
-    assert script.status_code == 404 and script.json() == {"detail": f"no repo {EVIL}"}
+    assert script.status_code == 404 and script.json() == {"detail": f"no repo {EVIL}", "code": "not_found"}
     assert script.headers["x-content-type-options"] == "nosniff"
     with gw.client(None) as anon:  # not logged in: a browser is sent to the login form
         login = anon.get("/ui/chat", headers=HTML)

@@ -19,6 +19,27 @@ def test_clone_needs_a_valid_token(swarm: Swarm) -> None:
     assert anonymous.headers["www-authenticate"].startswith("Basic")
 
 
+def test_refusals_are_the_gateways_errors_with_their_code(swarm: Swarm) -> None:
+    """The smart-HTTP route refuses with the shared errors: the one handler's body and code, git's
+    Basic challenge on a 401, and no repository named by the caller answered as anything but a 404."""
+    anonymous = httpx.get(f"{swarm.repo_url}/info/refs?service=git-upload-pack")
+    forged = httpx.get(f"{swarm.repo_url}/info/refs", auth=("x", "ksw_forged"))
+    assert (anonymous.status_code, forged.status_code) == (401, 401)
+    assert anonymous.json() == {
+        "detail": "authentication required: the token is the password",
+        "code": "unauthorized",
+    }
+    assert forged.json() == {"detail": "invalid or revoked token", "code": "unauthorized"}
+    assert forged.headers["www-authenticate"] == 'Basic realm="kswarm git"'
+    auth = ("alice", swarm.tokens["alice"])
+    nowhere = httpx.get(f"{swarm.gw.url}/git/kswarm/nowhere.git/info/refs", auth=auth)
+    dumb = httpx.get(f"{swarm.repo_url}/HEAD", auth=auth)  # the dumb protocol is not served
+    assert nowhere.status_code == 404
+    assert nowhere.json() == {"detail": "no repository kswarm/nowhere", "code": "not_found"}
+    assert dumb.status_code == 404
+    assert dumb.json() == {"detail": "only git smart HTTP is served here", "code": "not_found"}
+
+
 def test_clone_and_push_own_branch(swarm: Swarm) -> None:
     git, repo = swarm.clone("alice")
     assert (repo / "README.md").exists()

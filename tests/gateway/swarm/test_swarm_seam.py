@@ -211,7 +211,7 @@ def test_supervision_goes_on_without_the_gateways_redis(gateway: GatewayThread) 
 
 def test_the_rest_client_restarts_quarantines_and_reads_memory(gateway: GatewayThread) -> None:
     """``gateway.swarm.client.SwarmApi``: what ``kswarm agent ...`` uses where the home is not shared."""
-    from gateway.client.http import GatewayClient, GatewayError, GatewayTarget
+    from gateway.client.http import GatewayCallError, GatewayClient, GatewayTarget
     from gateway.swarm.client import SwarmApi
     from gateway.swarm.models import ControlAction, ControlBody
 
@@ -230,7 +230,7 @@ def test_the_rest_client_restarts_quarantines_and_reads_memory(gateway: GatewayT
         assert snap.status == ReplyStatus.done and "-cli" in snap.message
         held = api.act("dev-1", ControlAction.quarantine)
         assert held.status == ReplyStatus.done and "token(s) revoked" in held.message
-        with pytest.raises(GatewayError) as refused:
+        with pytest.raises(GatewayCallError) as refused:
             api.act("dev-1", ControlAction.restart)
         assert refused.value.status == 409 and "release it first" in refused.value.detail
         assert api.act("dev-1", ControlAction.release).status == ReplyStatus.done

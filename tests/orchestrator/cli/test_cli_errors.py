@@ -19,8 +19,8 @@ from gateway.client import (
     GatewayClient,
     GatewayFailed,
     GatewayTarget,
+    Missing,
     NoGateway,
-    NotFound,
     Refused,
     TokenRefused,
 )
@@ -152,7 +152,7 @@ def test_not_found_is_exit_4(
     gateway: GatewayThread, kswarm: Kswarm, command: tuple[str, ...], says: str
 ) -> None:
     ran = kswarm(*command, url=gateway.url, token=gateway.operator_token)
-    assert ran.code == NotFound.exit_code == 4 and ran.stdout == "", ran
+    assert ran.code == Missing.exit_code == 4 and ran.stdout == "", ran
     line = ran.error_line()
     assert line.startswith("not found: ") and says in line, line
 
@@ -205,7 +205,7 @@ def test_the_event_stream_raises_a_refusal_instead_of_retrying(gateway: GatewayT
 
 def test_every_class_is_documented_with_its_exit_code() -> None:
     text = DOCS.read_text()
-    for kind in (NoGateway, TokenRefused, NotFound, BadInput, Conflict, Refused, GatewayFailed):
+    for kind in (NoGateway, TokenRefused, Missing, BadInput, Conflict, Refused, GatewayFailed):
         row = re.search(rf"^\| `{kind.__name__}` \|.*\| (\d+) \|$", text, re.MULTILINE)
         assert row is not None, f"docs/cli.md has no row for {kind.__name__}"
         assert int(row.group(1)) == kind.exit_code, kind.__name__
