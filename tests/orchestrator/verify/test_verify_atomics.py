@@ -14,21 +14,12 @@ from typing import Any
 
 import pytest
 import torch
-from verifykit import CATALOGUE, summary
+from verifykit import CATALOGUE, RecordingMonitor, summary
 
 from orchestrator.verify import Flag, verify
 
 
 # --- in-process: the instruments on the interpreter, no child ----------------------------------------
-class _Monitor:
-    def __init__(self) -> None:
-        self.findings: dict[str, list[str]] = {}
-        self.stalled = False
-
-    def record(self, kind: str, detail: str) -> None:
-        self.findings.setdefault(kind, []).append(detail)
-
-
 @pytest.fixture(scope="module")
 def kernels() -> Any:
     """The probe kernels, decorated in interpreter mode (the environment is restored after)."""
@@ -38,10 +29,10 @@ def kernels() -> Any:
         return importlib.import_module("atomic_kernels")
 
 
-def _launch(kernel: Any, grid: tuple[int, ...], *args: Any, seed: int = 7, **kw: Any) -> _Monitor:
+def _launch(kernel: Any, grid: tuple[int, ...], *args: Any, seed: int = 7, **kw: Any) -> RecordingMonitor:
     from orchestrator.verify.interp import InterpreterInstruments
 
-    monitor = _Monitor()
+    monitor = RecordingMonitor()
     instruments = InterpreterInstruments(monitor, seed)  # type: ignore[arg-type]
     instruments.install()
     try:

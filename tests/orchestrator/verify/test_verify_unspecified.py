@@ -16,7 +16,7 @@ from typing import Any
 import numpy as np
 import pytest
 import torch
-from verifykit import TaskFactory, summary
+from verifykit import RecordingMonitor, TaskFactory, summary
 
 from orchestrator.verify import Flag, verify
 
@@ -81,15 +81,6 @@ def test_honest_counterpart_passes(make_task: TaskFactory, honest: Path, task: s
 
 
 # --- in-process: the semantics on the interpreter, no child -------------------------------------------
-class _Monitor:
-    def __init__(self) -> None:
-        self.findings: dict[str, list[str]] = {}
-        self.stalled = False
-
-    def record(self, kind: str, detail: str) -> None:
-        self.findings.setdefault(kind, []).append(detail)
-
-
 @pytest.fixture(scope="module")
 def kernels() -> Any:
     """The probe kernels, decorated in interpreter mode (the environment is restored after)."""
@@ -104,7 +95,7 @@ def _launch(
 ) -> dict[str, list[str]]:
     from orchestrator.verify.interp import InterpreterInstruments
 
-    monitor = _Monitor()
+    monitor = RecordingMonitor()
     instruments = InterpreterInstruments(monitor, 7)  # type: ignore[arg-type]
     instruments.inputs = list(inputs or [])
     instruments.install()

@@ -18,6 +18,17 @@ HONEST = Path(__file__).resolve().parent / "honest"
 TaskFactory = Callable[..., Path]
 
 
+class RecordingMonitor:
+    """What the interpreter's instruments need of a monitor, for in-process tests (no child)."""
+
+    def __init__(self) -> None:
+        self.findings: dict[str, list[str]] = {}
+        self.stalled = False
+
+    def record(self, kind: str, detail: str) -> None:
+        self.findings.setdefault(kind, []).append(detail)
+
+
 def solution(task: str) -> Path:
     """The catalogue's honest reference solution of ``task``."""
     return SOLUTIONS / f"{task}.py"
