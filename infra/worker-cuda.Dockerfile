@@ -26,7 +26,7 @@ ARG TORCH_INDEX=https://download.pytorch.org/whl/cu128
 # (a .pth, as an editable install does): the harness's fork server leaves the tree's root off the
 # candidates' sys.path (orchestrator/verify/forkserver.py), and that root must not be where torch lives.
 RUN /opt/kswarm/bin/pip install --no-cache-dir --extra-index-url "$TORCH_INDEX" \
-      "torch==${TORCH_VERSION}" "numpy>=1.26" . \
+      "torch==${TORCH_VERSION}" ".[verify]" \
  && /opt/kswarm/bin/pip uninstall -y -q kswarm \
  && /opt/kswarm/bin/pip install --no-cache-dir --no-deps --target /opt/kswarm-code . \
  && echo /opt/kswarm-code > "$(/opt/kswarm/bin/python -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')/kswarm-code.pth" \
@@ -35,4 +35,6 @@ RUN /opt/kswarm/bin/pip install --no-cache-dir --extra-index-url "$TORCH_INDEX" 
 COPY infra/compose /opt/kswarm/compose
 ENV PYTHONUNBUFFERED=1 PYTHONDONTWRITEBYTECODE=1 KSWARM_HOME=/var/lib/kswarm
 WORKDIR /var/lib/kswarm
+# Every module the harness and its child import: a missing dependency fails the build, not every job.
+RUN python -c "import orchestrator.verify.harness, orchestrator.verify.runner, orchestrator.verify.interp_schedule"
 CMD ["python", "-m", "orchestrator.worker", "--help"]

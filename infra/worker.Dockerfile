@@ -28,8 +28,10 @@ RUN /opt/venv/bin/pip install --no-cache-dir --disable-pip-version-check --find-
  && /opt/venv/bin/python -c "import torch, triton; print('torch', torch.__version__, 'triton', triton.__version__)"
 WORKDIR /opt/kswarm-src
 COPY pyproject.toml README.md ./
+# kswarm's dependencies with the harness's own extra (`verify`: greenlet, ...), so the image has
+# every module a job's child imports; torch and triton are already satisfied by the layer above.
 RUN mkdir gateway orchestrator agents && touch gateway/__init__.py orchestrator/__init__.py agents/__init__.py \
- && /opt/venv/bin/pip install --no-cache-dir --disable-pip-version-check . \
+ && /opt/venv/bin/pip install --no-cache-dir --disable-pip-version-check ".[verify]" \
  && /opt/venv/bin/pip uninstall -y -q kswarm && rm -rf /opt/kswarm-src/*
 COPY pyproject.toml README.md ./
 COPY gateway ./gateway
@@ -49,4 +51,8 @@ COPY infra/compose /opt/kswarm/compose
 
 ENV PATH=/opt/venv/bin:$PATH PYTHONUNBUFFERED=1 PYTHONDONTWRITEBYTECODE=1 KSWARM_HOME=/var/lib/kswarm TRITON_INTERPRET=1
 WORKDIR /var/lib/kswarm
+# Every module the harness and its child import, imported once here (from a directory that exists:
+# torch's loader fails in a deleted cwd): a missing dependency fails the build, not every job (each
+# would end as "child ended abnormally").
+RUN python -c "import orchestrator.verify.harness, orchestrator.verify.runner, orchestrator.verify.interp_schedule"
 CMD ["python", "-m", "orchestrator.worker", "--help"]

@@ -93,7 +93,23 @@ def _verify(args: argparse.Namespace, server: ForkServer) -> int:
     else:
         print(text)
     print(f"{result.verdict}: {'; '.join(result.reasons) or 'ok'}", file=sys.stderr)
+    child = result.child
+    if result.verdict == "error" and child is not None and child.stderr_tail and not child.completed:
+        # Why the child died (an ImportError, a segfault's message): the job's log is where the
+        # submitter and the operator look, and the result record alone only says "abnormally".
+        print(
+            f"the child's stderr, last lines:\n{_printable(child.stderr_tail[-_CHILD_TAIL:])}",
+            file=sys.stderr,
+        )
     return EXIT_CODES[result.verdict]
+
+
+_CHILD_TAIL = 2000
+
+
+def _printable(text: str) -> str:
+    """The candidate wrote it: no control characters reach a terminal but newlines and tabs."""
+    return "".join(c if c.isprintable() or c in "\n\t" else "?" for c in text)
 
 
 if __name__ == "__main__":
