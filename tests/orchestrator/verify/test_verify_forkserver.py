@@ -375,3 +375,24 @@ def test_a_tree_installed_beside_torch_is_refused_with_how_to_install_it(tmp_pat
     (named / "torch").mkdir()
     assert shared_root(named) is None
     assert shared_root(PROJECT_ROOT) is None  # this checkout
+
+
+def test_why_a_child_died_reaches_the_jobs_log_without_its_control_characters(
+    make_task: TaskFactory, tmp_path: Path
+) -> None:
+    """A child that dies at import (as a missing module would make it) leaves its stderr's tail in the
+    CLI's stderr, which is the job's log; the candidate's escape sequences arrive neutralised."""
+    task = make_task("add", dtypes=["float32"], layouts={})
+    dying = tmp_path / "dying.py"
+    dying.write_text(
+        "import os, sys\n"
+        "sys.stderr.write('\\x1b[2J\\x1b]0;owned\\x07ModuleNotFoundError: No module named nosuchmod\\n')\n"
+        "sys.stderr.flush()\n"
+        "os._exit(1)\n"
+    )
+    cli = [sys.executable, "-P", "-s", "-m", "orchestrator.verify", "--task", str(task)]
+    cli += ["--candidate", str(dying), "--pool", "cpu", "--out", str(tmp_path / "r.json"), "--static-advisory"]
+    done = subprocess.run(cli, cwd=tmp_path, capture_output=True, text=True, timeout=900)
+    assert done.returncode == 2, done.stderr[-2000:]
+    assert "No module named nosuchmod" in done.stderr, done.stderr[-2000:]
+    assert "\x1b" not in done.stderr and "\x07" not in done.stderr
