@@ -13,7 +13,7 @@ import asyncio
 import contextlib
 import json
 import socket
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -31,6 +31,14 @@ HOP_BY_HOP = {
     "upgrade",
     "host",
 }
+
+
+class _Server(uvicorn.Server):
+    """Takes no signals: the agent's own handlers (``agents.loop``) stay in place while it serves."""
+
+    @contextlib.contextmanager
+    def capture_signals(self) -> Iterator[None]:
+        yield
 
 
 class SocketBridge:
@@ -58,8 +66,7 @@ class SocketBridge:
         config = uvicorn.Config(
             self.app, interface="asgi3", log_level="warning", lifespan="off", access_log=False
         )
-        self.server = uvicorn.Server(config)
-        self.server.install_signal_handlers = lambda: None  # type: ignore[method-assign]
+        self.server = _Server(config)
         self.task = asyncio.create_task(self.server.serve(sockets=[sock]), name="socket-bridge")
         while not self.server.started:
             if self.task.done():

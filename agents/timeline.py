@@ -126,8 +126,10 @@ def _tool_result(
 def _claude_event(ts: float, event: dict[str, Any]) -> list[dict[str, Any]]:
     """Claude Code's stream-json lines: its model turns, tool calls and results, and the final result."""
     kind = event.get("type")
-    message = event.get("message") if isinstance(event.get("message"), dict) else {}
-    content = message.get("content") if isinstance(message.get("content"), list) else []
+    raw_message = event.get("message")
+    message: dict[str, Any] = raw_message if isinstance(raw_message, dict) else {}
+    raw_content = message.get("content")
+    content: list[Any] = raw_content if isinstance(raw_content, list) else []
     out: list[dict[str, Any]] = []
     if kind == "assistant":
         out.append(

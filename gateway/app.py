@@ -8,7 +8,6 @@ from typing import Any
 
 from fastapi import FastAPI
 from fastapi.responses import Response
-from redis.asyncio import Redis
 from starlette.routing import Route
 
 from gateway.api import build_api_router
@@ -20,11 +19,12 @@ from gateway.events import build_events_router
 from gateway.health import build_health_router
 from gateway.mcp_server import MCP_PATH, build_mcp, build_mcp_app, build_protected_resource_router
 from gateway.plugin import Lifespan, Plugin, install_plugin, order_plugins
+from gateway.redis_facade import StrRedis
 
 
 def create_app(
     settings: GatewaySettings,
-    redis: Redis | None = None,
+    redis: StrRedis | None = None,
     plugins: Sequence[Plugin[Any]] = (),
 ) -> FastAPI:
     """The app with ``plugins`` (see ``gateway.plugins``), each installed after the ones it depends on.

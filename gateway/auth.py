@@ -12,12 +12,12 @@ import binascii
 from collections.abc import Awaitable, Callable
 
 from fastapi import Request
-from redis.asyncio import Redis
 from starlette.datastructures import Headers
 
 from gateway import keys
 from gateway.errors import Forbidden, Unauthorized
 from gateway.principals import TOKEN_PREFIX, Principal, PrincipalKind, hash_token
+from gateway.redis_facade import StrRedis
 
 # KEYS[1]: the token's key. Returns the principal's JSON, or false. The principal's key is derived from
 # the name the token maps to, so it cannot be declared (one Redis, no cluster: docs/architecture.md).
@@ -31,7 +31,7 @@ return redis.call('HGET', ARGV[1] .. name, 'json')
 class TokenCheck:
     """Token -> principal in one round trip; None for unknown, revoked or disabled tokens."""
 
-    def __init__(self, redis: Redis) -> None:
+    def __init__(self, redis: StrRedis) -> None:
         self._script = redis.register_script(_VERIFY_SCRIPT)
 
     async def verify(self, token: str) -> Principal | None:

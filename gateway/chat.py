@@ -14,8 +14,6 @@ import re
 import time
 from collections.abc import Awaitable, Callable
 
-from redis.asyncio import Redis
-
 from gateway import keys
 from gateway.chat_scripts import POST_SCRIPT
 from gateway.config import GatewaySettings
@@ -32,6 +30,7 @@ from gateway.models import (
     parse_message_id,
 )
 from gateway.principals import Principal, PrincipalKind, PrincipalStore
+from gateway.redis_facade import StrRedis
 
 CHANNEL_RE = re.compile(r"[a-z0-9][a-z0-9_-]{0,63}")  # fullmatch: "$" would let a trailing "\n" in
 MENTION_RE = re.compile(r"(?<![\w@./-])@([a-z][a-z0-9-]{0,38})(?![\w-])")
@@ -76,7 +75,7 @@ def message_from_fields(entry_id: str, fields: dict[str, str]) -> Message:
         reply_to=fields.get("reply_to") or None,
         thread=fields.get("thread") or None,
         mentions=[m for m in fields.get("mentions", "").split(",") if m],
-        kind=fields.get("kind", "message"),  # type: ignore[arg-type]
+        kind=fields.get("kind", "message"),
     )
 
 
@@ -98,7 +97,7 @@ class ChatService:
 
     def __init__(
         self,
-        redis: Redis,
+        redis: StrRedis,
         principals: PrincipalStore,
         settings: GatewaySettings,
         metrics: GatewayMetrics,

@@ -28,6 +28,7 @@ from gateway.errors import GatewayError
 from gateway.events import EventHub
 from gateway.metrics import GatewayMetrics
 from gateway.principals import PrincipalStore
+from gateway.redis_facade import StrRedis, str_redis
 from gateway.services import ServiceRegistry
 
 # A component's own rendering of errors under its path prefix (the UI's HTML pages); None: the default.
@@ -96,7 +97,7 @@ class RedisPool(BlockingConnectionPool):
         return len(self._in_use_connections)
 
 
-def connect_redis(settings: GatewaySettings, metrics: GatewayMetrics) -> Redis:
+def connect_redis(settings: GatewaySettings, metrics: GatewayMetrics) -> StrRedis:
     """The app's Redis client on its bounded pool."""
     pool = RedisPool.from_url(
         settings.redis_url,
@@ -108,7 +109,7 @@ def connect_redis(settings: GatewaySettings, metrics: GatewayMetrics) -> Redis:
         # Longer than any blocking read a component still makes on the pool (a job worker's take).
         socket_timeout=settings.inbox_max_wait + 15,
     )
-    return Redis(connection_pool=pool)
+    return str_redis(Redis(connection_pool=pool))  # the pool decodes (decode_responses above)
 
 
 @dataclass
@@ -116,7 +117,7 @@ class GatewayContext:
     """Everything a route or MCP tool needs; stored on ``app.state.ctx``."""
 
     settings: GatewaySettings
-    redis: Redis
+    redis: StrRedis
     principals: PrincipalStore
     chat: ChatService
     metrics: GatewayMetrics
@@ -126,7 +127,7 @@ class GatewayContext:
     error_pages: dict[str, ErrorPage] = field(default_factory=dict)  # path prefix -> renderer
 
     @classmethod
-    def build(cls, settings: GatewaySettings, redis: Redis | None = None) -> GatewayContext:
+    def build(cls, settings: GatewaySettings, redis: StrRedis | None = None) -> GatewayContext:
         metrics = GatewayMetrics()
         redis = redis or connect_redis(settings, metrics)
         principals = PrincipalStore(redis, settings.swarm)

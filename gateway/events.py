@@ -39,6 +39,7 @@ from gateway.auth import current_principal
 from gateway.metrics import GatewayMetrics
 from gateway.models import MESSAGE_ID_SCHEMA, optional_message_id
 from gateway.principals import Principal
+from gateway.redis_facade import StrRedis, str_redis
 
 if TYPE_CHECKING:
     from gateway.context import GatewayContext
@@ -118,7 +119,7 @@ class Watch:
 class EventHub:
     """The process's one reader of ``ks:events`` and ``ks:wake``; see the module docstring."""
 
-    def __init__(self, redis: Redis, metrics: GatewayMetrics, recent: int = RECENT_EVENTS) -> None:
+    def __init__(self, redis: StrRedis, metrics: GatewayMetrics, recent: int = RECENT_EVENTS) -> None:
         self.redis = redis  # the pool: what waiters read with once woken
         self.metrics = metrics
         self.recent_max = recent
@@ -200,7 +201,7 @@ class EventHub:
 
     # -- the reader --------------------------------------------------------------------------
 
-    def _reader_client(self) -> Redis:
+    def _reader_client(self) -> StrRedis:
         """A client with one connection of its own: the blocking read never takes one from the pool."""
         pool = self.redis.connection_pool
         kwargs = dict(pool.connection_kwargs)
@@ -208,7 +209,7 @@ class EventHub:
         if timeout is not None and timeout < BLOCK_MS / 1000 + 5:
             kwargs["socket_timeout"] = BLOCK_MS / 1000 + 5
         own = ConnectionPool(connection_class=pool.connection_class, max_connections=1, **kwargs)
-        return Redis(connection_pool=own)
+        return str_redis(Redis(connection_pool=own))  # the app pool's kwargs: it decodes too
 
     @asynccontextmanager
     async def running(self) -> AsyncIterator[EventHub]:
@@ -227,7 +228,7 @@ class EventHub:
             self._wake_everyone()
             await reader.aclose()
 
-    async def _start_positions(self, reader: Redis) -> None:
+    async def _start_positions(self, reader: StrRedis) -> None:
         """Where a first start reads from: now (the ids of the newest entries)."""
         for stream in (keys.EVENTS, keys.WAKE):
             newest = await reader.xrevrange(stream, "+", "-", 1)
@@ -237,7 +238,7 @@ class EventHub:
             else:
                 self._wake_id = position
 
-    async def _run(self, reader: Redis) -> None:
+    async def _run(self, reader: StrRedis) -> None:
         failures = 0
         while True:
             try:

@@ -22,7 +22,8 @@ from typing import Any
 
 from fastapi import APIRouter, Request
 from fastapi.responses import JSONResponse
-from redis.asyncio import Redis
+
+from gateway.redis_facade import StrRedis
 
 REDIS_TIMEOUT_S = 1.0  # a hung Redis must not hang the probe
 MIN_FREE_BYTES = 16 << 20  # less than this left where we write is a full disk (16 MiB)
@@ -55,7 +56,7 @@ def local_redis_dir(url: str) -> Path | None:
     return Path(urllib.parse.unquote(parsed.path)).parent
 
 
-async def check_redis(redis: Redis, redis_dir: Path | None) -> Problem | None:
+async def check_redis(redis: StrRedis, redis_dir: Path | None) -> Problem | None:
     try:
         async with asyncio.timeout(REDIS_TIMEOUT_S):
             await redis.ping()

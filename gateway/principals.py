@@ -13,10 +13,10 @@ import time
 from enum import StrEnum
 
 from pydantic import BaseModel, Field
-from redis.asyncio import Redis
 
 from gateway import keys
 from gateway.errors import PrincipalError
+from gateway.redis_facade import StrRedis
 
 NAME_RE = re.compile(r"^[a-z][a-z0-9-]{0,38}$")
 TOKEN_PREFIX = "ksw_"
@@ -64,7 +64,7 @@ def validate_name(name: str) -> None:
 class PrincipalStore:
     """Principals and token hashes in Redis."""
 
-    def __init__(self, redis: Redis, swarm: str) -> None:
+    def __init__(self, redis: StrRedis, swarm: str) -> None:
         self.redis = redis
         self.swarm = swarm
 

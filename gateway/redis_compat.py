@@ -16,9 +16,7 @@
 
 from __future__ import annotations
 
-from typing import Any
-
-from redis.asyncio import Redis
+from gateway.redis_facade import StreamEntry, StrRedis
 
 __all__ = ["server_version", "stream_gone", "xautoclaim"]
 
@@ -52,7 +50,7 @@ def stream_gone(exc: BaseException) -> bool:
     return "NOGROUP" in text or "UNBLOCKED" in text
 
 
-async def server_version(redis: Redis) -> tuple[int, int, int]:
+async def server_version(redis: StrRedis) -> tuple[int, int, int]:
     """``redis_version`` from INFO as ``(major, minor, patch)``; missing parts are 0."""
     info = await redis.info("server")
     raw = _text(info.get("redis_version", "0.0.0"))
@@ -65,14 +63,14 @@ async def server_version(redis: Redis) -> tuple[int, int, int]:
 
 
 async def xautoclaim(
-    redis: Redis,
+    redis: StrRedis,
     stream: str,
     group: str,
     consumer: str,
     min_idle_ms: int,
     start_id: str = "0-0",
     count: int = 100,
-) -> tuple[str, list[tuple[str, dict[Any, Any]]], list[str]]:
+) -> tuple[str, list[StreamEntry], list[str]]:
     """XAUTOCLAIM with the 7.x reply shape on 6.2 and 7.x alike.
 
     Returns ``(next_id, entries, deleted_ids)``: ``next_id`` is the cursor for the next call ("0-0"
@@ -83,7 +81,7 @@ async def xautoclaim(
     """
     reply = await redis.xautoclaim(stream, group, consumer, min_idle_ms, start_id=start_id, count=count)
     next_id = _text(reply[0])
-    entries: list[tuple[str, dict[Any, Any]]] = []
+    entries: list[StreamEntry] = []
     deleted: list[str] = [_text(i) for i in reply[2]] if len(reply) > 2 else []
     anonymous_ghosts = 0
     for entry_id, fields in reply[1] or []:
@@ -102,14 +100,14 @@ async def xautoclaim(
 
 
 async def _resolve_ghosts(
-    redis: Redis,
+    redis: StrRedis,
     stream: str,
     group: str,
     consumer: str,
     start_id: str,
     next_id: str,
     count: int,
-    live: list[tuple[str, dict[Any, Any]]],
+    live: list[StreamEntry],
 ) -> list[str]:
     """Ids of deleted entries that 6.2's XAUTOCLAIM just handed to ``consumer`` as nils.
 

@@ -24,7 +24,7 @@ def cost_summary(
         return None
     accepted = Counter(r["task"] for r in rows if r["accepted"])
     models = dict(models or {})
-    by_task: dict[str, dict[str, float]] = {}
+    by_task: dict[str, dict[str, Any]] = {}  # also per accepted kernel below (None: none accepted)
     by_agent: dict[str, dict[str, float]] = {}
     by_model: dict[str, dict[str, float]] = {}
     for line in report.get("lines") or []:
@@ -34,11 +34,11 @@ def cost_summary(
             entry = table.setdefault(key, {"tokens": 0.0, "cost_usd": 0.0})
             entry["tokens"] += float(line.get("tokens") or 0)
             entry["cost_usd"] += float(line.get("cost_usd") or 0.0)
-    for task, entry in by_task.items():
+    for task, totals in by_task.items():
         n = accepted.get(task, 0)
-        entry["accepted"] = n
-        entry["usd_per_accepted"] = round(entry["cost_usd"] / n, 6) if n else None
-        entry["tokens_per_accepted"] = round(entry["tokens"] / n) if n else None
+        totals["accepted"] = n
+        totals["usd_per_accepted"] = round(totals["cost_usd"] / n, 6) if n else None
+        totals["tokens_per_accepted"] = round(totals["tokens"] / n) if n else None
     attributed = sum(e["cost_usd"] for t, e in by_task.items() if t != "-")
     tokens = sum(e["tokens"] for t, e in by_task.items() if t != "-")
     n_accepted = sum(accepted.values())
@@ -102,8 +102,8 @@ def summarize(
     by_task: dict[str, Counter[str]] = {}
     by_author: dict[str, Counter[str]] = {}
     for row in rows:
-        for table, key in ((by_pool, row["pool"]), (by_task, row["task"]), (by_author, row["author"] or "?")):
-            c = table.setdefault(key, Counter())
+        for tally, key in ((by_pool, row["pool"]), (by_task, row["task"]), (by_author, row["author"] or "?")):
+            c = tally.setdefault(key, Counter())
             c["records"] += 1
             c["passed"] += bool(row["passed"])
             c["accepted"] += bool(row["accepted"])

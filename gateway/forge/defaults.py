@@ -10,15 +10,14 @@ is never a default), changes nothing. With none of these, the caller must name t
 
 from __future__ import annotations
 
-from redis.asyncio import Redis
-
 from gateway.forge import keys
+from gateway.redis_facade import StrRedis
 
 DEFAULT_REPO = f"{keys.PREFIX}default-repo"
 
 
 class DefaultRepo:
-    def __init__(self, redis: Redis) -> None:
+    def __init__(self, redis: StrRedis) -> None:
         self.redis = redis
 
     async def get(self) -> str | None:

@@ -13,8 +13,6 @@ import time
 from collections.abc import Sequence
 from pathlib import Path
 
-from redis.asyncio import Redis
-
 from gateway.errors import ForgeError
 from gateway.forge.embedded_content import RepositoryContent
 from gateway.forge.models import (
@@ -32,6 +30,7 @@ from gateway.forge.policy import ReviewPolicy, evaluate
 from gateway.forge.store import ForgeStore, emit_event
 from gateway.git.aio import BareRepo
 from gateway.principals import Principal, PrincipalError, PrincipalKind, PrincipalStore
+from gateway.redis_facade import StrRedis
 
 REPO_NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,99}$")
 BRANCH_RE = re.compile(r"^(?!/)(?!.*//)(?!.*\.\.)(?!.*@\{)[A-Za-z0-9._/-]{1,200}(?<![/.])$")
@@ -72,7 +71,7 @@ class EmbeddedForge(RepositoryContent):
     kind = "embedded"
 
     def __init__(
-        self, redis: Redis, root: Path, principals: PrincipalStore, swarm: str, base_url: str
+        self, redis: StrRedis, root: Path, principals: PrincipalStore, swarm: str, base_url: str
     ) -> None:
         self.redis = redis
         self.root = root

@@ -185,5 +185,5 @@ def combine(records: list[Verification]) -> Outcome:
     outcomes = {r.outcome for r in records}
     for outcome in ("fail", "pass", "pending"):
         if outcome in outcomes:
-            return outcome  # type: ignore[return-value]
+            return outcome
     return "none"

@@ -23,8 +23,6 @@ import uuid
 from collections.abc import AsyncIterator
 from typing import Any
 
-from redis.asyncio import Redis
-
 from gateway.chat import ChatService
 from gateway.errors import ForgeError
 from gateway.forge import keys
@@ -42,6 +40,7 @@ from gateway.forge.vouched import OperatorHeads
 from gateway.metrics import GatewayMetrics
 from gateway.principals import Principal, PrincipalKind, PrincipalStore
 from gateway.redis_compat import stream_gone, xautoclaim
+from gateway.redis_facade import StrRedis
 
 log = logging.getLogger("kswarm.forge.gate")
 AUDIT_MAX = 500
@@ -54,7 +53,7 @@ class ReviewGate:
     def __init__(
         self,
         forge: Forge,
-        redis: Redis,
+        redis: StrRedis,
         chat: ChatService,
         principals: PrincipalStore,
         ledger: EvidenceLedger,

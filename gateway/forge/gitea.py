@@ -15,7 +15,6 @@ from collections.abc import Sequence
 from typing import Any
 
 import httpx
-from redis.asyncio import Redis
 
 from gateway.errors import ForgeError
 from gateway.forge import gitea_shapes as shapes
@@ -34,6 +33,7 @@ from gateway.forge.models import (
 )
 from gateway.forge.policy import ReviewPolicy
 from gateway.forge.webhook import repo_secret
+from gateway.redis_facade import StrRedis
 
 TOKEN_SCOPES = ["write:repository", "write:issue", "read:user", "read:organization"]
 PAGE = 50  # Gitea's default MAX_RESPONSE_ITEMS
@@ -49,7 +49,7 @@ class GiteaForge(GiteaContent):
         *,
         gate_user: str = "gate",
         gate_email: str = "gate@bots.kswarm",
-        redis: Redis | None = None,
+        redis: StrRedis | None = None,
         webhook_url: str | None = None,
         webhook_secret: str | None = None,
         client: httpx.AsyncClient | None = None,

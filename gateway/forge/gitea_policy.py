@@ -9,10 +9,9 @@ does not protect is unprotected, whatever is stored here.
 
 from __future__ import annotations
 
-from redis.asyncio import Redis
-
 from gateway.forge import keys
 from gateway.forge.policy import ReviewPolicy
+from gateway.redis_facade import StrRedis
 
 
 def policy_key(repo: str) -> str:
@@ -20,7 +19,7 @@ def policy_key(repo: str) -> str:
 
 
 class PolicyExtensions:
-    def __init__(self, redis: Redis) -> None:
+    def __init__(self, redis: StrRedis) -> None:
         self.redis = redis
 
     async def save(self, repo: str, branch: str, policy: ReviewPolicy) -> None:

@@ -353,7 +353,7 @@ def parse_changed_file(data: dict[str, Any]) -> list[ChangedFile]:
         gone = [ChangedFile(path=previous, status="deleted")] if previous and status == "renamed" else []
         return [*gone, ChangedFile(path=path, status="added")]
     if status in ("added", "deleted"):
-        return [ChangedFile(path=path, status=status)]  # type: ignore[arg-type]
+        return [ChangedFile(path=path, status=status)]
     return [ChangedFile(path=path, status="modified")]
 
 
@@ -384,5 +384,5 @@ def parse_compare_files(data: dict[str, Any]) -> list[ChangedFile]:
     out = []
     for path, states in sorted(seen.items()):
         status = next(iter(states)) if len(states) == 1 else "modified"
-        out.append(ChangedFile(path=path, status=status if status in ("added", "deleted") else "modified"))  # type: ignore[arg-type]
+        out.append(ChangedFile(path=path, status=status if status in ("added", "deleted") else "modified"))
     return out

@@ -23,10 +23,10 @@ from typing import Any
 
 import httpx
 from pydantic import BaseModel, Field
-from redis.asyncio import Redis
 
 from gateway.forge import keys
 from gateway.redis_compat import stream_gone
+from gateway.redis_facade import StrRedis
 
 log = logging.getLogger("kswarm.forge.hooks")
 GROUP = "hooks"
@@ -82,7 +82,7 @@ class Hook(BaseModel):
 
 
 class HookStore:
-    def __init__(self, redis: Redis) -> None:
+    def __init__(self, redis: StrRedis) -> None:
         self.redis = redis
 
     async def add(
@@ -165,7 +165,7 @@ def wants(hook: Hook, event_type: str) -> bool:
 class HookDeliverer:
     """Delivers the forge's events to the repositories' hooks (one per gateway; a consumer group)."""
 
-    def __init__(self, redis: Redis, render: Any, timeout_s: float = 5.0) -> None:
+    def __init__(self, redis: StrRedis, render: Any, timeout_s: float = 5.0) -> None:
         self.redis = redis
         self.store = HookStore(redis)
         self.render = render  # async (repo, fields) -> (repo_json, pr_json | None)
@@ -213,7 +213,7 @@ class HookDeliverer:
         async with httpx.AsyncClient() as http:
             while True:
                 try:
-                    reply: Any = await self.redis.xreadgroup(
+                    reply = await self.redis.xreadgroup(
                         GROUP, self.consumer, {keys.EVENTS: ">"}, count=50, block=1000
                     )
                     entries: list[tuple[str, dict[str, str]]] = reply[0][1] if reply else []

@@ -129,11 +129,11 @@ def classify(
             task, file = found
             changes.candidates.append(Candidate(path=path, task=task, file=file, status=changed.status))
             if path in (base_changed or set()):
-                why = (
+                stale = (
                     f"{path} also changed on {base} since this branch forked: merge {base} into the branch "
                     "(or rebase), then verify the new head"
                 )
-                changes.stale.append(BlockedPath(path=path, why=why))
+                changes.stale.append(BlockedPath(path=path, why=stale))
         if not dataset or operator_author:
             continue
         why = _blocked_reason(changed, found, author, trusted_paths)

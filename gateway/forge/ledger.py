@@ -7,17 +7,16 @@ whose head is that sha and republishes their statuses.
 
 from __future__ import annotations
 
-from redis.asyncio import Redis
-
 from gateway.forge import keys
 from gateway.forge.evidence import PENDING_STATES, Verification, implied_evidence
 from gateway.forge.store import emit_event
+from gateway.redis_facade import StrRedis
 
 
 class EvidenceLedger:
     """Verification records per (repo, sha) in one Redis hash, keyed by job id."""
 
-    def __init__(self, redis: Redis) -> None:
+    def __init__(self, redis: StrRedis) -> None:
         self.redis = redis
         # Pools whose passes prove device-verified (the job runner names them when it starts,
         # ``JobService``): how a record written before evidence levels existed reads. Any other pool's

@@ -14,9 +14,8 @@ import time
 import uuid
 from collections.abc import AsyncIterator
 
-from redis.asyncio import Redis
-
 from gateway.forge import keys
+from gateway.redis_facade import StrRedis
 
 _RELEASE = """
 if redis.call('GET', KEYS[1]) == ARGV[1] then return redis.call('DEL', KEYS[1]) end
@@ -26,7 +25,7 @@ return 0
 
 @contextlib.asynccontextmanager
 async def branch_lock(
-    redis: Redis, repo: str, branch: str, ttl_ms: int = 60_000, wait_s: float = 30.0
+    redis: StrRedis, repo: str, branch: str, ttl_ms: int = 60_000, wait_s: float = 30.0
 ) -> AsyncIterator[None]:
     key, token = keys.merge_lock(repo, branch), uuid.uuid4().hex
     deadline = time.monotonic() + wait_s
@@ -37,4 +36,4 @@ async def branch_lock(
     try:
         yield
     finally:
-        await redis.eval(_RELEASE, 1, key, token)  # type: ignore[misc]
+        await redis.eval(_RELEASE, 1, key, token)

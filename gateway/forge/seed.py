@@ -12,18 +12,17 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-from redis.asyncio import Redis
-
 from gateway.errors import ForgeError
 from gateway.forge.locks import branch_lock
 from gateway.forge.protocol import Forge
+from gateway.redis_facade import StrRedis
 
 GATE = "gate"
 
 
 async def seed_branch(
     forge: Forge,
-    redis: Redis,
+    redis: StrRedis,
     org: str,
     repo: str,
     branch: str,

@@ -7,16 +7,15 @@ import secrets
 import time
 from typing import Any
 
-from redis.asyncio import Redis
-
 from gateway.forge import keys
 from gateway.forge.models import STORED_PR_FIELDS, Comment, CommitStatus, PullRequest, RepoInfo, Review
 from gateway.forge.policy import ReviewPolicy
+from gateway.redis_facade import StrRedis
 
 EVENTS_MAXLEN = 100_000
 
 
-async def emit_event(redis: Redis, type_: str, repo: str, **fields: Any) -> str:
+async def emit_event(redis: StrRedis, type_: str, repo: str, **fields: Any) -> str:
     """Append a forge event for the gate (and anyone tailing ``ks:forge:events``)."""
     return await redis.xadd(
         keys.EVENTS, event_fields(type_, repo, **fields), maxlen=EVENTS_MAXLEN, approximate=True
@@ -36,7 +35,7 @@ def _hash_password(password: str, salt: str) -> str:
 class ForgeStore:
     """Typed access to the forge keys; no policy decisions here."""
 
-    def __init__(self, redis: Redis) -> None:
+    def __init__(self, redis: StrRedis) -> None:
         self.redis = redis
 
     # -- repos and orgs ---------------------------------------------------------------------

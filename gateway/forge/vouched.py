@@ -16,9 +16,8 @@ from __future__ import annotations
 
 import json
 
-from redis.asyncio import Redis
-
 from gateway.forge import keys
+from gateway.redis_facade import StrRedis
 
 
 def operator_heads(repo: str) -> str:
@@ -34,7 +33,7 @@ class OperatorHeads:
     operator's change), is not vouched for. Forgetting at close keeps a PR the operator closed (a task
     they rejected) from being reopened by a writer and merged with an agent's approval."""
 
-    def __init__(self, redis: Redis) -> None:
+    def __init__(self, redis: StrRedis) -> None:
         self.redis = redis
 
     async def record(self, repo: str, sha: str, branch: str, base: str) -> None:

@@ -20,13 +20,13 @@ import logging
 from typing import Any
 
 from fastapi import APIRouter, Request
-from redis.asyncio import Redis
 
 from gateway.deps import Ctx
 from gateway.errors import ForgeError
 from gateway.forge import keys
 from gateway.forge.protocol import Forge
 from gateway.forge.store import emit_event
+from gateway.redis_facade import StrRedis
 from gateway.services import FORGE
 
 log = logging.getLogger("kswarm.forge.webhook")
@@ -83,7 +83,7 @@ def forge_event(event: str, payload: dict[str, Any]) -> dict[str, str] | None:
     return None
 
 
-async def receive(redis: Redis, forge: Forge, master: str, request: Request) -> dict[str, Any]:
+async def receive(redis: StrRedis, forge: Forge, master: str, request: Request) -> dict[str, Any]:
     body = await request.body()
     if len(body) > MAX_BODY:
         raise ForgeError("hook body too large", 413)

@@ -25,6 +25,7 @@ from gateway.jobs.models import JobKind, JobRequest
 # The task catalogue's trusted task definitions (docs/tasks.md).
 CATALOGUE_TASKS = Path(__file__).resolve().parents[1] / "tasks" / "catalogue" / "tasks"
 DeviceType = Literal["cpu", "cuda", "npu"]
+ALL_KINDS: tuple[JobKind, ...] = ("verify", "bench")  # a pool's kinds unless it names them
 VISIBLE_DEVICES_VAR: dict[str, str | None] = {
     "cpu": None,
     "cuda": "CUDA_VISIBLE_DEVICES",
@@ -58,7 +59,7 @@ class PoolRules(_Model):
     reproduction_priority: bool = Field(True, description="Review-reproduction jobs go before others.")
     max_timeout_s: int = Field(3600, ge=1, description="Longest wall-clock limit a job may ask for.")
     kinds: list[JobKind] = Field(
-        default_factory=lambda: ["verify", "bench"], description="Job kinds accepted (cpu: verify only)."
+        default_factory=lambda: list(ALL_KINDS), description="Job kinds accepted (cpu: verify only)."
     )
 
 

@@ -18,14 +18,13 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
-from redis.asyncio import Redis
-
 from gateway.errors import RuleViolation
 from gateway.forge.evidence import implied_evidence
 from gateway.jobs import scripts
 from gateway.jobs.fairness import LaneHead, choose_lane
 from gateway.jobs.models import Job, JobState
 from gateway.redis_compat import xautoclaim
+from gateway.redis_facade import StrRedis
 
 PREFIX = "ks:jobs:"
 GROUP = "workers"
@@ -87,7 +86,7 @@ class JobQueue:
 
     def __init__(
         self,
-        redis: Redis,
+        redis: StrRedis,
         prefix: str = PREFIX,
         log_max_bytes: int = 1 << 20,
         recent_kept: int = 200,
@@ -201,7 +200,7 @@ class JobQueue:
         reply = await self._lease(keys=[self.key("lease", pool, node)], args=[consumer, ttl_ms])
         return None if reply == 1 else str(reply)
 
-    async def peek(self, pool: str) -> list[LaneHead]:
+    async def peek(self, pool: str) -> builtins.list[LaneHead]:
         rows = await self._peek(args=[self.prefix, pool])
         return [
             LaneHead(
@@ -225,7 +224,7 @@ class JobQueue:
         free_devices: int,
         max_running: int,
         node_capacity: int | None = None,
-        free_ids: list[str] | None = None,
+        free_ids: builtins.list[str] | None = None,
     ) -> TakeResult | None:
         """The next job by the fairness rule that fits ``free_devices``, now marked running, or None."""
         for _ in range(8):  # another worker may take the same head between peek and take
@@ -312,7 +311,7 @@ class JobQueue:
         )
         return reply[0] == "ok", reply[1]
 
-    async def unreported(self, older_than_s: float = 0.0, limit: int = 100) -> list[str]:
+    async def unreported(self, older_than_s: float = 0.0, limit: int = 100) -> builtins.list[str]:
         """Finished jobs whose evidence and notice are not delivered yet, oldest first; only those
         finished at least ``older_than_s`` ago (younger ones are being reported right now)."""
         cutoff = time.time() - older_than_s
@@ -326,7 +325,9 @@ class JobQueue:
         reply = await self._cancel(args=[self.prefix, job_id, repr(time.time()), self.recent_kept])
         return reply[0]
 
-    async def reclaim(self, pool: str, min_idle_ms: int, claimer: str = "reclaimer") -> list[ReclaimAction]:
+    async def reclaim(
+        self, pool: str, min_idle_ms: int, claimer: str = "reclaimer"
+    ) -> builtins.list[ReclaimAction]:
         """Requeue or dead-letter the jobs of consumers silent for ``min_idle_ms``."""
         actions: list[ReclaimAction] = []
         for lane in await self.redis.zrange(self.key("lanes", pool), 0, -1):
@@ -388,7 +389,7 @@ class JobQueue:
 
     # -- views ------------------------------------------------------------------------------
 
-    async def dead_letters(self, pool: str, count: int = 50) -> list[dict[str, str]]:
+    async def dead_letters(self, pool: str, count: int = 50) -> builtins.list[dict[str, str]]:
         rows = await self.redis.xrevrange(self.key("dead", pool), "+", "-", count=count)
         return [{"id": entry_id, **fields} for entry_id, fields in rows]
 

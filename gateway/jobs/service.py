@@ -120,7 +120,7 @@ class JobService:
             devices=devices,
             kind=request.kind,
             timeout_s=timeout,
-            priority=priority,  # type: ignore[arg-type]
+            priority=priority,
             reproduce_pr=request.reproduce_pr,
             max_attempts=pool.max_attempts,
             submitted=time.time(),
@@ -281,7 +281,7 @@ class JobService:
                 self.ctx.metrics.jobs_finished.labels(pool=job.pool, state=state).inc()
                 await self.outcomes.deliver(job_id)
                 await self.announce(job)
-        return FinishReply(recorded=recorded, state=state or "error")  # type: ignore[arg-type]
+        return FinishReply(recorded=recorded, state=state or "error")
 
     async def evidence_of(self, job_id: str, body: FinishRequest) -> str | None:
         """The level the job's result proves, derived here from the pool the job was submitted to (its

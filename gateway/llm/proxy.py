@@ -280,8 +280,8 @@ class LLMProxy:
                 if response.headers.get("x-should-retry") == "false":
                     return response
                 reason = str(response.status_code)
-                delay = parse_retry_after(response.headers)
-                delay = self.backoff(attempt) if delay is None else delay
+                hinted = parse_retry_after(response.headers)
+                delay = self.backoff(attempt) if hinted is None else hinted
                 await response.aclose()
             self.metrics.retries.labels(reason=reason).inc()
             attempt += 1

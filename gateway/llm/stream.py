@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import json
 import logging
-from collections.abc import AsyncIterator
+from collections.abc import AsyncGenerator
 from typing import TYPE_CHECKING
 
 import anyio
@@ -76,7 +76,7 @@ class ProxyStream(StreamingResponse):
         self.chunks = self._chunks()
         super().__init__(self.chunks, status_code=upstream.status_code, headers=headers)
 
-    async def _chunks(self) -> AsyncIterator[bytes]:
+    async def _chunks(self) -> AsyncGenerator[bytes, None]:
         try:
             async for chunk in self.upstream.aiter_bytes():
                 self.parser.feed(chunk)

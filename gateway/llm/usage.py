@@ -24,12 +24,12 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal
 
 from pydantic import BaseModel, Field
-from redis.asyncio import Redis
 
 from gateway.keys import PREFIX
 from gateway.llm.budget_scripts import RESERVE_SCRIPT, SETTLE_SCRIPT
 from gateway.llm.config import LLMProxySettings
 from gateway.principals import PrincipalKind
+from gateway.redis_facade import StrRedis, Value
 from gateway.services import LLM_USAGE
 
 if TYPE_CHECKING:
@@ -252,7 +252,7 @@ def _nusd(usd: float | None) -> str:
 class UsageStore:
     """Usage counters, reservations, budgets and budget flags in Redis."""
 
-    def __init__(self, redis: Redis, settings: LLMProxySettings) -> None:
+    def __init__(self, redis: StrRedis, settings: LLMProxySettings) -> None:
         self.redis = redis
         self.settings = settings
         self._reserve_script = redis.register_script(RESERVE_SCRIPT)
@@ -306,7 +306,7 @@ class UsageStore:
             RESERVED,
             *self._flag_keys(name, res.day),
         ]
-        args = [name, res.id, repr(now), repr(now + self.settings.reservation_ttl), res.day]
+        args: list[Value] = [name, res.id, repr(now), repr(now + self.settings.reservation_ttl), res.day]
         args += [res.tokens, res.nusd, *self._limits(name), DAY_KEEP_S]
         answer = await self._reserve_script(keys=keys, args=args)
         if answer[0] == 1:
@@ -329,7 +329,7 @@ class UsageStore:
         """Replace ``res`` by ``usage`` (None: release it, book nothing), atomically.
 
         A reservation that expired meanwhile was already dropped; the usage is booked all the same."""
-        counts = [getattr(usage, f) for f in TOKEN_FIELDS] if usage is not None else [0, 0, 0, 0]
+        counts: list[int] = [getattr(usage, f) for f in TOKEN_FIELDS] if usage is not None else [0, 0, 0, 0]
         cost = self.settings.price_for(model or res.model).cost(*counts) if usage is not None else 0.0
         keys = [
             usage_key(res.name),
@@ -341,13 +341,14 @@ class UsageStore:
             RESERVED,
         ]
         now = time.time()
-        args = [res.name, res.id, repr(now), int(usage is not None), round(cost * NANO)]
-        args += [*counts, sum(counts), DAY_KEEP_S]
+        args: list[Value] = [res.name, res.id, repr(now), int(usage is not None), round(cost * NANO)]
+        tokens = sum(counts)
+        args += [*counts, tokens, DAY_KEEP_S]
         await self._settle_script(keys=keys, args=args)
-        if usage is not None and sum(counts):
+        if usage is not None and tokens:
             # Off the answer's path (two round trips): the usage is booked above; which tasks the call
             # is attributed to follows within milliseconds, for the monitor to book (docs/llm-proxy.md).
-            log_spent = self._log_spent(res.name, model or res.model, now, sum(counts), round(cost * NANO))
+            log_spent = self._log_spent(res.name, model or res.model, now, tokens, round(cost * NANO))
             task = asyncio.create_task(log_spent, name="llm-log-spent")
             self._logging.add(task)
             task.add_done_callback(self._logging.discard)

@@ -24,8 +24,6 @@ import logging
 import time
 from typing import Any
 
-from redis.asyncio import Redis
-
 from gateway.context import GatewayContext
 from gateway.errors import GatewayError, NotFound
 from gateway.jobs.models import JobRequest
@@ -33,6 +31,7 @@ from gateway.monitor import keys
 from gateway.monitor.models import ActionRecord, ActionResult, ReassignBody, ReviewBody
 from gateway.monitor.settings import MonitorSettings
 from gateway.principals import Principal, PrincipalKind
+from gateway.redis_facade import StrRedis
 from gateway.services import FORGE, JOB_SERVICE, TASK_BOARD, ServiceKey
 
 log = logging.getLogger("kswarm.monitor")
@@ -49,7 +48,7 @@ def _quote(text: str, limit: int = 300) -> str:
 class ActionLog:
     """The operators' audit stream."""
 
-    def __init__(self, redis: Redis, maxlen: int) -> None:
+    def __init__(self, redis: StrRedis, maxlen: int) -> None:
         self.redis = redis
         self.maxlen = maxlen
 
@@ -111,7 +110,7 @@ class OperatorActions:
             action=action,
             target=target,
             detail=detail,
-            outcome=outcome,  # type: ignore[arg-type]
+            outcome=outcome,
             message=message,
         )
         await self.log.add(record)

@@ -13,11 +13,10 @@ from __future__ import annotations
 
 from collections import defaultdict
 
-from redis.asyncio import Redis
-
 from gateway.monitor import keys
 from gateway.monitor.models import CostLine, CostPoint, CostReport
 from gateway.monitor.series import SeriesStore
+from gateway.redis_facade import StrRedis
 
 NANO = 1_000_000_000
 UNATTRIBUTED = "-"
@@ -36,7 +35,7 @@ def cost_field(task: str, agent: str, unit: str) -> str:
 
 
 class CostLedger:
-    def __init__(self, redis: Redis, series: SeriesStore) -> None:
+    def __init__(self, redis: StrRedis, series: SeriesStore) -> None:
         self.redis = redis
         self.series = series
 

@@ -16,9 +16,8 @@ import math
 import time
 from dataclasses import dataclass, field
 
-from redis.asyncio import Redis
-
 from gateway.monitor import keys
+from gateway.redis_facade import StrRedis
 
 DAY_S = 86_400
 MINUTE_S = 60
@@ -122,7 +121,7 @@ class Point:
 class SeriesStore:
     """Reads and (under the feeder's lease) writes the per-minute history."""
 
-    def __init__(self, redis: Redis, retention_days: int) -> None:
+    def __init__(self, redis: StrRedis, retention_days: int) -> None:
         self.redis = redis
         self.retention_s = retention_days * DAY_S
         self._apply = redis.register_script(APPLY)
@@ -199,7 +198,8 @@ def resample(
     carried = 0.0
     for i in range(n):
         if gauge:
-            carried = last[i] if last[i] is not None else carried
+            seen = last[i]
+            carried = seen if seen is not None else carried
             out.append(Point(start + i * step_s, carried))
         else:
             out.append(Point(start + i * step_s, sums[i]))

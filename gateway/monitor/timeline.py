@@ -14,7 +14,6 @@ import time
 from collections.abc import AsyncIterator, Callable
 from typing import Any
 
-from redis.asyncio import Redis
 from redis.exceptions import TimeoutError as RedisTimeoutError
 
 from gateway.errors import Forbidden
@@ -22,6 +21,7 @@ from gateway.models import FIRST_ID
 from gateway.monitor import keys
 from gateway.monitor.models import Doing, TimelineEntry, TimelineIn, TimelinePage
 from gateway.principals import Principal, PrincipalKind
+from gateway.redis_facade import StrRedis
 
 Pricer = Callable[[str | None, list[int]], float]
 TOKEN_FIELDS = ("input_tokens", "output_tokens", "cache_creation_input_tokens", "cache_read_input_tokens")
@@ -80,7 +80,7 @@ def matches(entry: TimelineEntry, query: str, kinds: set[str]) -> bool:
 
 
 class TimelineStore:
-    def __init__(self, redis: Redis, maxlen: int, pricer: Pricer | None = None) -> None:
+    def __init__(self, redis: StrRedis, maxlen: int, pricer: Pricer | None = None) -> None:
         self.redis = redis
         self.maxlen = maxlen
         self.pricer = pricer

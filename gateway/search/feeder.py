@@ -11,12 +11,12 @@ from __future__ import annotations
 import asyncio
 import logging
 
-from redis.asyncio import Redis
 from redis.exceptions import TimeoutError as RedisTimeoutError
 
 from gateway import keys
 from gateway.monitor.kinds import event_kind
 from gateway.principals import PrincipalKind, PrincipalStore
+from gateway.redis_facade import StrRedis
 from gateway.search.index import Row, SearchIndex
 
 log = logging.getLogger("kswarm.search")
@@ -32,7 +32,7 @@ def _older(a: str, b: str) -> bool:
 
 
 class SearchFeeder:
-    def __init__(self, redis: Redis, principals: PrincipalStore, index: SearchIndex) -> None:
+    def __init__(self, redis: StrRedis, principals: PrincipalStore, index: SearchIndex) -> None:
         self.redis = redis
         self.principals = principals
         self.index = index

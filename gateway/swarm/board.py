@@ -10,8 +10,8 @@ import time
 from typing import TypeVar
 
 from pydantic import BaseModel, ValidationError
-from redis.asyncio import Redis
 
+from gateway.redis_facade import StrRedis
 from gateway.swarm import keys
 from gateway.swarm.models import (
     AgentStatus,
@@ -57,7 +57,7 @@ def _parse(model: type[M], raw: str | bytes | None, what: str) -> M | None:
 class SwarmBoard:
     """Reads and writes the seam's keys (``gateway.swarm.keys``) on the gateway's Redis."""
 
-    def __init__(self, redis: Redis) -> None:
+    def __init__(self, redis: StrRedis) -> None:
         self.redis = redis
 
     async def report(self) -> SwarmReport:

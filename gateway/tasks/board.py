@@ -10,13 +10,13 @@ announces it, so each lapse is announced once across replicas.
 
 from __future__ import annotations
 
+import builtins
 import json
 import time
 from typing import Any
 
-from redis.asyncio import Redis
-
 from gateway.errors import BoardError
+from gateway.redis_facade import StrRedis, Value
 from gateway.tasks.models import BoardTask, TaskSpec
 
 PREFIX = "ks:tasks:"
@@ -145,7 +145,7 @@ def _seconds(value: str | None) -> float | None:
 class TaskBoard:
     """Typed access to the board; the caller passes the acting principal's name."""
 
-    def __init__(self, redis: Redis, claim_ttl_s: float) -> None:
+    def __init__(self, redis: StrRedis, claim_ttl_s: float) -> None:
         self.redis = redis
         self.ttl_ms = max(1, int(claim_ttl_s * 1000))
         self._post = redis.register_script(POST)
@@ -223,7 +223,7 @@ class TaskBoard:
             raise BoardError(f"no task {task_id!r} on the board", 404)
 
     @staticmethod
-    def _check(task_id: str, reply: list[str], agent: str) -> str:
+    def _check(task_id: str, reply: builtins.list[str], agent: str) -> str:
         outcome, who = reply[0], reply[1]
         if outcome in ("ok", "renewed"):
             return outcome
@@ -262,7 +262,7 @@ class TaskBoard:
 
     async def _finish_call(self, task_id: str, agent: str, done: bool, result: str, force: bool) -> None:
         keys = [task_key(task_id), claim_key(task_id), LEASES]
-        args = [task_id, agent, _now_ms(), int(done), result, int(force)]
+        args: list[Value] = [task_id, agent, _now_ms(), int(done), result, int(force)]
         self._check(task_id, await self._finish(keys=keys, args=args), agent)
 
     # -- leases -----------------------------------------------------------------------------
@@ -271,7 +271,7 @@ class TaskBoard:
         """Move lapsed claims to the announcement list; returns how many."""
         return int(await self._sweep(keys=[LEASES, EXPIRED], args=[_now_ms(), PREFIX, limit]))
 
-    async def pop_expired(self, count: int = 50) -> list[dict[str, Any]]:
+    async def pop_expired(self, count: int = 50) -> builtins.list[dict[str, Any]]:
         out = []
         for _ in range(count):
             raw = await self.redis.lpop(EXPIRED)
@@ -280,7 +280,7 @@ class TaskBoard:
             out.append(json.loads(raw))
         return out
 
-    async def expiring(self, within_s: float) -> list[tuple[str, str, float]]:
+    async def expiring(self, within_s: float) -> builtins.list[tuple[str, str, float]]:
         """(task, holder, renewed_at) of live claims whose lease ends within ``within_s``."""
         ids = await self.redis.zrangebyscore(LEASES, "-inf", _now_ms() + int(within_s * 1000))
         if not ids:

@@ -12,14 +12,13 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from redis.asyncio import Redis
-
 from gateway.errors import BoardError
 from gateway.forge.defaults import DefaultRepo
 from gateway.forge.policy import ReviewPolicy
 from gateway.forge.protocol import Forge
 from gateway.forge.seed import seed_branch
 from gateway.principals import Principal
+from gateway.redis_facade import StrRedis
 from gateway.services import FORGE
 from gateway.tasks.models import SeedBody, TaskSpec
 from gateway.tasks.service import BoardService
@@ -40,7 +39,7 @@ def dataset_tree() -> Mapping[str, bytes]:
 
 
 async def seed_repo(
-    forge: Forge, redis: Redis, repo: str, files: Mapping[str, bytes], message: str
+    forge: Forge, redis: StrRedis, repo: str, files: Mapping[str, bytes], message: str
 ) -> tuple[str, str | None]:
     """Ensure ``org/name`` as a dataset repo and seed its ``main`` with ``files`` if new: (clone URL,
     seed commit or None). A main protected without the dataset rules gets them (the tasks there are

@@ -14,9 +14,8 @@ from __future__ import annotations
 import logging
 import re
 
-from redis.asyncio import Redis
-
 from gateway.forge.protocol import Forge
+from gateway.redis_facade import StrRedis
 from gateway.tasks.catalogue import TaskInfo, task_info_from_source
 from gateway.tasks.definitions import find_repo, trusts_tasks
 from gateway.tasks.models import TaskSpec
@@ -44,12 +43,12 @@ def spec_of(info: TaskInfo, repo: str) -> TaskSpec:
     )
 
 
-async def remember(redis: Redis, repo: str, names: list[str]) -> None:
+async def remember(redis: StrRedis, repo: str, names: list[str]) -> None:
     if names:
         await redis.sadd(known_key(repo), *names)
 
 
-async def new_tasks_on_main(redis: Redis, forge: Forge, repo: str) -> list[TaskSpec]:
+async def new_tasks_on_main(redis: StrRedis, forge: Forge, repo: str) -> list[TaskSpec]:
     """Specs of the tasks that appeared on ``repo``'s trusted main since the board last looked."""
     info = await find_repo(forge, repo)
     if info is None:

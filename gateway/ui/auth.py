@@ -21,12 +21,12 @@ from urllib.parse import parse_qs
 from fastapi import Request
 from pydantic import Field
 from pydantic_settings import BaseSettings, SettingsConfigDict
-from redis.asyncio import Redis
 
 from gateway import keys
 from gateway.auth import token_from_headers
 from gateway.errors import UiAuthError
 from gateway.principals import Principal, PrincipalKind, PrincipalStore, hash_token
+from gateway.redis_facade import StrRedis
 
 COOKIE = "ks_ui_session"
 CSRF_HEADER = "x-csrf-token"
@@ -94,7 +94,7 @@ async def form_fields(request: Request) -> dict[str, str]:
 class SessionStore:
     """UI sessions in Redis; one instance per app."""
 
-    def __init__(self, redis: Redis, principals: PrincipalStore, ttl_s: int) -> None:
+    def __init__(self, redis: StrRedis, principals: PrincipalStore, ttl_s: int) -> None:
         self.redis = redis
         self.principals = principals
         self.ttl_s = ttl_s

@@ -45,8 +45,8 @@ def _float(value: Any) -> float | None:
 
 def speedup(result: dict[str, Any]) -> dict[str, float] | None:
     """Geometric mean, min and max of the per-case speedups over eager (bench jobs on device pools)."""
-    values = [_float(t.get("speedup")) for t in result.get("timings") or [] if isinstance(t, dict)]
-    values = [v for v in values if v is not None and v > 0]
+    found = [_float(t.get("speedup")) for t in result.get("timings") or [] if isinstance(t, dict)]
+    values = [v for v in found if v is not None and v > 0]
     if not values:
         return None
     mean = math.exp(sum(math.log(v) for v in values) / len(values))
@@ -55,7 +55,8 @@ def speedup(result: dict[str, Any]) -> dict[str, float] | None:
 
 def summarise(job: dict[str, Any]) -> dict[str, Any]:
     """A job as the templates show it: its fields plus flags, speedup, wall time and links."""
-    result = job.get("result") if isinstance(job.get("result"), dict) else {}
+    raw = job.get("result")
+    result: dict[str, Any] = raw if isinstance(raw, dict) else {}
     started, finished = job.get("started"), job.get("finished")
     repo = str(job.get("repo") or "")
     org, _, name = repo.partition("/")

@@ -19,6 +19,7 @@ from __future__ import annotations
 import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from typing import Literal
 from urllib.parse import quote
 
 import nh3
@@ -82,7 +83,9 @@ def sha_href(sha: str, repo: str | None) -> str:
     return f"/ui/commit/{sha}"
 
 
-def _link_tokens(text: str, ctx: LinkContext, make: Callable[[str, str, int], Token]) -> list[Token] | None:
+def _link_tokens(
+    text: str, ctx: LinkContext, make: Callable[[str, str, Literal[-1, 0, 1]], Token]
+) -> list[Token] | None:
     """``text`` split into text and link/mention tokens, or None when nothing in it is linked."""
     out: list[Token] = []
     last = 0

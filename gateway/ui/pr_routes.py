@@ -224,7 +224,7 @@ def build_pr_pages(ui: UiService) -> APIRouter:
                 head["diff"], head["diff_note"] = await push_diff(forge, org, repo, previous, head["sha"])
             elif not previous:
                 head["diff_note"] = f"the first head: the PR's diff from {base[:10] or 'the base'} is below"
-        actions = []
+        actions: list[dict[str, Any]] = []
         if has_route(ui.app, "/api/monitor/actions"):
             got = await api.get("/api/monitor/actions", target=f"{full}#{number}", limit=20)
             actions = got.json() if got.ok else []

@@ -10,9 +10,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from redis.asyncio import Redis
-
 from gateway.principals import PrincipalStore
+from gateway.redis_facade import StrRedis
 from gateway.swarm.actions import SwarmActions, SwarmRefusal, is_held, refusal
 from gateway.swarm.board import SwarmBoard
 from gateway.swarm.models import AgentStatus, ControlAction, MemorySummary, SwarmReport
@@ -69,7 +68,7 @@ class SwarmView:
 class SwarmControl:
     """The Agents panel's access to the swarm seam, on the gateway's Redis."""
 
-    def __init__(self, redis: Redis, principals: PrincipalStore) -> None:
+    def __init__(self, redis: StrRedis, principals: PrincipalStore) -> None:
         self.board = SwarmBoard(redis)
         self.actions = SwarmActions(self.board, principals)
 

@@ -144,7 +144,7 @@ def register(app: typer.Typer) -> None:
         """Submit a verification (or bench) job of KERNEL at REF."""
         if kind not in ("verify", "bench"):
             raise BadInput(0, f"--kind is verify or bench, not {kind!r}")
-        body = {"kernel": kernel, "ref": ref, "repo": repo, "pool": pool, "kind": kind}
+        body: dict[str, Any] = {"kernel": kernel, "ref": ref, "repo": repo, "pool": pool, "kind": kind}
         body |= {k: v for k, v in (("devices", devices), ("timeout_s", timeout_s)) if v is not None}
         with connect(home) as gateway:
             job = gateway.request("POST", "/api/jobs", json=body)

@@ -19,7 +19,7 @@ import subprocess
 import sys
 import tempfile
 import threading
-from collections.abc import Awaitable, Callable, Iterator
+from collections.abc import Callable, Coroutine, Iterator
 from contextlib import ExitStack
 from dataclasses import dataclass
 from pathlib import Path
@@ -35,6 +35,7 @@ from gateway.jobs.pools import NodeConfig, PoolConfig
 from gateway.llm.config import LLMProxySettings, scrub_env
 from gateway.plugin import Plugin
 from gateway.principals import PrincipalKind, PrincipalStore
+from gateway.redis_facade import str_redis
 from gateway.server import serve
 from gateway.tasks import catalogue
 from orchestrator.demo.spec import DATASET_REPO, KB_REPO, POOL, Roster, model_served
@@ -67,7 +68,7 @@ def demo_pools(executor: str) -> list[PoolConfig]:
         PoolConfig(
             name=POOL,
             device="cpu",
-            executor=executor,  # type: ignore[arg-type]
+            executor=executor,
             nodes=[node],
             timeout_s=300,
             tasks_dir=catalogue.TASKS_DIR,
@@ -127,7 +128,7 @@ class WorkerProcess:
 
 
 async def worker_token(redis_url: str, swarm: str, name: str) -> str:
-    redis = Redis.from_url(redis_url, decode_responses=True)
+    redis = str_redis(Redis.from_url(redis_url, decode_responses=True))
     try:
         store = PrincipalStore(redis, swarm)
         _, token = await store.ensure(name, PrincipalKind.worker)
@@ -147,7 +148,7 @@ class DemoLauncher:
         self.keep = keep
         self.warnings: list[str] = []
 
-    async def run(self, driver: Callable[[Running], Awaitable[int]]) -> int:
+    async def run(self, driver: Callable[[Running], Coroutine[Any, Any, int]]) -> int:
         async with contextlib.AsyncExitStack() as served:
             llm = await self._llm(served)
             return await self._run(driver, llm)
@@ -168,7 +169,7 @@ class DemoLauncher:
         # Loopback: no HTTP(S)_PROXY of the environment may stand between the proxy and this model.
         return llm.model_copy(update={"upstream_url": url, "api_key": SecretStr(key), "trust_env": False})
 
-    async def _run(self, driver: Callable[[Running], Awaitable[int]], llm: LLMProxySettings) -> int:
+    async def _run(self, driver: Callable[[Running], Coroutine[Any, Any, int]], llm: LLMProxySettings) -> int:
         with ExitStack() as outer:
             redis_url = os.environ.get("REDIS_URL") or self._embedded_redis(outer)
             settings = GatewaySettings(

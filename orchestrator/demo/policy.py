@@ -147,7 +147,11 @@ def lead_kickoff(policy: DemoPolicy, event: dict[str, Any]) -> list[Step]:
             f'job_submit(task="{task}", ...) on the {policy.pool} pool, and open a PR.'
         )
         args = {"id": task, "title": info.title, "description": description, "labels": [info.category]}
-        flow.add(f"post{i}", lambda s, args=args: Call("task_post", args))
+
+        def post(s: Scratch, args: dict[str, Any] = args) -> Call:
+            return Call("task_post", args)
+
+        flow.add(f"post{i}", post)
 
     def announce(s: Scratch) -> Call | None:
         team = " ".join(f"@{d}" for d in devs) or "@all"

@@ -64,11 +64,14 @@ class DemoPolicy:
             return tuple(x for x in env.get(name, "").replace(",", " ").split() if x)
 
         faulty = env.get("KSWARM_DEMO_FAULTY")
+        given: dict[str, Any] = (
+            {"faulty": frozenset(listed("KSWARM_DEMO_FAULTY"))} if faulty is not None else {}
+        )
         return cls(
             repo=env.get("KSWARM_DEMO_REPO", cls.repo),
             pool=env.get("KSWARM_DEMO_POOL", cls.pool),
             reviewers=listed("KSWARM_DEMO_REVIEWERS"),
-            **({"faulty": frozenset(listed("KSWARM_DEMO_FAULTY"))} if faulty is not None else {}),
+            **given,
         )
 
     def reviewer_for(self, task: str, author: str) -> list[str]:

@@ -125,8 +125,9 @@ class DemoUpstream:
     async def answer(self, body: dict[str, Any]) -> ModelReply:
         system = system_text(body.get("system"))
         model = self.models.get(role_of(system), self.fallback)
-        messages = body.get("messages") if isinstance(body.get("messages"), list) else []
-        tools = body.get("tools") if isinstance(body.get("tools"), list) else []
+        raw_messages, raw_tools = body.get("messages"), body.get("tools")
+        messages: list[dict[str, Any]] = raw_messages if isinstance(raw_messages, list) else []
+        tools: list[dict[str, Any]] = raw_tools if isinstance(raw_tools, list) else []
         return await model.complete(system, messages, tools, int(body.get("max_tokens") or 1024))
 
     async def request_body(self, request: Request) -> dict[str, Any] | Response:

@@ -43,6 +43,7 @@ from gateway.logs import configure_logging
 from gateway.plugin import Plugin
 from gateway.plugins import default_plugins, replace_plugins
 from gateway.principals import PrincipalKind, PrincipalStore
+from gateway.redis_facade import str_redis
 from gateway.server import serve
 from gateway.tasks.models import TasksSettings
 from gateway.tasks.plugin import TasksPlugin
@@ -109,7 +110,7 @@ def tasks_settings(spec: SwarmSpec) -> TasksSettings:
 async def ensure_operator_token(redis_url: str, home: Path, swarm: str) -> str:
     """The operator's token: reuse ``operator.token`` while it is valid, else issue a new one."""
     token_file = home / "operator.token"
-    redis = Redis.from_url(redis_url, decode_responses=True)
+    redis = str_redis(Redis.from_url(redis_url, decode_responses=True))
     try:
         store = PrincipalStore(redis, swarm)
         if token_file.exists():

@@ -18,6 +18,7 @@ from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import asdict, dataclass
 from pathlib import Path
+from typing import Any
 
 import torch
 
@@ -179,8 +180,8 @@ def _verify(job: _Job, source: str, result: VerificationResult) -> None:
             return
 
     dtypes = [d for d in task.dtypes if not (spec.interpret and d in INTERPRETER_UNFAITHFUL_DTYPES)]
-    for skipped in sorted(set(task.dtypes) - set(dtypes)):
-        result.unverifiable_reasons.append(f"dtype {skipped}: not verifiable on the cpu interpreter")
+    for dropped in sorted(set(task.dtypes) - set(dtypes)):
+        result.unverifiable_reasons.append(f"dtype {dropped}: not verifiable on the cpu interpreter")
     trials = task.trials(cpu=spec.interpret, dtypes=dtypes, seeds=job.seeds)
     skipped: list[str] = []
     if spec.interpret and trials:  # the task's device shapes too, sampled (issue 22 point 4)
@@ -402,7 +403,11 @@ def _baseline_timings(job: _Job, data: Sequence[TrialData], child: ChildRun) -> 
         if not samples or index >= len(data):
             continue
         inputs = clone_to(data[index].inputs, spec.device)
-        baseline = summarize(bench(lambda inputs=inputs: task.reference(*inputs), clock, config))
+
+        def reference(inputs: list[object] = inputs) -> Any:
+            return task.reference(*inputs)
+
+        baseline = summarize(bench(reference, clock, config))
         candidate = summarize(samples)
         ratio, suspicious = speedup(candidate, baseline)
         trial = data[index].trial

@@ -309,14 +309,14 @@ class InterpreterInstruments:
         self.semantics = Semantics(self)
 
     def install(self) -> None:
-        self.I.GridExecutor.__call__ = self.grid_call  # type: ignore[method-assign]
+        self.I.GridExecutor.__call__ = self.grid_call
         for name, wrapper in self.wrappers.items():
             setattr(self.builder, name, wrapper)
         self.semantics.install()
 
     def uninstall(self) -> None:
         self.semantics.uninstall()
-        self.I.GridExecutor.__call__ = self.original_call  # type: ignore[method-assign]
+        self.I.GridExecutor.__call__ = self.original_call
         for name in self.wrappers:
             self.builder.__dict__.pop(name, None)
 

@@ -57,4 +57,4 @@ def install_autotune_bench(bench: InterpreterBench) -> None:
         bench.tuners.add(self)
         return bench
 
-    Autotuner.do_bench = property(do_bench)  # type: ignore[assignment,method-assign]
+    Autotuner.do_bench = property(do_bench)

@@ -144,7 +144,7 @@ class Semantics:
         if not bool(np.all(np.asarray(condition.data))):
             self.owner.monitor.record("false_hint", f"{self._name()}: tl.assume(...) is false on the data")
 
-    def check_hint(self, handle: Any, hint: str, values: Sequence[object]) -> None:
+    def check_hint(self, handle: Any, hint: str, values: Sequence[Any]) -> None:
         if self.owner.launch is None:
             return
         data = np.asarray(handle.data)

@@ -229,9 +229,9 @@ def _judge_call(
                 f"{cmp.n_unwritten} unwritten of {ref.numel()}"
             )
     if any(f in acc.flags for f in (Flag.MISMATCH, Flag.NAN_INF, Flag.UNWRITTEN_OUTPUT)):
-        for kind, flag in NOTE_FOR_FINDING.items():  # wrong, and a note says why (a tie, ...)
+        for kind, note in NOTE_FOR_FINDING.items():  # wrong, and a note says why (a tie, ...)
             if report.findings.get(kind):
-                acc.add(Flag(flag), f"{kind}: {'; '.join(report.findings[kind][:2])}")
+                acc.add(Flag(note), f"{kind}: {'; '.join(report.findings[kind][:2])}")
     return acc, plain
 
 

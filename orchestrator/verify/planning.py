@@ -100,9 +100,10 @@ def _sampled_plan(trial: Trial, rng: random.Random) -> TrialPlan:
 
 def _outputs(value: object) -> list[torch.Tensor]:
     items = list(value) if isinstance(value, tuple | list) else [value]
-    if not all(isinstance(x, torch.Tensor) for x in items):
+    tensors = [x for x in items if isinstance(x, torch.Tensor)]
+    if len(tensors) < len(items):
         raise TaskError("task reference must return a tensor or a tuple of tensors")
-    return [x.detach() for x in items]
+    return [x.detach() for x in tensors]
 
 
 def clone_to(inputs: Sequence[object], device: str) -> list[object]:

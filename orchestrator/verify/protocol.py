@@ -130,7 +130,15 @@ class Plan:
 
 # --- reports (child -> parent) ---------------------------------------------------------------------
 
-FINDING_KINDS = ("torch_compute", "host_compute", "tamper", "forbidden", "oob_read", "oob_write", "order")
+FINDING_KINDS: tuple[str, ...] = (
+    "torch_compute",
+    "host_compute",
+    "tamper",
+    "forbidden",
+    "oob_read",
+    "oob_write",
+    "order",
+)
 # interp_semantics.py (runtime_policy.FLAG_FOR_FINDING / NOTE_FOR_FINDING)
 FINDING_KINDS += ("input_write", "false_hint", "non_associative", "tie")
 

@@ -106,7 +106,7 @@ def _plain(result: object) -> list[torch.Tensor | None]:
     if isinstance(result, tuple):
         items = [tuple.__getitem__(result, i) for i in range(tuple.__len__(result))]
     elif type(result) is list:
-        items = list.copy(result)  # type: ignore[arg-type]
+        items = list.copy(result)
     else:
         items = [result]
     return [x if type(x) is torch.Tensor else None for x in items]
@@ -385,9 +385,9 @@ class Runner:
         for number, plan in enumerate(trial.calls):
             self.where = (trial.index, number)
             if plan.kind == "refill" and refill is not None:
-                for item, spec in zip(inputs, refill, strict=True):
-                    if item is not None:
-                        item.refill(spec)
+                for held, spec in zip(inputs, refill, strict=True):
+                    if held is not None:
+                        held.refill(spec)
             sampling = self._sampling(trial, tensors)
             report, outputs = self.call(entry, args, tensors, plan)
             reports.append(asdict(report))
@@ -437,7 +437,11 @@ class Runner:
                 _Input(s, self.device, None).tensor if isinstance(s, dict) and "storage" in s else s
                 for s in specs
             ]
-            samples = bench(lambda args=args: entry(*args), clock, config)
+
+            def call(args: list[Any] = args) -> Any:
+                return entry(*args)
+
+            samples = bench(call, clock, config)
             self.send({"event": "timing", "index": index, "samples_ms": samples})
 
     def run(self) -> int:

@@ -24,6 +24,7 @@ import socket
 import sys
 import tempfile
 import time
+from collections.abc import Awaitable
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -151,7 +152,11 @@ class Worker:
                     self.running[assignment.job.id] = running
                     task = asyncio.create_task(self._job(pool, executor, client, running))
                     tasks.add(task)
-                    task.add_done_callback(lambda t, r=running: self._done(t, r, allocator, tasks))
+
+                    def done(t: asyncio.Task[None], r: Running = running) -> None:
+                        self._done(t, r, allocator, tasks)
+
+                    task.add_done_callback(done)
             finally:
                 if tasks:
                     await asyncio.wait(tasks)
@@ -289,8 +294,8 @@ class Worker:
             log.warning("job %s: result not recorded (job is %s)", job.id, reply.state.value)
 
 
-async def _first(*aws: object) -> None:
-    tasks = [asyncio.ensure_future(a) for a in aws]  # type: ignore[arg-type]
+async def _first(*aws: Awaitable[object]) -> None:
+    tasks = [asyncio.ensure_future(a) for a in aws]
     try:
         await asyncio.wait(tasks, return_when=asyncio.FIRST_COMPLETED)
     finally:

@@ -152,9 +152,9 @@ class EntryRules:
         changed = True
         while changed:
             changed = False
-            for fn, called in calls.items():
-                if fn not in launching and called & launching:
-                    launching.add(fn)
+            for fn_id, called in calls.items():
+                if fn_id not in launching and called & launching:
+                    launching.add(fn_id)
                     changed = True
         return launching
 

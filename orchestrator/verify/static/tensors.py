@@ -112,8 +112,9 @@ class TensorHeuristics:
             meta = self.var(node.value.id, scope) if isinstance(node.value, ast.Name) else None
             if meta in self.meta:
                 key = node.slice
-                constant = isinstance(key, ast.Constant) and isinstance(key.value, str)
-                return not constant or key.value in self.meta[meta]  # type: ignore[union-attr]
+                if not (isinstance(key, ast.Constant) and isinstance(key.value, str)):
+                    return True
+                return key.value in self.meta[meta]
             return False
         if isinstance(node, ast.Attribute):
             return node.attr in _TENSOR_VALUED_ATTRS and self.is_tensor(node.value)
@@ -176,9 +177,9 @@ class TensorHeuristics:
                 self._seed_callees(node)
             elif isinstance(node, ast.comprehension | ast.For) and isinstance(node.target, ast.Name):
                 if self.holds_tensor(node.iter):  # for v in (x, y): v is a tensor
-                    var = self.var(node.target.id, self.scope(node.target))
-                    if var is not None:
-                        self.tensors.add(var)
+                    loop_var = self.var(node.target.id, self.scope(node.target))
+                    if loop_var is not None:
+                        self.tensors.add(loop_var)
         return before != (len(self.tensors), len(self.meta))
 
     def _seed_callees(self, call: ast.Call) -> None:
@@ -268,10 +269,10 @@ class TensorHeuristics:
         if isinstance(node, ast.Subscript) and isinstance(node.ctx, ast.Load):
             index = node.slice
             parts = index.elts if isinstance(index, ast.Tuple) else [index]
-            parts = [
+            flat = [
                 q for p in parts for q in ((p.lower, p.upper, p.step) if isinstance(p, ast.Slice) else (p,))
             ]
-            if any(p is not None and self.is_tensor(p) for p in parts):
+            if any(p is not None and self.is_tensor(p) for p in flat):
                 self.flag("torch_compute", node, f"indexing with a tensor on the host: {text}")
         if (
             isinstance(node, ast.Attribute)
