@@ -25,13 +25,13 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from pydantic import BaseModel, Field
 from redis.asyncio import Redis
 
 from gateway.keys import PREFIX
 from gateway.llm.budget_scripts import RESERVE_SCRIPT, SETTLE_SCRIPT
 from gateway.llm.config import LLMProxySettings
 from gateway.llm.refusals import NANO, BudgetRefusal, Hold, LimitField, Scope
+from gateway.llm.usage_models import AgentUsage, BudgetUpdate
 from gateway.principals import PrincipalKind
 from gateway.services import LLM_USAGE
 
@@ -122,49 +122,6 @@ class Usage:
     @property
     def total(self) -> int:
         return sum(getattr(self, f) for f in TOKEN_FIELDS)
-
-
-class AgentUsage(BaseModel):
-    """Accumulated usage and estimated cost of one agent (or of the whole swarm), and its budgets."""
-
-    name: str = Field(description="Agent name, or 'swarm' for the totals.")
-    requests: int = Field(0, description="Successful /v1/messages requests recorded.")
-    input_tokens: int = Field(0, description="Uncached input tokens.")
-    output_tokens: int = Field(0, description="Output tokens.")
-    cache_creation_input_tokens: int = Field(0, description="Input tokens written to the prompt cache.")
-    cache_read_input_tokens: int = Field(0, description="Input tokens read from the prompt cache.")
-    total_tokens: int = Field(0, description="Sum of the four token counters.")
-    cost_usd: float = Field(0.0, description="Estimated cost from the configured price table.")
-    today_tokens: int = Field(0, description="Tokens of requests started today (UTC).")
-    today_cost_usd: float = Field(0.0, description="Estimated cost of requests started today (UTC).")
-    reserved_tokens: int = Field(0, description="Tokens reserved by requests in flight (worst case).")
-    reserved_usd: float = Field(0.0, description="USD reserved by requests in flight (worst case).")
-    budget_usd: float | None = Field(None, description="Spending budget; None = unlimited.")
-    budget_tokens: int | None = Field(None, description="Token budget; None = unlimited.")
-    budget_usd_per_day: float | None = Field(None, description="Spending budget per UTC day.")
-    budget_tokens_per_day: int | None = Field(None, description="Token budget per UTC day.")
-    exhausted: bool = Field(False, description="True when a budget is used up: requests are refused.")
-    hold: str | None = Field(
-        None,
-        description="Why this agent's model calls are stopped until an operator clears them (an answer "
-        "booked more than its request reserved); null: no hold.",
-    )
-    hold_since: float | None = Field(None, description="Unix time the hold was set.")
-    last_request: float | None = Field(None, description="Unix time of the last recorded request.")
-
-
-class UsageReport(BaseModel):
-    agents: dict[str, AgentUsage] = Field(description="Usage per agent (only the caller's own for agents).")
-    swarm: AgentUsage | None = Field(None, description="Swarm totals (operators only).")
-
-
-class BudgetUpdate(BaseModel):
-    """An operator's override of one agent's budgets (Redis); a null field falls back to the settings."""
-
-    usd: float | None = Field(None, ge=0, description="USD budget, all time.")
-    tokens: int | None = Field(None, ge=0, description="Token budget, all time.")
-    usd_per_day: float | None = Field(None, ge=0, description="USD budget per UTC day.")
-    tokens_per_day: int | None = Field(None, ge=0, description="Token budget per UTC day.")
 
 
 @dataclass

@@ -31,7 +31,7 @@ from typing import Any
 from gateway import keys as gateway_keys
 from gateway.context import GatewayContext
 from gateway.llm.refusals import clear_command
-from gateway.llm.usage import AgentUsage
+from gateway.llm.usage_models import AgentUsage
 from gateway.monitor import keys
 from gateway.monitor.models import AttentionAction, AttentionItem, AttentionReport, ClaimWindow
 from gateway.monitor.settings import MonitorSettings
