@@ -325,15 +325,17 @@ async def tail_events(
         ctx.metrics.sse_clients.dec()
 
 
-def resume_id(request: Request, last_event_id: str | None) -> str | None:
-    """Where a (re)connecting SSE client resumes: ``Last-Event-ID`` (the header wins), checked, or None.
+def resume_id(request: Request, last_event_id: str | None, param: str = "last_event_id") -> str | None:
+    """Where a (re)connecting SSE client resumes: ``Last-Event-ID`` (the header wins: it is what a
+    reconnecting EventSource sends) or the query parameter ``param``, checked, or None.
 
-    A BadMessageId names the header or the parameter it came in; the app answers it with a 400.
+    Every SSE stream resumes through this one check; a BadMessageId names the header or the parameter
+    it came in, and the app answers it with a 400 before the stream opens.
     """
     header = request.headers.get("last-event-id")
     if header is not None:
         return optional_message_id(header, "Last-Event-ID")
-    return optional_message_id(last_event_id or None, "last_event_id")
+    return optional_message_id(last_event_id or None, param)
 
 
 def build_events_router() -> APIRouter:

@@ -8,7 +8,6 @@ Gitea-shaped REST routes. Nothing outside the embedded forge touches its bare re
 from __future__ import annotations
 
 import asyncio
-import re
 import time
 from collections.abc import Sequence
 from pathlib import Path
@@ -26,26 +25,14 @@ from gateway.forge.models import (
     RepoInfo,
     Review,
 )
+from gateway.forge.names import SHA_RE, check_branch, check_name
 from gateway.forge.policy import ReviewPolicy, evaluate
 from gateway.forge.store import ForgeStore, emit_event
 from gateway.git.aio import BareRepo
 from gateway.principals import Principal, PrincipalError, PrincipalKind, PrincipalStore
 from gateway.redis_facade import StrRedis
 
-REPO_NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,99}$")
-BRANCH_RE = re.compile(r"^(?!/)(?!.*//)(?!.*\.\.)(?!.*@\{)[A-Za-z0-9._/-]{1,200}(?<![/.])$")
-SHA_RE = re.compile(r"^[0-9a-f]{40}$")
 CHANGE_STATUS = {"A": "added", "M": "modified", "D": "deleted"}
-
-
-def check_name(value: str, what: str) -> None:
-    if not REPO_NAME_RE.match(value) or value.endswith(".git"):
-        raise ForgeError(f"bad {what} name {value!r}", 422)
-
-
-def check_branch(value: str) -> None:
-    if not BRANCH_RE.match(value) or value.endswith(".lock"):
-        raise ForgeError(f"bad branch name {value!r}", 422)
 
 
 def review_state(event: str) -> str:
@@ -205,6 +192,8 @@ class EmbeddedForge(RepositoryContent):
         author = await self.principal(actor)
         info = await self.repo_info(org, repo)
         base = base or info.default_branch
+        check_branch(head, "head branch")
+        check_branch(base, "base branch")
         if not title.strip():
             raise ForgeError("a PR needs a title", 422)
         if author.kind == PrincipalKind.agent and not head.startswith(f"{author.name}/"):
@@ -306,7 +295,7 @@ class EmbeddedForge(RepositoryContent):
         await self.repo_info(org, repo)
         bare = self.bare(org, repo)
         for sha in (base, head):
-            if not SHA_RE.match(sha) or await bare.rev_parse(sha) != sha:
+            if not SHA_RE.fullmatch(sha) or await bare.rev_parse(sha) != sha:
                 raise ForgeError(f"no commit {sha} in {org}/{repo}", 404)
         changes = await bare.changed_files(base, head)
         return [ChangedFile(path=path, status=CHANGE_STATUS[code]) for code, path in changes]
@@ -401,7 +390,7 @@ class EmbeddedForge(RepositoryContent):
         if not context.strip():
             raise ForgeError("a status needs a context", 422)
         await self.repo_info(org, repo)
-        full_sha = await self.bare(org, repo).rev_parse(sha) if SHA_RE.match(sha) else None
+        full_sha = await self.bare(org, repo).rev_parse(sha) if SHA_RE.fullmatch(sha) else None
         if full_sha != sha:
             raise ForgeError(f"no commit {sha} in {org}/{repo}", 404)
         status = CommitStatus(

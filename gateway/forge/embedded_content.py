@@ -16,6 +16,7 @@ from pathlib import Path
 
 from gateway.errors import ForgeError
 from gateway.forge.models import MAX_FILE_BYTES, CommitInfo, RepoFile, RepoInfo
+from gateway.forge.names import check_branch
 from gateway.forge.store import ForgeStore
 from gateway.git.aio import BareRepo, CommitMeta, check_tree_path
 from gateway.principals import Principal, PrincipalKind
@@ -143,6 +144,8 @@ class RepositoryContent:
             except ValueError as exc:
                 raise ForgeError(str(exc), 422) from None
         target = new_branch or branch
+        check_branch(branch)
+        check_branch(target)
         protected = set(await self.store.protections(f"{org}/{repo}"))
         refused = write_refusal(principal, target, protected)
         if refused:

@@ -2,8 +2,10 @@
 
 Paths, field names, status codes and error words follow Gitea's (its swagger and its handlers) for the
 endpoints kswarm uses, so the Gitea adapter (and any Gitea client) talks to the embedded forge
-unchanged; repository content (branches, commits, contents, trees, blobs, change-files) and webhooks
-are in ``gitea_api_content.py``. Auth: ``Authorization: token|Bearer``, ``Sudo: <user>`` for
+unchanged; every path and query parameter is checked once the caller is known (``gitea_params.py``:
+a 400 naming it);
+repository content (branches, commits, contents, trees, blobs, change-files) and webhooks are in
+``gitea_api_content.py``. Auth: ``Authorization: token|Bearer``, ``Sudo: <user>`` for
 operators (Gitea's admins), Basic user:password for token creation only. Where kswarm is stricter
 than Gitea (docs/forge.md lists it) the stricter rule wins.
 """

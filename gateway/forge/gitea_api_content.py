@@ -23,6 +23,7 @@ from gateway.forge import gitea_content_shapes as cshapes
 from gateway.forge.embedded import EmbeddedForge
 from gateway.forge.gitea_auth import Actor, Admin
 from gateway.forge.hooks_out import HOOK_EVENTS, HookStore
+from gateway.forge.names import check_branch, check_path
 
 TREE_PAGE_MAX = 1000  # Gitea's DEFAULT_GIT_TREES_PER_PAGE
 
@@ -161,6 +162,13 @@ def add_content_routes(r: APIRouter, forge: EmbeddedForge) -> None:
 
     @r.post(R + "/contents", status_code=201)
     async def change_files(owner: str, repo: str, body: ChangeFiles, actor: Actor) -> dict[str, Any]:
+        for field, value in (("branch", body.branch), ("new_branch", body.new_branch)):
+            if value:
+                check_branch(value, field)
+        for i, op in enumerate(body.files):
+            check_path(op.path, f"files[{i}].path")
+            if op.from_path:
+                check_path(op.from_path, f"files[{i}].from_path")
         for who in (body.author, body.committer):
             if who.email and who.email.lower() != actor.email.lower():
                 raise ForgeError(

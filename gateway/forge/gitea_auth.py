@@ -1,7 +1,8 @@
 """Who calls the Gitea-shaped routes: Gitea's auth rules on kswarm's principals.
 
 A token (``Authorization: token|Bearer``) is a principal; operators are Gitea's admins and may act as
-another user with ``Sudo: <user>``; token creation takes the user's Basic credentials, as in Gitea.
+another user with ``Sudo: <user>``; token creation takes the user's Basic credentials, as in Gitea. Once
+the caller is known, each of these checks the route's path and query parameters (``gitea_params``).
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ from fastapi import Depends, Request
 from gateway.auth import current_principal
 from gateway.deps import ctx_of
 from gateway.errors import ForgeError
+from gateway.forge.gitea_params import check_gitea_params
 from gateway.principals import Principal, PrincipalKind
 
 
@@ -23,12 +25,14 @@ async def acting(request: Request) -> Principal:
     principal = await current_principal(request)
     sudo = request.headers.get("sudo")
     if not sudo:
+        check_gitea_params(request)
         return principal
     if principal.kind != PrincipalKind.operator:
         raise ForgeError("only admins may use Sudo", 403)
     target = await ctx_of(request).principals.get(sudo)
     if target is None or target.disabled:
         raise ForgeError(f"user {sudo!r} does not exist", 404)
+    check_gitea_params(request)
     return target
 
 
@@ -37,6 +41,7 @@ async def admin(request: Request) -> Principal:
     principal = await current_principal(request)
     if principal.kind != PrincipalKind.operator:
         raise ForgeError("admin (operator) only", 403)
+    check_gitea_params(request)
     return principal
 
 
@@ -55,6 +60,7 @@ def basic_credentials(request: Request) -> tuple[str, str]:
         user, _, password = base64.b64decode(value.strip(), validate=True).decode().partition(":")
     except (binascii.Error, UnicodeDecodeError) as exc:
         raise ForgeError("bad Basic credentials", 401, headers=BASIC_CHALLENGE) from exc
+    check_gitea_params(request)
     return user, password
 
 

@@ -131,6 +131,8 @@ class BareRepo:
             tmp.replace(hook)
 
     async def rev_parse(self, ref: str) -> str | None:
+        if not ref or "\0" in ref or ref.startswith("-"):  # no argv holds a NUL; '-' is an option
+            return None
         result = await run_git("rev-parse", "--verify", "-q", f"{ref}^{{commit}}", git_dir=self.path)
         return result.out.strip() if result.rc == 0 and result.out.strip() else None
 
@@ -193,7 +195,7 @@ class BareRepo:
     async def resolve(self, ref: str) -> str | None:
         """The commit ``ref`` names, a branch first (``refs/heads/<ref>``), then a tag or a sha, as a
         forge resolves it; None when it names no commit. One git process."""
-        if not ref or "\n" in ref or ref.startswith("-"):
+        if not ref or "\n" in ref or "\0" in ref or ref.startswith("-"):
             return None
         names = [f"refs/heads/{ref}^{{commit}}", f"{ref}^{{commit}}"]
         result = await run_git(
@@ -286,7 +288,7 @@ class BareRepo:
 
     async def entry(self, sha: str, path: str) -> TreeEntry | None:
         """The blob at ``path`` in commit ``sha`` (None: no such path, or a tree or submodule)."""
-        if not path or "\n" in path:
+        if not path or "\n" in path or "\0" in path:
             return None
         found = await run_git("ls-tree", "-z", "--long", sha, "--", path, git_dir=self.path)
         if found.rc != 0:

@@ -1,7 +1,9 @@
 """The Redis Lua scripts behind LLM budget reservations (used by ``gateway.llm.usage.UsageStore``).
 
-``RESERVE_SCRIPT`` admits a request only if usage + live reservations + its worst case fit in every
-budget, and then holds that worst case; ``SETTLE_SCRIPT`` replaces a reservation by the real usage.
+``RESERVE_SCRIPT`` admits a request only if no hold stops its agent and usage + live reservations + its
+worst case fit in every budget, and then holds that worst case (or, probing, only checks);
+``SETTLE_SCRIPT`` replaces a reservation by the real usage, and sets the agent's hold when that usage is
+more than the reservation.
 Both first drop the reservations whose expiry has passed (their gateway stopped renewing them), so
 a crashed gateway's reservations stop counting after the TTL. Each is one atomic round trip.
 """
@@ -46,15 +48,18 @@ end
 """
 
 # KEYS: 1 agent usage, 2 swarm usage, 3 the day's usage, 4 the agent's override, 5 reservations,
-# 6 reservation data, 7 reserved sums, 8-11 notice flags (agent, agent today, swarm, swarm today).
-# ARGV: 1 name, 2 id, 3 now, 4 expiry, 5 day, 6 tokens, 7 nano-USD, 8-15 limits in BUDGETS order
-# ('' = none), 16 day flag ttl. Returns {1} (reserved) or {0, budget index, used, reserved by
-# others, limit, 1 if this call claimed the budget's notice}.
+# 6 reservation data, 7 reserved sums, 8-11 notice flags (agent, agent today, swarm, swarm today),
+# 12 the agent's hold. ARGV: 1 name, 2 id, 3 now, 4 expiry, 5 day, 6 tokens, 7 nano-USD, 8-15 limits
+# in BUDGETS order ('' = none), 16 day flag ttl, 17 probe ('1': only check, reserve nothing; a budget
+# refuses once it is used up). Returns {1} (admitted; reserved unless probing), {2, the hold record}
+# or {0, budget index, used, reserved by others, limit, 1 if this call claimed the budget's notice}.
 RESERVE_SCRIPT = (
     LUA_COMMON
     + """
 reap(KEYS[5], KEYS[6], KEYS[7], ARGV[3])
-local name, id, day = ARGV[1], ARGV[2], ARGV[5]
+local hold = redis.call('GET', KEYS[12])
+if hold then return {2, hold} end
+local name, id, day, probe = ARGV[1], ARGV[2], ARGV[5], ARGV[17] == '1'
 local need = {ARGV[6], ARGV[7]}
 local a = 'agent:' .. name .. ':'
 local used = {
@@ -75,7 +80,13 @@ for i = 1, 8 do
   end
   if limit then
     local reserved = tonumber(redis.call('HGET', KEYS[7], f[i])) or 0
-    if used[i] + reserved + tonumber(need[2 - i % 2]) > limit then
+    local over
+    if probe then
+      over = used[i] >= limit
+    else
+      over = used[i] + reserved + tonumber(need[2 - i % 2]) > limit
+    end
+    if over then
       local flag = KEYS[8 + math.floor((i - 1) / 2)]
       local claimed
       if i % 4 == 3 or i % 4 == 0 then
@@ -87,6 +98,7 @@ for i = 1, 8 do
     end
   end
 end
+if probe then return {1} end
 redis.call('ZADD', KEYS[5], ARGV[4], id)
 redis.call('HSET', KEYS[6], id, name .. ' ' .. day .. ' ' .. need[1] .. ' ' .. need[2])
 for i = 1, 8 do
@@ -98,8 +110,10 @@ return {1}
 )
 
 # KEYS: 1 agent usage, 2 swarm usage, 3 the reservation day's usage, 4 agents set, 5 reservations,
-# 6 reservation data, 7 reserved sums. ARGV: 1 name, 2 id, 3 now, 4 book (1) or only release (0),
-# 5 cost in nano-USD, 6-9 the four token counts in TOKEN_FIELDS order, 10 their sum, 11 day ttl.
+# 6 reservation data, 7 reserved sums, 8 the agent's hold. ARGV: 1 name, 2 id, 3 now, 4 book (1) or
+# only release (0), 5 cost in nano-USD, 6-9 the four token counts in TOKEN_FIELDS order, 10 their sum,
+# 11 day ttl, 12 a hold record to set ('' = none: the usage fits its reservation). Returns 0 (released),
+# 1 (booked) or 2 (booked, and this call set the hold).
 SETTLE_SCRIPT = (
     LUA_COMMON
     + """
@@ -120,6 +134,7 @@ redis.call('HINCRBY', KEYS[3], 'swarm:tokens', ARGV[10])
 redis.call('HINCRBY', KEYS[3], 'swarm:nusd', ARGV[5])
 redis.call('EXPIRE', KEYS[3], ARGV[11])
 redis.call('SADD', KEYS[4], ARGV[1])
+if ARGV[12] ~= '' and redis.call('SET', KEYS[8], ARGV[12], 'NX') then return 2 end
 return 1
 """
 )

@@ -171,7 +171,10 @@ class LLMProxySettings(BaseSettings):
         "2023-06-01", description="anthropic-version sent upstream when the client sends none."
     )
     max_concurrency: int = Field(
-        16, ge=1, description="Upstream /v1/messages requests in flight at once; the rest wait in a queue."
+        16,
+        ge=1,
+        description="Upstream requests (/v1/messages and count_tokens) in flight at once; the rest wait "
+        "in a queue.",
     )
     max_retries: int = Field(
         4, ge=0, description="Retries of an upstream 429/529/5xx or connection failure before giving up."

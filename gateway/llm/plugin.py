@@ -39,11 +39,14 @@ class LLMProxyPlugin(Plugin[LLMProxySettings]):
 
         @app.post("/v1/messages", summary="Anthropic Messages API, proxied with the real key (agents)")
         async def messages(request: Request) -> Response:
-            return await proxy.forward(request, limited=True, record=True)
+            return await proxy.forward(request, billed=True)
 
-        @app.post("/v1/messages/count_tokens", summary="Anthropic token counting, proxied (agents)")
+        @app.post(
+            "/v1/messages/count_tokens",
+            summary="Anthropic token counting, proxied (agents): not billed, but budget-checked and slotted",
+        )
         async def count_tokens(request: Request) -> Response:
-            return await proxy.forward(request, limited=False, record=False)
+            return await proxy.forward(request, billed=False)
 
         app.include_router(build_usage_router(proxy.usage))
         register_usage_tool(mcp, proxy.usage)

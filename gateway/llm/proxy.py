@@ -1,13 +1,16 @@
 """The LLM proxy: ``POST /v1/messages`` and ``/v1/messages/count_tokens`` for agents.
 
 An agent calls the gateway with its own token (``Authorization: Bearer`` from the anthropic SDK, or
-``x-api-key`` from the Claude Code CLI); the proxy reserves the request's worst-case cost against
-every budget that applies (or refuses it with a 429 naming the budget), waits for one of the global
-concurrency slots, and forwards the request body untouched to the configured upstream with the real
-key; when the answer is over (or failed, or the client left) the reservation is settled to the real
-usage. Upstream 429/529/5xx answers and connection failures are retried with exponential backoff that
-honours ``retry-after`` (capped). SSE streams pass through chunk by chunk while their
-``message_start`` / ``message_delta`` usage is read on the side; JSON answers pass through whole.
+``x-api-key`` from the Claude Code CLI); every call waits for one of the global concurrency slots and
+passes the agent's books: a Messages request reserves its worst-case cost against every budget that
+applies, a token count only checks that no budget is used up and no hold stops the agent (either is
+refused with a 429 naming the budget). The body goes untouched to the configured upstream with the
+real key, the query string only when it is the one the Messages API defines (``beta=true``); when the
+answer is over (or failed, or the client left) the reservation is settled to the real usage, and
+usage beyond the reservation stops the agent until an operator clears it. Upstream 429/529/5xx
+answers and connection failures are retried with exponential backoff that honours ``retry-after``
+(capped). SSE streams pass through chunk by chunk while their ``message_start`` / ``message_delta``
+usage is read on the side; JSON answers pass through whole.
 The real key is scrubbed from every byte that goes back to an agent. See docs/llm-proxy.md.
 """
 
@@ -22,7 +25,7 @@ import time
 import weakref
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
-from typing import Any
+from typing import Any, NoReturn
 
 import anyio
 import httpx
@@ -35,9 +38,10 @@ from gateway.context import GatewayContext
 from gateway.error_shapes import error_response
 from gateway.errors import BudgetRefused, GatewayError, ProxyError, Unauthorized
 from gateway.llm.config import LLMProxySettings
+from gateway.llm.refusals import BudgetRefusal, Hold
 from gateway.llm.sse_scrub import KeyScrubber
 from gateway.llm.stream import ProxyStream, Slot
-from gateway.llm.usage import TOKEN_FIELDS, TOKEN_TYPES, BudgetRefusal, Reservation, Usage, UsageStore
+from gateway.llm.usage import TOKEN_FIELDS, TOKEN_TYPES, Reservation, Usage, UsageStore
 from gateway.llm.usage_api import UsageMetrics
 from gateway.principals import Principal, PrincipalKind
 
@@ -51,6 +55,9 @@ RESPONSE_HEADERS = ("content-type", "request-id", "retry-after", "retry-after-ms
 SENDER = "gateway"  # the gate principal that posts budget notices to #ops
 ALLOWED_KINDS = (PrincipalKind.agent, PrincipalKind.operator)
 NO_RETRY = {"x-should-retry": "false"}
+# The only query string forwarded: the Messages API defines no query parameter; Claude Code (the
+# anthropic TypeScript SDK's beta calls) adds ``?beta=true``. Anything else is refused, never forwarded.
+FORWARDED_QUERY = "beta=true"
 
 
 def parse_retry_after(headers: httpx.Headers) -> float | None:
@@ -76,6 +83,18 @@ def parse_retry_after(headers: httpx.Headers) -> float | None:
 
 class DuplicateKey(ValueError):
     """A JSON object with the same key twice (the key is the message)."""
+
+
+def forwarded_query(query: str) -> str:
+    """The query string to send upstream (``?beta=true`` or nothing), or a 400 naming what was sent."""
+    if query in ("", FORWARDED_QUERY):
+        return f"?{query}" if query else ""
+    shown = query if len(query) <= 80 else query[:80] + "..."
+    raise ProxyError(
+        f"query string {shown!r} refused: the Messages API defines no query parameters, and the proxy "
+        f"forwards only {FORWARDED_QUERY} (Claude Code's beta calls)",
+        400,
+    )
 
 
 def unique_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
@@ -222,22 +241,41 @@ class LLMProxy:
         except RedisError as exc:  # no budget check, no request: fail closed
             log.error("LLM budget reservation failed: %r", exc)
             raise ProxyError("the gateway cannot check budgets right now (Redis); try again", 503) from None
-        if isinstance(answer, BudgetRefusal):
-            self.metrics.budget_refusals.labels(scope=answer.scope).inc()
-            await self.post_notices(answer.notices)
-            raise BudgetRefused(answer.message(), scope=answer.scope, budget=answer.budget)
+        if not isinstance(answer, Reservation):
+            await self.refuse(answer)
         self.live[answer.id] = answer
         return answer
+
+    async def check(self, principal: Principal) -> None:
+        """An unbilled call (``count_tokens``): refused like a Messages request while a hold stops the
+        agent or one of its budgets is used up; nothing is reserved."""
+        try:
+            answer = await self.usage.check(principal.name)
+        except RedisError as exc:  # fail closed, as reserving does
+            log.error("LLM budget check failed: %r", exc)
+            raise ProxyError("the gateway cannot check budgets right now (Redis); try again", 503) from None
+        if answer is not None:
+            await self.refuse(answer)
+
+    async def refuse(self, answer: BudgetRefusal | Hold) -> NoReturn:
+        self.metrics.budget_refusals.labels(scope=answer.scope).inc()
+        if isinstance(answer, BudgetRefusal):
+            await self.post_notices(answer.notices)
+        raise BudgetRefused(answer.message(), scope=answer.scope, budget=answer.budget)
 
     async def settle(self, res: Reservation, model: str | None, usage: Usage | None) -> None:
         """Replace the reservation by ``usage`` (None: release it); never raises, never cancelled."""
         self.live.pop(res.id, None)
         with anyio.CancelScope(shield=True):
             try:
-                await self.usage.settle(res, model, usage)
+                hold = await self.usage.settle(res, model, usage)
             except Exception as exc:  # the reservation expires on its own; the usage is lost
                 log.error("could not settle the LLM usage of %s: %r", res.name, exc)
                 return
+            if hold is not None:  # booked beyond its reservation: the agent is stopped until cleared
+                log.error("LLM books: %s booked more than it reserved: %s", res.name, hold.describe())
+                if hold.new:
+                    await self.post_notices([hold.notice()])
         if usage is not None:
             for f, n in zip(TOKEN_FIELDS, (getattr(usage, f) for f in TOKEN_FIELDS), strict=True):
                 if n:
@@ -249,10 +287,10 @@ class LLMProxy:
 
     # -- upstream ----------------------------------------------------------------------------
 
-    async def send(self, request: Request, body: bytes) -> httpx.Response:
-        """The upstream's answer (headers read, body not yet), retrying what is worth retrying."""
+    async def send(self, request: Request, path: str, body: bytes) -> httpx.Response:
+        """The upstream's answer (headers read, body not yet) to ``path`` (with its query string),
+        retrying what is worth retrying."""
         assert self.client is not None, "the LLM proxy's lifespan is not running"
-        path = request.url.path + (f"?{request.url.query}" if request.url.query else "")
         # The request is made whole here rather than by ``client.build_request``, which merges the
         # client's URL, headers, cookies and parameters anew per call (a tenth of the proxy's time).
         url = httpx.URL(self.settings.upstream_url.rstrip("/") + path)
@@ -287,22 +325,26 @@ class LLMProxy:
             attempt += 1
             await asyncio.sleep(min(delay, self.settings.retry_after_max))
 
-    async def forward(self, request: Request, limited: bool, record: bool) -> Response:
+    async def forward(self, request: Request, billed: bool) -> Response:
+        """Every upstream route: a slot, the agent's books (``billed``: reserve and settle the request's
+        cost; else only check that no budget is used up and no hold stops it), then the upstream."""
         started = time.perf_counter()
         res: Reservation | None = None
         try:
             principal = await self.authenticate(request)
+            path = request.url.path + forwarded_query(request.url.query)
             body = await request.body()
-            bounds = self.bounds(body) if record else None
+            bounds = self.bounds(body) if billed else None
             slot = Slot(self)
             try:
-                if limited:
-                    await slot.acquire()
+                await slot.acquire()
                 # Reserved once a slot is held: only requests going upstream hold budget, so a flood
                 # of queued requests cannot reserve the swarm's budget away from everyone else.
                 if bounds is not None:
                     res = await self.reserve(principal, body, *bounds)
-                upstream = await self.send(request, body)
+                else:
+                    await self.check(principal)
+                upstream = await self.send(request, path, body)
             except BaseException:
                 slot.release()
                 raise

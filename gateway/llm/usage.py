@@ -9,8 +9,10 @@ and a hash with the sums of the live ones per budget. Flags make each budget's `
 fire once per crossing.
 
 A request reserves its worst-case cost in one script (``reserve``): the script drops expired
-reservations, then admits the request only if usage + live reservations + this request fit in
-every budget that applies. ``settle`` replaces the reservation by the real usage in one script.
+reservations, then admits the request only if no hold stops the agent and usage + live reservations
++ this request fit in every budget that applies (``check``: the same without reserving, for unbilled
+calls). ``settle`` replaces the reservation by the real usage in one script, and sets a hold on the
+agent when that usage is more than the reservation (docs/llm-proxy.md, "Holds").
 """
 
 from __future__ import annotations
@@ -21,13 +23,13 @@ import secrets
 import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Literal
-
-from pydantic import BaseModel, Field
+from typing import TYPE_CHECKING, Any
 
 from gateway.keys import PREFIX
 from gateway.llm.budget_scripts import RESERVE_SCRIPT, SETTLE_SCRIPT
 from gateway.llm.config import LLMProxySettings
+from gateway.llm.refusals import NANO, BudgetRefusal, Hold, LimitField, Scope
+from gateway.llm.usage_models import AgentUsage, BudgetUpdate
 from gateway.principals import PrincipalKind
 from gateway.redis_facade import StrRedis, Value
 from gateway.services import LLM_USAGE
@@ -37,7 +39,6 @@ if TYPE_CHECKING:
 
 log = logging.getLogger("kswarm.llm_usage")
 
-NANO = 1_000_000_000
 DAY_S = 86_400
 BYTES_PER_TOKEN = 3  # the input estimate: see docs/llm-proxy.md, "Reservations"
 DAY_KEEP_S = 3 * DAY_S  # a day's counters outlive it long enough for late settlements
@@ -60,18 +61,10 @@ SPENT = f"{PREFIX}llm:spent"
 SPENT_MAXLEN = 200_000
 DRAIN_S = 5.0
 
-Scope = Literal["agent", "swarm"]
-LimitField = Literal["tokens", "usd", "tokens_per_day", "usd_per_day"]
 # The order of the reserve script's limits and of its override fields.
 BUDGETS: tuple[tuple[Scope, LimitField], ...] = tuple(
     (scope, f) for scope in ("agent", "swarm") for f in ("tokens", "usd", "tokens_per_day", "usd_per_day")
 )
-BUDGET_NAMES = {
-    "tokens": "token budget",
-    "usd": "USD budget",
-    "tokens_per_day": "daily token budget",
-    "usd_per_day": "daily USD budget",
-}
 
 
 def usage_key(name: str) -> str:
@@ -84,6 +77,11 @@ def budget_key(name: str) -> str:
 
 def exhausted_key(name: str) -> str:
     return f"{PREFIX}llm:exhausted:{name}"
+
+
+def hold_key(name: str) -> str:
+    """Set when an answer of ``name`` booked more than it reserved: its calls stop until it is cleared."""
+    return f"{PREFIX}llm:hold:{name}"
 
 
 def day_key(day: int) -> str:
@@ -125,43 +123,6 @@ class Usage:
         return sum(getattr(self, f) for f in TOKEN_FIELDS)
 
 
-class AgentUsage(BaseModel):
-    """Accumulated usage and estimated cost of one agent (or of the whole swarm), and its budgets."""
-
-    name: str = Field(description="Agent name, or 'swarm' for the totals.")
-    requests: int = Field(0, description="Successful /v1/messages requests recorded.")
-    input_tokens: int = Field(0, description="Uncached input tokens.")
-    output_tokens: int = Field(0, description="Output tokens.")
-    cache_creation_input_tokens: int = Field(0, description="Input tokens written to the prompt cache.")
-    cache_read_input_tokens: int = Field(0, description="Input tokens read from the prompt cache.")
-    total_tokens: int = Field(0, description="Sum of the four token counters.")
-    cost_usd: float = Field(0.0, description="Estimated cost from the configured price table.")
-    today_tokens: int = Field(0, description="Tokens of requests started today (UTC).")
-    today_cost_usd: float = Field(0.0, description="Estimated cost of requests started today (UTC).")
-    reserved_tokens: int = Field(0, description="Tokens reserved by requests in flight (worst case).")
-    reserved_usd: float = Field(0.0, description="USD reserved by requests in flight (worst case).")
-    budget_usd: float | None = Field(None, description="Spending budget; None = unlimited.")
-    budget_tokens: int | None = Field(None, description="Token budget; None = unlimited.")
-    budget_usd_per_day: float | None = Field(None, description="Spending budget per UTC day.")
-    budget_tokens_per_day: int | None = Field(None, description="Token budget per UTC day.")
-    exhausted: bool = Field(False, description="True when a budget is used up: requests are refused.")
-    last_request: float | None = Field(None, description="Unix time of the last recorded request.")
-
-
-class UsageReport(BaseModel):
-    agents: dict[str, AgentUsage] = Field(description="Usage per agent (only the caller's own for agents).")
-    swarm: AgentUsage | None = Field(None, description="Swarm totals (operators only).")
-
-
-class BudgetUpdate(BaseModel):
-    """An operator's override of one agent's budgets (Redis); a null field falls back to the settings."""
-
-    usd: float | None = Field(None, ge=0, description="USD budget, all time.")
-    tokens: int | None = Field(None, ge=0, description="Token budget, all time.")
-    usd_per_day: float | None = Field(None, ge=0, description="USD budget per UTC day.")
-    tokens_per_day: int | None = Field(None, ge=0, description="Token budget per UTC day.")
-
-
 @dataclass
 class Reservation:
     """A request's worst-case cost, held against its budgets until it is settled."""
@@ -174,6 +135,11 @@ class Reservation:
     max_tokens: int
     tokens: int
     nusd: int
+
+    @property
+    def bounded(self) -> bool:
+        """A request's reservation (not ``record``'s empty one): what it books is checked against it."""
+        return self.max_tokens > 0
 
     def billable(self, usage: Usage | None, output_floor: int | None = None) -> Usage:
         """What to book: ``usage`` with the counts the upstream did not report filled in by their
@@ -188,45 +154,6 @@ class Reservation:
         elif "output_tokens" not in usage.reported:
             out.output_tokens = self.max_tokens
         return out
-
-
-@dataclass
-class BudgetRefusal:
-    """A request that does not fit: the first budget it would exceed, and the amounts."""
-
-    scope: Scope
-    name: str  # the agent
-    limit_field: LimitField
-    limit: int  # tokens, or nano-USD
-    used: int
-    reserved: int  # by other requests in flight
-    need: int  # this request's worst case
-    notices: list[str] = field(default_factory=list)  # #ops notices this caller must post
-
-    @property
-    def budget(self) -> str:
-        """``agent.tokens_per_day``: the budget's field (also in ``x-kswarm-budget``)."""
-        return f"{self.scope}.{self.limit_field}"
-
-    def _amount(self, value: int) -> str:
-        return f"${value / NANO:.4f}" if self.limit_field.startswith("usd") else str(value)
-
-    def message(self) -> str:
-        whose = f"agent {self.name}'s" if self.scope == "agent" else "the swarm's"
-        who = f"agent {self.name}" if self.scope == "agent" else "the swarm"
-        kind, a = BUDGET_NAMES[self.limit_field], self._amount
-        if self.used >= self.limit:
-            what = f"{who} has used {a(self.used)} of its {kind} ({a(self.limit)})"
-        else:
-            what = (
-                f"{whose} {kind} ({a(self.limit)}) would be exceeded: {a(self.used)} used + "
-                f"{a(self.reserved)} reserved by requests in flight + {a(self.need)} for this request "
-                "(input estimate + max_tokens)"
-            )
-        until = "raises the budget or resets the usage"
-        if self.limit_field.endswith("_per_day"):
-            until += ", or the day ends (00:00 UTC)"
-        return f"LLM budget exhausted: {what}. Model requests are refused until an operator {until}."
 
 
 def _pairs(flat: list[str]) -> dict[str, str]:
@@ -280,9 +207,10 @@ class UsageStore:
 
     async def reserve(
         self, name: str, model: str | None, body_bytes: int, max_tokens: int
-    ) -> Reservation | BudgetRefusal:
+    ) -> Reservation | BudgetRefusal | Hold:
         """Hold the request's worst case against every budget of ``name`` (one script), or say
-        which budget it does not fit in. The first refusal of a budget claims its #ops notice."""
+        which budget it does not fit in (or the hold that stops ``name``). The first refusal of a
+        budget claims its #ops notice."""
         now = time.time()
         estimate = input_estimate(body_bytes)
         cost = self.settings.price_for(model).worst_case(estimate, max_tokens)
@@ -296,6 +224,17 @@ class UsageStore:
             tokens=estimate + max_tokens,
             nusd=round(cost * NANO),
         )
+        refused = await self._admit(res, now, probe=False)
+        return res if refused is None else refused
+
+    async def check(self, name: str) -> BudgetRefusal | Hold | None:
+        """Whether ``name`` may make an unbilled upstream call (``count_tokens``): not while a hold
+        stops it, nor while any of its budgets (or the swarm's) is used up. Reserves nothing."""
+        now = time.time()
+        return await self._admit(Reservation("-", name, utc_day(now), None, 0, 0, 0, 0), now, probe=True)
+
+    async def _admit(self, res: Reservation, now: float, probe: bool) -> BudgetRefusal | Hold | None:
+        name = res.name
         keys = [
             usage_key(name),
             USAGE_SWARM,
@@ -305,12 +244,15 @@ class UsageStore:
             RESERVATION_DATA,
             RESERVED,
             *self._flag_keys(name, res.day),
+            hold_key(name),
         ]
         args: list[Value] = [name, res.id, repr(now), repr(now + self.settings.reservation_ttl), res.day]
-        args += [res.tokens, res.nusd, *self._limits(name), DAY_KEEP_S]
+        args += [res.tokens, res.nusd, *self._limits(name), DAY_KEEP_S, int(probe)]
         answer = await self._reserve_script(keys=keys, args=args)
         if answer[0] == 1:
-            return res
+            return None
+        if answer[0] == 2:
+            return Hold.parse(name, answer[1])
         _, index, used, reserved, limit, claimed = answer
         scope, limit_field = BUDGETS[index - 1]
         need = res.nusd if limit_field.startswith("usd") else res.tokens
@@ -325,12 +267,20 @@ class UsageStore:
         none = Reservation(secrets.token_hex(8), name, day, model, 0, 0, 0, 0)  # nothing to release
         await self.settle(none, model, usage)
 
-    async def settle(self, res: Reservation, model: str | None, usage: Usage | None) -> None:
+    async def settle(self, res: Reservation, model: str | None, usage: Usage | None) -> Hold | None:
         """Replace ``res`` by ``usage`` (None: release it, book nothing), atomically.
 
-        A reservation that expired meanwhile was already dropped; the usage is booked all the same."""
+        A reservation that expired meanwhile was already dropped; the usage is booked all the same.
+        Usage beyond the reservation (more tokens or USD than the input estimate and ``max_tokens``
+        allow) is booked too, and sets a hold on ``res.name`` in the same script: returned (``new``
+        when this call set it), so the caller can say so."""
         counts: list[int] = [getattr(usage, f) for f in TOKEN_FIELDS] if usage is not None else [0, 0, 0, 0]
         cost = self.settings.price_for(model or res.model).cost(*counts) if usage is not None else 0.0
+        nusd, now = round(cost * NANO), time.time()
+        hold = None
+        if usage is not None and res.bounded and (sum(counts) > res.tokens or nusd > res.nusd):
+            booked_model = model or res.model or "?"
+            hold = Hold(res.name, now, booked_model, sum(counts), nusd, res.tokens, res.nusd)
         keys = [
             usage_key(res.name),
             USAGE_SWARM,
@@ -339,19 +289,23 @@ class UsageStore:
             RESERVATIONS,
             RESERVATION_DATA,
             RESERVED,
+            hold_key(res.name),
         ]
-        now = time.time()
-        args: list[Value] = [res.name, res.id, repr(now), int(usage is not None), round(cost * NANO)]
-        tokens = sum(counts)
-        args += [*counts, tokens, DAY_KEEP_S]
-        await self._settle_script(keys=keys, args=args)
+        args: list[Value] = [res.name, res.id, repr(now), int(usage is not None), nusd]
+        tokens: int = sum(counts)
+        args += [*counts, tokens, DAY_KEEP_S, hold.record() if hold else ""]
+        if hold is not None:
+            hold.new = await self._settle_script(keys=keys, args=args) == 2
+        else:
+            await self._settle_script(keys=keys, args=args)
         if usage is not None and tokens:
             # Off the answer's path (two round trips): the usage is booked above; which tasks the call
             # is attributed to follows within milliseconds, for the monitor to book (docs/llm-proxy.md).
-            log_spent = self._log_spent(res.name, model or res.model, now, tokens, round(cost * NANO))
+            log_spent = self._log_spent(res.name, model or res.model, now, tokens, nusd)
             task = asyncio.create_task(log_spent, name="llm-log-spent")
             self._logging.add(task)
             task.add_done_callback(self._logging.discard)
+        return hold
 
     async def drain(self) -> None:
         """Wait (up to ``DRAIN_S``) for the spending logs still being written, at shutdown."""
@@ -391,10 +345,11 @@ class UsageStore:
         await self.redis.delete(*self._flag_keys("-", day)[2:])
 
     async def set_budget(self, name: str, update: BudgetUpdate) -> None:
-        """Override ``name``'s budgets in Redis (null fields fall back); re-arms its notices."""
+        """Override ``name``'s budgets in Redis (null fields fall back); re-arms its notices and clears
+        its hold (the operator's word that its books were looked at)."""
         day = utc_day(time.time())
         async with self.redis.pipeline(transaction=True) as pipe:
-            pipe.delete(budget_key(name), *self._flag_keys(name, day)[:2])
+            pipe.delete(budget_key(name), hold_key(name), *self._flag_keys(name, day)[:2])
             mapping = {k: str(v) for k, v in update.model_dump().items() if v is not None}
             if mapping:
                 pipe.hset(budget_key(name), mapping=mapping)
@@ -455,8 +410,13 @@ class UsageStore:
             pipe.hmget(budget_key(name), ["tokens", "usd", "tokens_per_day", "usd_per_day"])
             pipe.hmget(day_key(day), [f"{prefix}tokens", f"{prefix}nusd"])
             pipe.hmget(RESERVED, [f"{prefix}tokens", f"{prefix}nusd"])
-            raw, override, today, reserved = await pipe.execute()
-        return self._build(name, raw, today, reserved, **self._agent_limits(name, override))
+            pipe.get(hold_key(name))
+            raw, override, today, reserved, held = await pipe.execute()
+        u = self._build(name, raw, today, reserved, **self._agent_limits(name, override))
+        if held is not None:
+            hold = Hold.parse(name, held)
+            u.hold, u.hold_since = hold.describe(), hold.since
+        return u
 
     async def all(self) -> dict[str, AgentUsage]:
         names = sorted(await self.redis.smembers(USAGE_AGENTS))
@@ -472,12 +432,12 @@ class UsageStore:
         return self._build("swarm", raw, today, reserved, **self._swarm_limits())
 
     async def reset(self, name: str) -> AgentUsage:
-        """Forget ``name``'s usage, today's included (the swarm totals keep it), and re-arm its
-        notices; returns what it was. Reservations in flight stay until they settle."""
+        """Forget ``name``'s usage, today's included (the swarm totals keep it), re-arm its notices and
+        clear its hold; returns what it was. Reservations in flight stay until they settle."""
         before = await self.get(name)
         day = utc_day(time.time())
         async with self.redis.pipeline(transaction=True) as pipe:
-            pipe.delete(usage_key(name), *self._flag_keys(name, day)[:2])
+            pipe.delete(usage_key(name), hold_key(name), *self._flag_keys(name, day)[:2])
             pipe.hdel(day_key(day), f"agent:{name}:tokens", f"agent:{name}:nusd")
             pipe.srem(USAGE_AGENTS, name)
             await pipe.execute()

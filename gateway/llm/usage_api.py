@@ -9,7 +9,8 @@ from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 
 from gateway.deps import AnyPrincipal, OperatorOnly
 from gateway.errors import Forbidden
-from gateway.llm.usage import AgentUsage, BudgetUpdate, UsageReport, UsageStore
+from gateway.llm.usage import UsageStore
+from gateway.llm.usage_models import AgentUsage, BudgetUpdate, UsageReport
 from gateway.principals import PrincipalKind
 
 if TYPE_CHECKING:

@@ -12,6 +12,7 @@ not an error):
 | job dead-lettered | job runner | an entry in the pool's dead letters |
 | pool without worker | job runner | jobs queued, no node lease held by any worker |
 | budget | LLM proxy | an agent past ``budget_warn_ratio`` of a budget (critical when used up) |
+| LLM hold | LLM proxy | an answer booked more than its request reserved: the agent's calls are stopped |
 | claim lapsed | the monitor's claim windows | a lease lapsed within the window and nobody holds the task |
 | speedup to review | job runner | a result with ``needs_review`` / ``suspicious_speedup`` within the window |
 
@@ -29,6 +30,8 @@ from typing import Any
 
 from gateway import keys as gateway_keys
 from gateway.context import GatewayContext
+from gateway.llm.refusals import clear_command
+from gateway.llm.usage_models import AgentUsage
 from gateway.monitor import keys
 from gateway.monitor.models import AttentionAction, AttentionItem, AttentionReport, ClaimWindow
 from gateway.monitor.settings import MonitorSettings
@@ -301,8 +304,8 @@ class AttentionBuilder:
         store = self.ctx.services.find(LLM_USAGE)
         if store is None:
             return [], "no LLM proxy registered"
-        items = []
         usage = dict(await store.all())
+        items = [self._hold(name, u, now) for name, u in usage.items() if u.hold]
         usage["swarm"] = await store.swarm()
         for name, u in usage.items():
             worst: tuple[float, str, float, float] | None = None
@@ -331,6 +334,20 @@ class AttentionBuilder:
                 )
             )
         return items, "ok"
+
+    @staticmethod
+    def _hold(name: str, u: AgentUsage, now: float) -> AttentionItem:
+        """An agent whose books an answer overran: stopped until an operator clears it."""
+        return AttentionItem(
+            key=f"llm-hold:{name}",
+            kind="budget",
+            severity="critical",
+            title=f"{name}'s model calls are stopped: an answer booked more than it reserved",
+            reason=f"{u.hold}; clear it with {clear_command(name)}",
+            since=u.hold_since or now,
+            link=f"/ui/agents/{name}",
+            subject=name,
+        )
 
     # -- claims -----------------------------------------------------------------------------
 

@@ -18,6 +18,7 @@ from sse_starlette import EventSourceResponse, ServerSentEvent
 
 from gateway.deps import AnyPrincipal, Ctx, OperatorOnly, provided
 from gateway.errors import BadRequest, NotFound
+from gateway.events import resume_id
 from gateway.models import MESSAGE_ID_SCHEMA, optional_message_id
 from gateway.monitor import keys
 from gateway.monitor.chartbook import AGENT_CHARTS, CHARTS
@@ -111,10 +112,13 @@ def build_monitor_router() -> APIRouter:
         name: AgentName,
         svc: Monitor,
         who: AnyPrincipal,
-        after: Annotated[str | None, Query(pattern=r"^[0-9]{1,20}-[0-9]{1,20}$")] = None,
+        after: Annotated[
+            str | None,
+            Query(description="Resume after this id (or the header)", json_schema_extra=MESSAGE_ID_SCHEMA),
+        ] = None,
     ) -> EventSourceResponse:
         TimelineStore.check_reader(who, name)
-        start = after or request.headers.get("last-event-id") or await svc.timeline.last_id(name)
+        start = resume_id(request, after, "after") or await svc.timeline.last_id(name)
 
         async def stream() -> AsyncIterator[ServerSentEvent]:
             async for entry in svc.timeline.follow(name, start, request.is_disconnected):

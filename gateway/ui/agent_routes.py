@@ -17,6 +17,7 @@ from markupsafe import Markup
 from sse_starlette import EventSourceResponse, ServerSentEvent
 
 from gateway.errors import GatewayError, NotFound
+from gateway.events import resume_id
 from gateway.monitor.service import MONITOR
 from gateway.monitor.timeline import TimelineStore
 from gateway.ui.auth import UiUser
@@ -204,7 +205,7 @@ def build_agent_pages(ui: UiService) -> APIRouter:
         if svc is None:
             raise NotFound("no monitor is registered with this gateway")
         TimelineStore.check_reader(user.principal, name)
-        start = request.headers.get("last-event-id") or await svc.timeline.last_id(name)
+        start = resume_id(request, None) or await svc.timeline.last_id(name)
 
         async def stream() -> AsyncIterator[ServerSentEvent]:
             async for entry in svc.timeline.follow(name, start, request.is_disconnected):

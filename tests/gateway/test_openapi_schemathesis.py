@@ -6,6 +6,13 @@ and every answer must match the schema the gateway publishes (its status declare
 declared shape). The gateway is real (uvicorn in a thread, real Redis, the default plugins); the model
 upstream behind the LLM proxy is the test upstream (the only fake).
 
+Every operation is fuzzed the same way, the Gitea-compatible ones under ``/api/v1`` included (they are
+in the schema: their parameters and Gitea's error shape are declared like the rest). Generated examples
+alone missed a 500 (``GET /api/v1/repos/{owner}/{repo}/contents/%00``: twenty random file paths never
+held a NUL), so each operation also gets the classic attacks as explicit requests (``ATTACKS``: a NUL,
+``..``, an option, git revision syntax, an overlong value, a newline) in every string parameter of its
+path and query, the others naming real things.
+
 Each operation is its own test item, so an operation that fails in code this suite's owner does not own
 carries an ``xfail(strict=True)`` naming the case (``KNOWN_FAILURES``) until its owner fixes it.
 """
@@ -58,6 +65,20 @@ SETTINGS: dict[str, Any] = {
     "phases": [Phase.explicit, Phase.generate],  # no shrinking: the first failing request is reported
     "suppress_health_check": list(HealthCheck),
 }
+# What a misbehaving client puts in a string parameter: each is sent, explicitly, in every string path
+# and query parameter of every operation (the generated examples rarely hold one). A bare ".." is not:
+# in a path, the client resolves it away into another operation's URL.
+ATTACKS = [
+    "\x00",
+    "a\x00b",
+    "../../../etc/passwd",
+    "-",
+    "--upload-pack=touch /tmp/pwned",
+    "main:README.md",
+    "HEAD~1",
+    "a\nb",
+    "x" * 5000,
+]
 # (token kind, method, path) -> the failing request, for the owner of that code to fix (then remove).
 KNOWN_FAILURES: dict[tuple[str, str, str], str] = {}
 
@@ -172,7 +193,20 @@ def seed(gw: GatewayThread) -> dict[str, str]:
         "number": "1",
         "index": "1",
         "action": "snapshot",
+        "filepath": kb["files"][0],
+        "basehead": f"{kb['branch']}...{kb['branch']}",
     }
+
+
+# Where a parameter's name means another thing in the Gitea-compatible routes: a branch protection's
+# ``name`` is a branch, not a principal.
+GITEA_KNOWN = {"name": "branch"}
+
+
+def known_for(live: LiveGateway, path: str, names: list[str]) -> dict[str, str]:
+    """Values of ``names`` (path parameters of ``path``) that name something real, where known."""
+    aliases = GITEA_KNOWN if path.startswith("/api/v1/") else {}
+    return {n: live.known[aliases.get(n, n)] for n in names if aliases.get(n, n) in live.known}
 
 
 def test_every_operation_is_collected(live: LiveGateway) -> None:
@@ -199,7 +233,7 @@ def test_operation(live: LiveGateway, kind: str, method: str, path: str) -> None
     # Half the requests name real things in the path (else a route's code behind its 404 is never run).
     raw = live.schema.raw_schema["paths"][path][method.lower()]
     in_path = [p["name"] for p in raw.get("parameters", []) if p["in"] == "path"]
-    real = {name: live.known[name] for name in in_path if name in live.known}
+    real = known_for(live, path, in_path)
     cases = operation.as_strategy()
     if real:
         cases = one_of(cases, operation.as_strategy(path_parameters=real))
@@ -209,6 +243,30 @@ def test_operation(live: LiveGateway, kind: str, method: str, path: str) -> None
     # operator's route is refused before its content is looked at.
     if kind == "operator" and negatable(raw):
         settings(given(case=operation.as_strategy(generation_mode=GenerationMode.NEGATIVE))(run))()
+    # Then the classic attacks, one explicit request each: a 4xx, never a 5xx, as the schema declares.
+    for case in attack_cases(operation, raw, in_path, real):
+        run(case)
+
+
+def string_parameter(param: dict[str, Any]) -> bool:
+    schema = param.get("schema", {})
+    return "string" in {schema.get("type")} | {alt.get("type") for alt in schema.get("anyOf", [])}
+
+
+def attack_cases(operation: Any, raw: dict[str, Any], in_path: list[str], real: dict[str, str]) -> list[Any]:
+    """One case per string parameter (path or query) and attack; other path parameters name real things
+    (else a placeholder that is well formed everywhere), so the attack reaches the route's own code."""
+    base = {name: real.get(name, "x1") for name in in_path}
+    cases = []
+    for param in raw.get("parameters", []):
+        if param["in"] not in ("path", "query") or not string_parameter(param):
+            continue
+        for bad in ATTACKS:
+            if param["in"] == "path":
+                cases.append(operation.Case(path_parameters=base | {param["name"]: bad}))
+            else:
+                cases.append(operation.Case(path_parameters=base, query={param["name"]: bad}))
+    return cases
 
 
 @pytest.mark.parametrize("kind", KINDS)

@@ -149,6 +149,23 @@ def test_sse_resume_ids(op: httpx.Client, url: str) -> None:
     assert header == [] and query == []
 
 
+@pytest.mark.parametrize("url", ["/api/agents/dev-1/timeline/events", "/ui/agents/dev-1/timeline/events"])
+def test_timeline_sse_resume_ids(op: httpx.Client, url: str) -> None:
+    """The timeline streams skipped the check: a garbage ``Last-Event-ID`` (or ``after``) reached Redis
+    from inside the stream, a 200 and then a traceback. Now they refuse it like every other stream."""
+    header = refusals(
+        lambda bad: sse_status(op, url, headers={"Last-Event-ID": bad}), "Last-Event-ID", HEADER_BAD_IDS
+    )
+    assert header == []
+    if url.startswith("/api/"):
+        query = refusals(
+            lambda bad: sse_status(op, url, params={"after": bad}), "after", [b for b in BAD_IDS if b != ""]
+        )
+        assert query == []
+    for good in ("0-0", LAST, "007-01"):  # the extreme and padded ids resume normally
+        assert sse_status(op, url, headers={"Last-Event-ID": good}).status_code == 200
+
+
 def test_ui_chat_routes(op: httpx.Client, posted: dict[str, str]) -> None:
     at = refusals(lambda bad: op.get("/ui/chat", params={"c": "general", "at": bad}), "at")
     history = refusals(

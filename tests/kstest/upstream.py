@@ -86,6 +86,7 @@ class UpstreamState:
     in_flight: int = 0
     max_in_flight: int = 0
     ids: itertools.count = field(default_factory=lambda: itertools.count(1))
+    gate: asyncio.Event | None = None  # while set up (``hold``), requests wait here until ``release``
 
 
 def _sse(event: str, data: dict[str, Any]) -> bytes:
@@ -121,11 +122,13 @@ def build_message(state: UpstreamState, reply: dict[str, Any], body: dict, heade
                 {"type": "tool_use", "id": tool_id, "name": block["name"], "input": block["input"]}
             )
     text_len = sum(len(json.dumps(b)) for b in content)
+    limit = body.get("max_tokens")
     usage = {
         "input_tokens": estimate_tokens(body.get("messages", [])),
         "cache_creation_input_tokens": 0,
         "cache_read_input_tokens": 0,
-        "output_tokens": max(1, text_len // 4),
+        # Like the real API, never more output than max_tokens (a scripted usage may say otherwise).
+        "output_tokens": min(max(1, text_len // 4), limit if isinstance(limit, int) and limit > 0 else 2**31),
         **(reply.get("usage") or {}),
     }
     return {
@@ -217,6 +220,8 @@ def build_upstream_app(state: UpstreamState) -> FastAPI:
         state.max_in_flight = max(state.max_in_flight, state.in_flight)
         streaming = False
         try:
+            if state.gate is not None:
+                await state.gate.wait()
             if reply.get("delay"):
                 await asyncio.sleep(reply["delay"])
             if reply.get("kind") == "error":
@@ -248,8 +253,27 @@ def build_upstream_app(state: UpstreamState) -> FastAPI:
         body, _, refused = await record(request)
         if refused is not None:
             return refused
+        state.in_flight += 1
+        state.max_in_flight = max(state.max_in_flight, state.in_flight)
+        try:
+            if state.gate is not None:
+                await state.gate.wait()
+        finally:
+            state.in_flight -= 1
         counted = [body.get("system"), body.get("messages", []), body.get("tools")]
         return JSONResponse({"input_tokens": estimate_tokens(counted)})
+
+    @app.post("/_control/hold")
+    async def hold() -> dict[str, Any]:
+        state.gate = state.gate or asyncio.Event()
+        return {"ok": True}
+
+    @app.post("/_control/release")
+    async def release() -> dict[str, Any]:
+        gate, state.gate = state.gate, None
+        if gate is not None:
+            gate.set()
+        return {"ok": True}
 
     @app.post("/_control/replies")
     async def script(request: Request) -> dict[str, Any]:
@@ -354,6 +378,14 @@ class ScriptedUpstream:
 
     def reset(self) -> None:
         self.http.post("/_control/reset").raise_for_status()
+
+    def hold(self) -> None:
+        """Hold every request that arrives (counted in flight) until ``release``: tests see requests
+        overlap by this event, not by a delay."""
+        self.http.post("/_control/hold").raise_for_status()
+
+    def release(self) -> None:
+        self.http.post("/_control/release").raise_for_status()
 
     def requests(self, path: str | None = "/v1/messages") -> list[dict[str, Any]]:
         found = self.http.get("/_control/requests").json()

@@ -69,7 +69,13 @@ class CostGateway(DatasetGateway):
 def spend(gw: CostGateway, token: str, upstream: ScriptedUpstream, tokens_in: int, tokens_out: int) -> None:
     """One model call through the gateway's proxy, as an agent's SDK makes it (its own token as the key)."""
     upstream.script(text_reply("ok", usage={"input_tokens": tokens_in, "output_tokens": tokens_out}))
-    body = {"model": MODEL, "max_tokens": 64, "messages": [{"role": "user", "content": "write add"}]}
+    # A request whose reservation (bytes / 3 + max_tokens) covers what it is booked: more would stop alice.
+    content = "write add " + "x" * 3 * tokens_in
+    body = {
+        "model": MODEL,
+        "max_tokens": max(64, tokens_out),
+        "messages": [{"role": "user", "content": content}],
+    }
     with httpx.Client(base_url=gw.url, headers={"x-api-key": token}, timeout=30, trust_env=False) as c:
         reply = c.post("/v1/messages", json=body)
     assert reply.status_code == 200, reply.text

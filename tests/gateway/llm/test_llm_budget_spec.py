@@ -220,9 +220,9 @@ async def test_daily_budgets_count_only_todays_usage(clean_redis: str) -> None:
     try:
         llm = LLMProxySettings(budgets={"agent": {"tokens_per_day": 1000, "tokens": 1500}})
         store = UsageStore(redis, llm)
-        first = await store.reserve("dev-1", "m", 300, 100)
+        first = await store.reserve("dev-1", "m", 2400, 100)  # reserves 800 + 100: what it books
         assert isinstance(first, Reservation)
-        await store.settle(first, "m", Usage(input_tokens=800, output_tokens=100))
+        assert await store.settle(first, "m", Usage(input_tokens=800, output_tokens=100)) is None
         refused = await store.reserve("dev-1", "m", 300, 100)
         assert isinstance(refused, BudgetRefusal) and refused.budget == "agent.tokens_per_day"
         assert "or the day ends (00:00 UTC)" in refused.message() and refused.used == 900

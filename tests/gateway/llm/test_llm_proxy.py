@@ -24,6 +24,7 @@ from gateway.config import GatewaySettings
 from gateway.llm.config import LLMProxySettings, scrub_env
 from gateway.llm.plugin import LLMProxyPlugin
 from gateway.llm.sse_scrub import KeyScrubber, SSEUsage
+from gateway.plugin import Plugin
 from gateway.principals import PrincipalKind, PrincipalStore
 from gateway.server import serve
 from kstest.gateway import GatewayProcess, free_port
@@ -37,7 +38,9 @@ MSG = [{"role": "user", "content": "hello"}]
 class ProxyGateway:
     """The gateway app with the LLM proxy plugin, served (TCP and unix socket) from a thread."""
 
-    def __init__(self, redis_url: str, home: Path, llm: LLMProxySettings) -> None:
+    def __init__(
+        self, redis_url: str, home: Path, llm: LLMProxySettings, plugins: list[Plugin[Any]] | None = None
+    ) -> None:
         self.settings = GatewaySettings(redis_url=redis_url, home=home, port=free_port(), swarm="test")
         self.llm = llm
         self.operator_token = asyncio.run(self._create("operator", PrincipalKind.operator, ensure=True))
@@ -47,7 +50,7 @@ class ProxyGateway:
 
         async def main() -> None:
             self.loop, self.stop_event = asyncio.get_running_loop(), asyncio.Event()
-            app = create_app(self.settings, plugins=[LLMProxyPlugin(llm)])
+            app = create_app(self.settings, plugins=plugins or [LLMProxyPlugin(llm)])
             started = asyncio.Event()
             asyncio.get_running_loop().create_task(started.wait()).add_done_callback(lambda _: ready.set())
             await serve(app, self.settings, ready=started, stop=self.stop_event)
@@ -205,7 +208,7 @@ def test_client_going_away_mid_stream_frees_its_slot_and_is_billed(make_gateway,
     upstream.script(
         text_reply("a b c d e f g h", chunk_delay=0.5, usage={"input_tokens": 77}), text_reply("next")
     )
-    body = {"model": "m", "max_tokens": 5, "messages": MSG, "stream": True}
+    body = {"model": "m", "max_tokens": 100, "messages": MSG, "stream": True}  # reserves its 77 + output
     with (
         httpx.Client(timeout=30, trust_env=False) as client,
         client.stream("POST", f"{gw.url}/v1/messages", json=body, headers={"x-api-key": token}) as r,
@@ -387,9 +390,14 @@ def test_budget_exhaustion_refuses_without_retry_and_posts_one_notice(make_gatew
     gw = make_gateway(budgets={"agent": {"usd": 0.001}, "agents": {"grace": {"usd": 1.0}}})
     token = gw.add("frank")
     other = gw.add("grace")
-    upstream.script(default=text_reply("ok", usage={"input_tokens": 1000, "output_tokens": 100}))
+    spend = text_reply("ok", usage={"input_tokens": 1000, "output_tokens": 100})  # $0.0045
+    upstream.script(spend, spend, default=text_reply("ok"))
+    big = [{"role": "user", "content": "x" * 3300}]  # an input estimate that covers the 1000 tokens used
     client = gw.sdk(token)  # default SDK retries: the refusal must not be retried
-    client.messages.create(model="claude-sonnet-4-test", max_tokens=5, messages=MSG)  # $0.0045 spent
+    with gw.api() as op:  # room for one call, within what it reserves, then back to the configured $0.001
+        op.put("/api/usage/frank/budget", json={"usd": 1.0}).raise_for_status()
+        client.messages.create(model="claude-sonnet-4-test", max_tokens=100, messages=big)
+        op.put("/api/usage/frank/budget", json={}).raise_for_status()
     for _ in range(3):
         with pytest.raises(anthropic.RateLimitError) as err:
             client.messages.create(model="claude-sonnet-4-test", max_tokens=5, messages=MSG)
@@ -400,7 +408,7 @@ def test_budget_exhaustion_refuses_without_retry_and_posts_one_notice(make_gatew
         with client.messages.stream(model="m", max_tokens=5, messages=MSG) as stream:
             stream.get_final_message()
     assert len(upstream.requests()) == 1
-    gw.sdk(other).messages.create(model="m", max_tokens=5, messages=MSG)  # others are unaffected
+    gw.sdk(other).messages.create(model="m", max_tokens=100, messages=big)  # others are unaffected
     notices = gw.ops_notices()
     assert len(notices) == 1, [n["text"] for n in notices]
     assert "frank" in notices[0]["text"] and "budget exhausted" in notices[0]["text"]
@@ -428,17 +436,18 @@ def test_budget_exhaustion_refuses_without_retry_and_posts_one_notice(make_gatew
 def test_swarm_token_budget_stops_everyone(make_gateway, upstream) -> None:
     gw = make_gateway(budgets={"swarm": {"tokens": 1500}})
     a, b = gw.add("hank"), gw.add("ivy")
-    upstream.script(default=text_reply("ok", usage={"input_tokens": 1000, "output_tokens": 600}))
-    gw.sdk(a).messages.create(model="m", max_tokens=5, messages=MSG)
-    for token in (a, b):
+    upstream.script(default=text_reply("ok", usage={"input_tokens": 900, "output_tokens": 100}))
+    big = [{"role": "user", "content": "x" * 2700}]  # reserves about 920 + 200 tokens, books 1000
+    gw.sdk(a).messages.create(model="m", max_tokens=200, messages=big)
+    for token in (a, b):  # 1000 used: a request reserving over 500 does not fit, whoever makes it
         with pytest.raises(anthropic.RateLimitError) as err:
-            gw.sdk(token).messages.create(model="m", max_tokens=5, messages=MSG)
-        assert "the swarm" in err.value.message
+            gw.sdk(token).messages.create(model="m", max_tokens=600, messages=MSG)
+        assert "the swarm's token budget (1500) would be exceeded: 1000 used" in err.value.message
     notices = gw.ops_notices()
     assert len(notices) == 1 and "swarm" in notices[0]["text"]
     with gw.api() as op:
         swarm = op.get("/api/usage").json()["swarm"]
-    assert swarm["total_tokens"] == 1600 and swarm["exhausted"] is True
+    assert swarm["total_tokens"] == 1000 and swarm["budget_tokens"] == 1500
 
 
 def test_upstream_429_and_529_are_retried_honouring_retry_after(make_gateway, upstream) -> None:
@@ -524,7 +533,7 @@ async def four_concurrent_requests(url: str, token: str) -> list[str]:
 
 
 def test_count_tokens_is_proxied_and_not_billed(make_gateway, upstream) -> None:
-    gw = make_gateway(budgets={"agent": {"tokens": 0}})  # even an exhausted agent may count tokens
+    gw = make_gateway(budgets={"agent": {"tokens": 10}})  # a count books nothing: it needs no room
     token = gw.add("noah")
     counted = gw.sdk(token).messages.count_tokens(model="m", messages=MSG)
     assert counted.input_tokens > 0
