@@ -9,6 +9,7 @@ from fastapi import APIRouter, Path, Query, Request, Response
 from pydantic import BaseModel, Field
 
 from gateway import keys
+from gateway.auth import still_valid
 from gateway.context import GatewayContext
 from gateway.deps import AnyPrincipal, Ctx, OperatorOnly
 from gateway.errors import NotFound
@@ -178,7 +179,10 @@ def build_api_router() -> APIRouter:
     ) -> InboxPage:
         if peek:
             return InboxPage(items=await ctx.chat.peek_inbox(principal, limit))
-        return InboxPage(items=await ctx.chat.inbox(principal, wait, limit, gone=request.is_disconnected))
+        items = await ctx.chat.inbox(
+            principal, wait, limit, gone=request.is_disconnected, valid=still_valid(request)
+        )
+        return InboxPage(items=items)
 
     @router.get("/search", response_model=Messages, summary="Search messages the caller can read")
     async def search(

@@ -82,6 +82,21 @@ async def current_principal(request: Request) -> Principal:
     return principal
 
 
+def token_still_valid(tokens: TokenCheck, token: str) -> Callable[[], Awaitable[bool]]:
+    """For a long request (a blocked inbox wait, an SSE stream): whether the token it came with is
+    still good, asked again when it wakes; a revoked or quarantined token ends it at once."""
+
+    async def valid() -> bool:
+        return await tokens.verify(token) is not None
+
+    return valid
+
+
+def still_valid(request: Request) -> Callable[[], Awaitable[bool]]:
+    """``token_still_valid`` for the token of a REST request."""
+    return token_still_valid(request.app.state.ctx.tokens, token_from_headers(request.headers) or "")
+
+
 def require_kind(*kinds: PrincipalKind) -> Callable[[Request], Awaitable[Principal]]:
     """A dependency: the principal, or 403 unless it is one of ``kinds`` (the aliases: ``gateway.deps``)."""
 

@@ -17,7 +17,7 @@ from collections.abc import Awaitable, Callable
 from gateway import keys
 from gateway.chat_scripts import POST_SCRIPT
 from gateway.config import GatewaySettings
-from gateway.errors import ChatError
+from gateway.errors import ChatError, Unauthorized
 from gateway.events import EventHub
 from gateway.metrics import GatewayMetrics
 from gateway.models import (
@@ -35,7 +35,6 @@ from gateway.redis_facade import StrRedis
 CHANNEL_RE = re.compile(r"[a-z0-9][a-z0-9_-]{0,63}")  # fullmatch: "$" would let a trailing "\n" in
 MENTION_RE = re.compile(r"(?<![\w@./-])@([a-z][a-z0-9-]{0,38})(?![\w-])")
 INBOX_WAIT_SLICE = 2.0  # a blocked wait checks this often that its caller is still there
-WAKE_MAXLEN = 100_000  # approximate length cap of the wake-up stream (the hub reads it as it grows)
 SEARCH_SCAN = 2000  # messages scanned per channel by search; bounded on purpose
 DEDUPE_TTL_S = 7 * 86_400  # how long a deduplicated post remembers it was made
 
@@ -312,7 +311,7 @@ class ChatService:
                 time.time(),
                 1 if meta.kind == "channel" else 0,  # posting in a channel joins it
                 principal.name,
-                WAKE_MAXLEN,
+                keys.WAKE_MAXLEN,
                 ",".join(keys.inbox_topic(r) for r in recipients),
                 len(flat),
                 *flat,
@@ -425,6 +424,7 @@ class ChatService:
         wait: float = 0.0,
         limit: int = 50,
         gone: Callable[[], Awaitable[bool]] | None = None,
+        valid: Callable[[], Awaitable[bool]] | None = None,
     ) -> list[InboxItem]:
         """New inbox items after the caller's cursor; blocks up to ``wait`` s for the first one.
 
@@ -437,10 +437,16 @@ class ChatService:
         limit = max(1, min(limit, self.settings.history_max_limit))
         stream = keys.inbox(principal.name)
         cursor = await self.redis.hget(keys.cursors(principal.name), "inbox") or "0-0"
+        # ``valid`` (the caller's token still good) joins ``gone``: revoking it wakes this inbox's
+        # waiters (PrincipalStore), which then end here instead of waiting out their slice.
+        stop = _either(gone, valid)
         if wait > 0 and self.hub is not None and self.hub.active:
-            entries = await self._wait_on_hub(principal, stream, cursor, wait, limit, gone)
+            entries = await self._wait_on_hub(principal, stream, cursor, wait, limit, stop)
         else:
-            entries = await self._read_blocking(stream, cursor, wait, limit, gone)
+            entries = await self._read_blocking(stream, cursor, wait, limit, stop)
+        if valid is not None and not await valid():
+            # Nothing is handed out (the cursor stays): the items wait for the principal's next token.
+            raise Unauthorized("invalid or revoked token")
         if not entries:
             return []
         await self.redis.hset(keys.cursors(principal.name), "inbox", entries[-1][0])
@@ -504,3 +510,16 @@ class ChatService:
     def visible_event(self, principal: Principal, fields: dict[str, str]) -> bool:
         channel = fields.get("channel")
         return channel is None or self.can_read(principal, channel)
+
+
+def _either(
+    gone: Callable[[], Awaitable[bool]] | None, valid: Callable[[], Awaitable[bool]] | None
+) -> Callable[[], Awaitable[bool]] | None:
+    """When a wait stops early: its caller went away, or the caller's token stopped being valid."""
+    if valid is None:
+        return gone
+
+    async def stop() -> bool:
+        return (gone is not None and await gone()) or not await valid()
+
+    return stop

@@ -35,7 +35,7 @@ from redis.exceptions import RedisError
 from sse_starlette import EventSourceResponse, ServerSentEvent
 
 from gateway import keys
-from gateway.auth import current_principal
+from gateway.auth import current_principal, still_valid
 from gateway.metrics import GatewayMetrics
 from gateway.models import MESSAGE_ID_SCHEMA, optional_message_id
 from gateway.principals import Principal
@@ -305,10 +305,13 @@ async def tail_events(
     ctx: GatewayContext, principal: Principal, last_id: str, request: Request, channel: str | None = None
 ) -> AsyncIterator[ServerSentEvent]:
     ctx.metrics.sse_clients.inc()
+    valid = still_valid(request)
     try:
         while not await request.is_disconnected():
             try:
                 entries = await ctx.hub.events_after(last_id, SSE_WAIT_S)
+                if not await valid():  # revoked or quarantined meanwhile: the stream ends here
+                    return
             except RedisError:  # Redis away or the pool busy (logged there): the stream waits, then retries
                 await asyncio.sleep(1)
                 continue

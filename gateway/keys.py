@@ -59,6 +59,7 @@ def dedupe(sender: str, key: str) -> str:
 # stream: one entry per write that someone may be waiting for, naming its topics (``to``: comma-joined,
 # e.g. ``inbox:alice``); the gateway's event hub is its one reader and wakes the waiters of each topic.
 WAKE = f"{PREFIX}wake"
+WAKE_MAXLEN = 100_000  # approximate length cap of the wake-up stream (the hub reads it as it grows)
 
 
 def inbox_topic(name: str) -> str:

@@ -40,7 +40,7 @@ from starlette.authentication import AuthCredentials
 from starlette.datastructures import Headers
 from starlette.types import ASGIApp, Receive, Scope, Send
 
-from gateway.auth import token_from_headers
+from gateway.auth import token_from_headers, token_still_valid
 from gateway.context import GatewayContext
 from gateway.errors import GatewayError
 from gateway.principals import Principal
@@ -258,7 +258,9 @@ def build_mcp(ctx: GatewayContext) -> GatewayMCP:
         description="Your new DMs, mentions, replies and notices; waits up to `wait` s for one. Advances.",
     )
     async def inbox(wait: float = 0, limit: int = 50) -> list[dict[str, Any]]:
-        items = await chat.inbox(caller(), wait, limit)
+        access = get_access_token()
+        valid = token_still_valid(ctx.tokens, access.token if access is not None else "")
+        items = await chat.inbox(caller(), wait, limit, valid=valid)
         return [i.model_dump() for i in items]
 
     return server

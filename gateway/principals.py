@@ -115,7 +115,15 @@ class PrincipalStore:
                 pipe.delete(keys.token(token_hash))
             pipe.delete(keys.principal_tokens(name))
             await pipe.execute()
+        await self.end_waits(name)
         return len(hashes)
+
+    async def end_waits(self, name: str) -> None:
+        """Wake ``name``'s blocked inbox waits (in every gateway process): each asks again whether its
+        token is still good, so a revoked or quarantined principal stops receiving at once."""
+        await self.redis.xadd(
+            keys.WAKE, {"to": keys.inbox_topic(name)}, maxlen=keys.WAKE_MAXLEN, approximate=True
+        )
 
     async def revoke_token(self, token: str) -> bool:
         token_hash = hash_token(token)
@@ -124,6 +132,7 @@ class PrincipalStore:
             return False
         await self.redis.delete(keys.token(token_hash))
         await self.redis.srem(keys.principal_tokens(name), token_hash)
+        await self.end_waits(name)
         return True
 
     async def set_disabled(self, name: str, disabled: bool) -> Principal:
@@ -132,6 +141,8 @@ class PrincipalStore:
             raise PrincipalError(f"unknown principal {name!r}", status=404)
         principal.disabled = disabled
         await self.redis.hset(keys.principal(name), "json", principal.model_dump_json())
+        if disabled:
+            await self.end_waits(name)
         return principal
 
     async def verify(self, token: str) -> Principal | None:

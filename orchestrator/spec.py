@@ -32,6 +32,7 @@ from gateway.forge.evidence import parse_check_context
 from gateway.forge.policy import ReviewPolicy
 from gateway.jobs.pools import PoolConfig
 from gateway.llm.config import BudgetSettings
+from gateway.tasks.models import TaskRules
 from orchestrator.spec_yaml import Loc, SpecError, compose_with_lines, dotted, line_of
 
 __all__ = ["AgentSpec", "Role", "SpecError", "SwarmSpec", "load_spec", "parse_spec", "template_text"]
@@ -257,6 +258,9 @@ class SwarmSpec(_Model):
     )
     budgets: BudgetSettings = Field(
         default_factory=BudgetSettings, description="Model spend limits, enforced by the gateway's LLM proxy."
+    )
+    tasks: TaskRules = Field(
+        default_factory=TaskRules, description="The task board's rules for agents (claims, done)."
     )
     lifecycle: Lifecycle = Field(default_factory=Lifecycle, description="Restart and stall timing.")
     docker: DockerOptions = Field(default_factory=DockerOptions, description="Docker backend options.")

@@ -26,6 +26,7 @@ from gateway.forge.gitea_api_content import add_content_routes
 from gateway.forge.gitea_auth import BASIC_CHALLENGE, Actor, Admin, Basic
 from gateway.forge.notices import notify_review_request
 from gateway.forge.policy import ReviewPolicy
+from gateway.forge.service import check_may_request_reviewers
 from gateway.principals import Principal, PrincipalKind
 
 
@@ -260,6 +261,7 @@ def build_gitea_router(forge: EmbeddedForge) -> APIRouter:
     async def request_reviewers(
         owner: str, repo: str, index: int, body: Reviewers, actor: Actor, ctx: Ctx
     ) -> list[dict[str, Any]]:
+        check_may_request_reviewers(actor, await forge.get_pr(owner, repo, index))
         pr = await forge.request_reviewers(actor.name, owner, repo, index, body.reviewers)
         await notify_review_request(ctx, actor, pr, body.reviewers)
         return [shapes.review_request_json(n) for n in body.reviewers]

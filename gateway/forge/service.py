@@ -11,6 +11,7 @@ from gateway.forge.gate import ReviewGate
 from gateway.forge.models import PullRequest
 from gateway.forge.policy import GateDecision
 from gateway.forge.protocol import Forge
+from gateway.principals import Principal, PrincipalKind
 from gateway.services import FORGE, FORGE_SETTINGS, REVIEW_GATE
 
 
@@ -20,6 +21,19 @@ def forge_of(ctx: GatewayContext) -> Forge:
 
 def gate_of(ctx: GatewayContext) -> ReviewGate:
     return ctx.services.get(REVIEW_GATE)
+
+
+def check_may_request_reviewers(actor: Principal, pr: PullRequest) -> None:
+    """Asking for reviewers is the PR's author's act (or the operator's): requested reviewers may
+    read the PR's job records and logs (gateway/jobs/access.py), so nobody may nominate themselves
+    or others onto someone else's PR."""
+    if actor.kind == PrincipalKind.operator or actor.name == pr.author:
+        return
+    raise ForgeError(
+        f"{actor.name} may not request reviewers on #{pr.number}: only its author (@{pr.author}) "
+        "or an operator may",
+        403,
+    )
 
 
 REVIEW_WORDS = {

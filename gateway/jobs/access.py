@@ -3,9 +3,11 @@
 - operators, workers and the gate: every job (they run, judge and monitor them);
 - the submitter: their own jobs;
 - for a job that belongs to a PR — the submitter's own PR whose head is (or was, when it merged) the
-  job's commit, or the PR the job reproduces — that PR's author, its requested reviewers and everyone
-  who reviewed it. (Only the submitter's own PRs count: anyone may open a PR at someone else's commit,
-  and that must not open their jobs to them.)
+  job's commit, or the PR the job reproduces — that PR's author and the reviewers requested on it
+  (only its author or an operator may request them: gateway/forge/service.py). A review or comment
+  grants nothing: anyone may post one, so it cannot be what opens someone else's evidence. (Only the
+  submitter's own PRs count: anyone may open a PR at someone else's commit, and that must not open
+  their jobs to them.)
 
 Anyone else gets the answer a missing job gets (404, "no job ..."), in REST and MCP alike, so a job's
 existence, its kernel and its log do not leak to agents outside that work. The UI is operator-only.
@@ -68,6 +70,6 @@ class JobAccess:
             except Exception:
                 self._people[key] = set()
             else:
-                people = {pr.author, *pr.requested_reviewers, *(r.user for r in pr.reviews)}
+                people = {pr.author, *pr.requested_reviewers}
                 self._people[key] = people
         return self._people[key]

@@ -44,7 +44,7 @@ redis.call('ZADD', KEYS[2], ARGV[4], ARGV[1])
 return 1
 """
 
-# KEYS: task, claim, leases, expired. ARGV: id, agent, ttl_ms, now_ms
+# KEYS: task, claim, leases, expired. ARGV: id, agent, ttl_ms, now_ms, max claims (0: any), prefix
 CLAIM = """
 if redis.call('EXISTS', KEYS[1]) == 0 then return {'missing', ''} end
 if redis.call('HGET', KEYS[1], 'state') == 'done' then
@@ -53,6 +53,14 @@ end
 local now, ttl = tonumber(ARGV[4]), tonumber(ARGV[3])
 local holder = redis.call('GET', KEYS[2])
 if holder and holder ~= ARGV[2] then return {'held', holder} end
+if not holder and tonumber(ARGV[5]) > 0 then
+  -- the agent's live claims (a claim key exists while its lease runs), counted in the claim's script
+  local held = 0
+  for _, id in ipairs(redis.call('ZRANGE', KEYS[3], 0, -1)) do
+    if redis.call('GET', ARGV[6] .. 'claim:' .. id) == ARGV[2] then held = held + 1 end
+  end
+  if held >= tonumber(ARGV[5]) then return {'limit', tostring(held)} end
+end
 if not holder then
   local lapsed = redis.call('ZSCORE', KEYS[3], ARGV[1])
   local previous = redis.call('HGET', KEYS[1], 'holder')
@@ -237,12 +245,20 @@ class TaskBoard:
             raise BoardError(f"your claim on {task_id!r} has lapsed: claim it again", 409)
         if outcome == "unclaimed":
             raise BoardError(f"{agent} does not hold a claim on {task_id!r}", 409)
+        if outcome == "limit":
+            raise BoardError(
+                f"{agent} already holds {who} claim(s), the most one agent may hold at once: finish "
+                "or release one (task_release) before claiming another",
+                429,
+            )
         raise BoardError(f"unexpected board answer {reply!r}", 500)
 
-    async def claim(self, task_id: str, agent: str) -> tuple[BoardTask, bool]:
-        """(task, fresh): fresh is False when the caller already held it (then it is renewed)."""
+    async def claim(self, task_id: str, agent: str, max_claims: int = 0) -> tuple[BoardTask, bool]:
+        """(task, fresh): fresh is False when the caller already held it (then it is renewed). A fresh
+        claim is refused (429) while ``agent`` holds ``max_claims`` live claims (0: no limit)."""
         keys = [task_key(task_id), claim_key(task_id), LEASES, EXPIRED]
-        reply = await self._claim(keys=keys, args=[task_id, agent, self.ttl_ms, _now_ms()])
+        args = [task_id, agent, self.ttl_ms, _now_ms(), max_claims, PREFIX]
+        reply = await self._claim(keys=keys, args=args)
         outcome = self._check(task_id, reply, agent)
         return await self.get(task_id), outcome == "ok"
 

@@ -11,7 +11,25 @@ TASK_ID_PATTERN = r"^[a-z0-9][a-z0-9_.-]{0,63}$"
 TaskState = Literal["open", "claimed", "done"]
 
 
-class TasksSettings(BaseSettings):
+class TaskRules(BaseModel):
+    """What one agent may do on the board (the swarm spec's ``tasks:``; ``KSWARM_TASKS_*`` too)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    max_claims_per_agent: int = Field(
+        2,
+        ge=0,
+        description="Claims one agent may hold at once (0: no limit); a further claim is refused (429) "
+        "until it finishes or releases one, so no agent can take the whole board.",
+    )
+    done_needs_merged_pr: bool = Field(
+        True,
+        description="task_done succeeds only with a merged PR of the claimant that changes "
+        "kernels/<task>/ in the task's repo (an operator may always mark a task done).",
+    )
+
+
+class TasksSettings(BaseSettings, TaskRules):
     """Task board settings (environment prefix ``KSWARM_TASKS_``)."""
 
     model_config = SettingsConfigDict(env_prefix="KSWARM_TASKS_", extra="ignore")

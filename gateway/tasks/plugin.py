@@ -134,7 +134,10 @@ def register_task_tools(mcp: GatewayMCP, svc: BoardService) -> None:
         caller()
         return [_brief(t) for t in await svc.board.list(state)]
 
-    @mcp.tool(name="task_claim", description="Claim a task: a lease in your name; renew it while you work.")
+    @mcp.tool(
+        name="task_claim",
+        description="Claim a task: a lease in your name; renew it while you work (at most a few at once).",
+    )
     async def task_claim(id: str) -> dict[str, Any]:
         return (await svc.claim(caller(), id)).model_dump()
 
@@ -146,7 +149,10 @@ def register_task_tools(mcp: GatewayMCP, svc: BoardService) -> None:
     async def task_release(id: str) -> dict[str, Any]:
         return _brief(await svc.release(caller(), id))
 
-    @mcp.tool(name="task_done", description="Mark your claimed task done, with a result (e.g. 'PR #4').")
+    @mcp.tool(
+        name="task_done",
+        description="Mark your claimed task done once the gate merged your kernel's PR (e.g. 'PR #4').",
+    )
     async def task_done(id: str, result: str = "") -> dict[str, Any]:
         return _brief(await svc.done(caller(), id, result[:2000]))
 

@@ -63,7 +63,8 @@ class BoardService:
 
     async def claim(self, who: Principal, task_id: str) -> BoardTask:
         self.check_claimant(who)
-        task, _ = await self.board.claim(task_id, who.name)
+        limit = 0 if who.kind == PrincipalKind.operator else self.settings.max_claims_per_agent
+        task, _ = await self.board.claim(task_id, who.name, limit)
         return task
 
     async def renew(self, who: Principal, task_id: str) -> BoardTask:
@@ -76,10 +77,33 @@ class BoardService:
 
     async def done(self, who: Principal, task_id: str, result: str) -> BoardTask:
         self.check_claimant(who)
-        task = await self.board.done(task_id, who.name, result, force=who.kind == PrincipalKind.operator)
+        operator = who.kind == PrincipalKind.operator
+        if not operator and self.settings.done_needs_merged_pr:
+            await self.check_merged_work(who, await self.board.get(task_id))
+        task = await self.board.done(task_id, who.name, result, force=operator)
         what = f": {result}" if result else ""
         await self.announce(f"{who.name} finished task `{task_id}`{what}.")  # no @: it would wake them
         return task
+
+    async def check_merged_work(self, who: Principal, task: BoardTask) -> None:
+        """409 unless ``who`` has a merged PR in the task's repo that changes ``kernels/<task>/``: a
+        task is done when its kernel is in, not when its claimant says so. (A gateway without a forge
+        has no PRs to ask: there the claim is all there is.)"""
+        forge = self.ctx.services.find(FORGE)
+        if forge is None:
+            return
+        repo = task.repo or self.settings.dataset_repo
+        org, _, name = repo.partition("/")
+        folder = f"kernels/{task.id}/"
+        merged = [p for p in await forge.list_prs(org, name, "closed") if p.merged and p.author == who.name]
+        for pr in sorted(merged, key=lambda p: p.number, reverse=True):
+            if any(f.path.startswith(folder) for f in await forge.pr_files(org, name, pr.number)):
+                return
+        raise BoardError(
+            f"task {task.id!r} is not done yet: no merged PR of {who.name}'s in {repo} changes {folder} "
+            "(call task_done after the gate merged your PR; an operator may mark it done)",
+            409,
+        )
 
     # -- announcements and leases -----------------------------------------------------------
 

@@ -100,8 +100,9 @@ def jobs_settings(spec: SwarmSpec) -> tuple[JobsSettings, list[str]]:
 
 
 def tasks_settings(spec: SwarmSpec) -> TasksSettings:
-    """The task board's settings: the spec's dataset repo and its leads (``role: lead``) post tasks."""
-    update: dict[str, Any] = {"leads": spec.leads()}
+    """The task board's settings: the spec's dataset repo, its leads (``role: lead``) post tasks, and its
+    ``tasks:`` rules."""
+    update: dict[str, Any] = {"leads": spec.leads(), **spec.tasks.model_dump()}
     if spec.dataset_repo() is not None:
         update["dataset_repo"] = spec.dataset_repo()
     return TasksSettings().model_copy(update=update)

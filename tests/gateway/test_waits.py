@@ -183,3 +183,23 @@ def test_http_answers_503_with_retry_after_when_the_pool_stays_full(
         assert exhausted and float(exhausted[0].split()[-1]) >= 2
     finally:
         gw.stop()
+
+
+async def test_revoking_a_token_ends_its_blocked_waits_and_loses_nothing(gateway: GatewayThread) -> None:
+    """bob's inbox wait is blocked when the operator revokes his token: the wait ends with a 401 (it used
+    to run on and hand out the DM posted next), and that DM stays unread for his next token."""
+    tokens = {n: gateway.add_principal(n) for n in ("alice", "bob")}
+    hub = gateway.app.state.ctx.hub
+    async with gateway.async_client(tokens["bob"]) as bob, gateway.async_client(tokens["alice"]) as alice:
+        waiter = asyncio.create_task(bob.get("/api/inbox", params={"wait": 60}))
+        await until(lambda: hub.waiters() == 1, "bob waits on the hub")
+        async with gateway.async_client(gateway.operator_token) as op:
+            assert (await op.delete("/api/principals/bob/tokens")).json() == {"revoked": 1}
+            await until(lambda: waiter.done() or hub.waiters() == 0, "the revocation reaches bob's wait")
+            assert (await alice.post("/api/dms/bob/messages", json={"text": "secret"})).status_code == 201
+            reply = await asyncio.wait_for(waiter, 50)  # a bound on a must-happen: the wait was for 60 s
+            assert reply.status_code == 401, reply.text
+            fresh = (await op.post("/api/principals/bob/tokens")).json()["token"]
+    async with gateway.async_client(fresh) as bob_again:
+        items = (await bob_again.get("/api/inbox")).json()["items"]
+    assert [i["text"] for i in items] == ["secret"]

@@ -95,6 +95,10 @@ def test_patterns_expand_with_defaults_applied() -> None:
             "swarm: k\nagents: [{name: a}]\nbudgets:\n  agents:\n    b: {usd: 1}\n",
             "swarm.yaml:5: budgets.agents.b: no agent 'b' in this spec",
         ),
+        (
+            "swarm: k\nagents: [{name: a}]\ntasks:\n  max_claims_per_agent: -1\n",
+            "swarm.yaml:4: tasks.max_claims_per_agent: Input should be greater than or equal to 0",
+        ),
         ("swarm: k\n", "swarm.yaml:1: agents: Field required"),
         # Duplicate keys: YAML would keep the last one silently.
         (
@@ -237,3 +241,14 @@ def test_the_schema_refuses_unknown_keys_and_takes_the_runtime_shorthand() -> No
         assert defs[name]["additionalProperties"] is False, name
     assert {"enum": ["loop", "claude-code"]} in defs["RuntimeOptions"]["anyOf"]
     assert defs["AgentEntry"]["properties"]["role"]["enum"] == ["lead", "developer", "reviewer"]
+
+
+def test_the_specs_task_rules_reach_the_board() -> None:
+    from orchestrator.local.launcher import tasks_settings
+
+    spec = parse_spec(
+        "swarm: k\nagents: [{name: a}]\ntasks: {max_claims_per_agent: 5, done_needs_merged_pr: false}\n"
+    )
+    settings = tasks_settings(spec)
+    assert (settings.max_claims_per_agent, settings.done_needs_merged_pr) == (5, False)
+    assert tasks_settings(parse_spec("swarm: k\nagents: [{name: a}]\n")).max_claims_per_agent == 2

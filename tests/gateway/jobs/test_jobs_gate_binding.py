@@ -56,7 +56,7 @@ def gw(redis_url: str) -> Iterator[GatedGateway]:
         pools_file=None, pools=pool_configs(), claim_idle_s=5.0, reclaim_every_s=0.5
     )
     gateway.start()
-    gateway.tokens = {n: gateway.add_principal(n) for n in ("alice", "bob", "mallory")}
+    gateway.tokens = {n: gateway.add_principal(n) for n in ("alice", "bob", "carol", "mallory")}
     gateway.tokens.update({n: gateway.add_principal(n, "worker") for n in ("w1", "w2")})
     policy = {
         "required_approvals": 1,
@@ -249,6 +249,47 @@ def test_jobs_are_read_only_by_those_in_the_work(gw: GatedGateway, short_tmp: Pa
             seen = {j["id"] for p in pools for j in p["recent"] + p["running_jobs"]}
             assert job["id"] not in seen or code == 200, who
     assert number
+
+
+def test_self_nomination_grants_no_access_to_a_prs_jobs(gw: GatedGateway, short_tmp: Path) -> None:
+    """mallory adds herself to alice's reviewers and posts a one-line COMMENT review: neither makes
+    her a participant, so alice's job record and log stay 404 to her (bob, whom alice asked, reads)."""
+    kernel = "kernels/add/alice_nominated.py"
+    sha = push_kernels(gw, short_tmp, REPO, "alice", "alice/nominated", {kernel: "k\n"})
+    number = open_pr(gw, "alice", "alice/nominated", reviewers=("bob",))
+    job = submit(gw, "alice", kernel, sha)
+    with gw.gitea("mallory") as api:
+        asked = api.post(f"/repos/{REPO}/pulls/{number}/requested_reviewers", json={"reviewers": ["mallory"]})
+        assert asked.status_code == 403, asked.text
+        assert "author" in asked.json()["message"]
+        commented = api.post(f"/repos/{REPO}/pulls/{number}/reviews", json={"event": "COMMENT", "body": "hi"})
+        assert commented.status_code == 200, commented.text  # commenting stays open to everyone
+    assert view(gw, number)["requested_reviewers"] == ["bob"]
+    for who, code in (("mallory", 404), ("bob", 200), ("operator", 200)):
+        with gw.as_(who) as c:
+            assert c.get(f"/api/jobs/{job['id']}").status_code == code, who
+            assert c.get(f"/api/jobs/{job['id']}/logs").status_code == code, who
+    # the author may still ask someone else, and that one then reads the job
+    with gw.gitea("alice") as api:
+        asked = api.post(f"/repos/{REPO}/pulls/{number}/requested_reviewers", json={"reviewers": ["carol"]})
+        assert asked.status_code == 201, asked.text
+    with gw.as_("carol") as c:
+        assert c.get(f"/api/jobs/{job['id']}").status_code == 200
+
+
+def test_a_review_by_someone_not_asked_grants_no_access(gw: GatedGateway, short_tmp: Path) -> None:
+    """Anyone may review (a COMMENT, even an approval): none of it opens the author's evidence."""
+    kernel = "kernels/add/alice_reviewed.py"
+    sha = push_kernels(gw, short_tmp, REPO, "alice", "alice/reviewed", {kernel: "k\n"})
+    number = open_pr(gw, "alice", "alice/reviewed", reviewers=("bob",))
+    job = submit(gw, "alice", kernel, sha)
+    for event in ("COMMENT", "REQUEST_CHANGES"):
+        with gw.gitea("mallory") as api:
+            reply = api.post(f"/repos/{REPO}/pulls/{number}/reviews", json={"event": event, "body": "lgtm?"})
+            assert reply.status_code == 200, reply.text
+        with gw.as_("mallory") as c:
+            assert c.get(f"/api/jobs/{job['id']}").status_code == 404, event
+            assert c.get(f"/api/jobs/{job['id']}/logs").status_code == 404, event
 
 
 def take(worker: httpx.Client) -> httpx.Response:

@@ -24,3 +24,11 @@ class BoardGateway(GatewayThread):
 
     def plugins(self) -> list[Plugin[Any]]:
         return [ForgePlugin(ForgeSettings(gate_enabled=False)), TasksPlugin(self.tasks_settings)]
+
+
+def post_task(gw: BoardGateway, task_id: str, **extra: object) -> dict[str, Any]:
+    """The operator posts ``task_id`` (201 asserted); the task as the board answers it."""
+    with gw.client(gw.operator_token) as op:
+        reply = op.post("/api/tasks", json={"id": task_id, "title": f"do {task_id}", **extra})
+    assert reply.status_code == 201, reply.text
+    return dict(reply.json())

@@ -9,7 +9,7 @@ import time
 
 import httpx
 import pytest
-from boardkit import BoardGateway
+from boardkit import BoardGateway, post_task
 from redis.asyncio import Redis
 
 from gateway.tasks.board import TaskBoard
@@ -18,13 +18,6 @@ from kstest.mcp_client import ToolFailed, call, mcp_session
 
 AGENTS = [f"a{i}" for i in range(1, 9)]
 BOARD_TOOLS = {"task_list", "task_claim", "task_renew", "task_release", "task_done", "task_post"}
-
-
-def post_task(gw: BoardGateway, task_id: str, **extra: object) -> dict:
-    with gw.client(gw.operator_token) as op:
-        reply = op.post("/api/tasks", json={"id": task_id, "title": f"do {task_id}", **extra})
-    assert reply.status_code == 201, reply.text
-    return reply.json()
 
 
 def general(gw: BoardGateway) -> list[str]:
@@ -67,6 +60,9 @@ async def test_taskboard_race_exactly_one_claimant_wins(board_gw: BoardGateway) 
             assert (won["state"], won["holder"], won["claims"]) == ("claimed", winners[0], 1)
             losers = [r for r in replies if r.status_code != 200]
             assert all(r.status_code == 409 and f"claimed by {winners[0]}" in r.text for r in losers)
+            # let go (else after two wins an agent is at its claim limit and the race is unfair)
+            released = await clients[winners[0]].post(f"/api/tasks/{task_id}/release")
+            assert released.status_code == 200, released.text
         # Leases are short here (2 s) and may have lapsed since; the claim count cannot lie.
         board = {t["id"]: t for t in (await clients["a1"].get("/api/tasks", params={"state": "all"})).json()}
         assert all(board[task_id]["claims"] == 1 for task_id in ids), "never a second successful claim"

@@ -37,7 +37,10 @@ class ReclaimingGateway(MonitorUiGateway):
     def plugins(self) -> list[Plugin[Any]]:
         one_try = [p.model_copy(update={"max_attempts": 1}) if p.name == "cpu" else p for p in pools()]
         jobs = JobsPlugin(JobsSettings(pools_file=None, pools=one_try, claim_idle_s=1.0, reclaim_every_s=0.3))
-        tasks = TasksPlugin(TasksSettings(claim_ttl_s=CLAIM_TTL_S, sweep_s=0.3, renew_on_heartbeat=False))
+        # done on the claimant's word: what is watched here is the claim's life, not the merge rule
+        # (tests/gateway/forge/test_forge_task_done.py)
+        rules = {"renew_on_heartbeat": False, "done_needs_merged_pr": False}
+        tasks = TasksPlugin(TasksSettings(claim_ttl_s=CLAIM_TTL_S, sweep_s=0.3, **rules))
         monitor = MonitorPlugin(
             MonitorSettings(stall_after_s=60, attention_every_s=0.3, sample_s=0.3, pr_blocked_after_s=600)
         )
