@@ -257,7 +257,7 @@ class TaskBoard:
         """(task, fresh): fresh is False when the caller already held it (then it is renewed). A fresh
         claim is refused (429) while ``agent`` holds ``max_claims`` live claims (0: no limit)."""
         keys = [task_key(task_id), claim_key(task_id), LEASES, EXPIRED]
-        args = [task_id, agent, self.ttl_ms, _now_ms(), max_claims, PREFIX]
+        args: list[Value] = [task_id, agent, self.ttl_ms, _now_ms(), max_claims, PREFIX]
         reply = await self._claim(keys=keys, args=args)
         outcome = self._check(task_id, reply, agent)
         return await self.get(task_id), outcome == "ok"

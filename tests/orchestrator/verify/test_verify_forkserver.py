@@ -391,7 +391,8 @@ def test_why_a_child_died_reaches_the_jobs_log_without_its_control_characters(
         "os._exit(1)\n"
     )
     cli = [sys.executable, "-P", "-s", "-m", "orchestrator.verify", "--task", str(task)]
-    cli += ["--candidate", str(dying), "--pool", "cpu", "--out", str(tmp_path / "r.json"), "--static-advisory"]
+    cli += ["--candidate", str(dying), "--pool", "cpu", "--static-advisory"]
+    cli += ["--out", str(tmp_path / "r.json")]
     done = subprocess.run(cli, cwd=tmp_path, capture_output=True, text=True, timeout=900)
     assert done.returncode == 2, done.stderr[-2000:]
     assert "No module named nosuchmod" in done.stderr, done.stderr[-2000:]
