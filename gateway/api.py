@@ -61,6 +61,14 @@ class InboxPage(BaseModel):
     items: list[InboxItem]
 
 
+class InboxAck(BaseModel):
+    through: str = Field(description="The id of the last inbox item handled; the cursor moves up to it.")
+
+
+class InboxCursor(BaseModel):
+    cursor: str = Field(description="The inbox cursor after the call: items after it are unread.")
+
+
 class Revoked(BaseModel):
     revoked: int
 
@@ -183,6 +191,10 @@ def build_api_router() -> APIRouter:
             principal, wait, limit, gone=request.is_disconnected, valid=still_valid(request)
         )
         return InboxPage(items=items)
+
+    @router.post("/inbox/ack", response_model=InboxCursor, summary="Mark inbox items handled (cursor)")
+    async def inbox_ack(ctx: Ctx, principal: AnyPrincipal, body: InboxAck) -> InboxCursor:
+        return InboxCursor(cursor=await ctx.chat.ack_inbox(principal, body.through))
 
     @router.get("/search", response_model=Messages, summary="Search messages the caller can read")
     async def search(

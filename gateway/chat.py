@@ -500,6 +500,19 @@ class ChatService:
                 return []
         return entries
 
+    async def ack_inbox(self, principal: Principal, through: str) -> str:
+        """Move the caller's inbox cursor forward to ``through`` (an item it has handled), never back
+        and never past the newest item; the cursor as it now stands."""
+        through = client_id(through, "through") or "0-0"
+        cursors = keys.cursors(principal.name)
+        cursor = await self.redis.hget(cursors, "inbox") or "0-0"
+        newest = await self.redis.xrevrange(keys.inbox(principal.name), "+", "-", 1)
+        target = min(through, newest[0][0], key=_id_order) if newest else cursor
+        if _id_order(target) > _id_order(cursor):
+            await self.redis.hset(cursors, "inbox", target)
+            return target
+        return cursor
+
     async def peek_inbox(self, principal: Principal, limit: int = 50) -> list[InboxItem]:
         """Unread inbox items without advancing the cursor."""
         stream = keys.inbox(principal.name)
@@ -523,3 +536,8 @@ def _either(
         return (gone is not None and await gone()) or not await valid()
 
     return stop
+
+
+def _id_order(entry_id: str) -> tuple[int, int]:
+    ms, _, seq = entry_id.partition("-")
+    return int(ms), int(seq or 0)
