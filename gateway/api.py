@@ -184,11 +184,18 @@ def build_api_router() -> APIRouter:
         wait: Annotated[float, Query(ge=0, description="Seconds to block until something arrives")] = 0,
         limit: Annotated[int, Query(ge=1, le=500)] = 50,
         peek: Annotated[bool, Query(description="Do not advance the cursor")] = False,
+        ack: Annotated[
+            bool,
+            Query(
+                description="Advance the cursor past what is returned (false: wait, then acknowledge "
+                "handled items with POST /api/inbox/ack; unacknowledged ones come again)"
+            ),
+        ] = True,
     ) -> InboxPage:
         if peek:
             return InboxPage(items=await ctx.chat.peek_inbox(principal, limit))
         items = await ctx.chat.inbox(
-            principal, wait, limit, gone=request.is_disconnected, valid=still_valid(request)
+            principal, wait, limit, gone=request.is_disconnected, valid=still_valid(request), advance=ack
         )
         return InboxPage(items=items)
 

@@ -425,10 +425,13 @@ class ChatService:
         limit: int = 50,
         gone: Callable[[], Awaitable[bool]] | None = None,
         valid: Callable[[], Awaitable[bool]] | None = None,
+        advance: bool = True,
     ) -> list[InboxItem]:
         """New inbox items after the caller's cursor; blocks up to ``wait`` s for the first one.
 
-        The cursor advances past what is returned, so each item is handed out once per principal.
+        With ``advance`` the cursor moves past what is returned, so each item is handed out once per
+        principal (at most once); without it the caller acknowledges what it handled (``ack_inbox``),
+        and whatever it did not is handed out again (at least once).
         While the event hub runs, a blocked wait holds no Redis connection: it is woken when a post
         names this inbox, then reads it with one pooled command. The wait is cut into slices so that a
         caller who went away (``gone()``) stops it early.
@@ -449,7 +452,8 @@ class ChatService:
             raise Unauthorized("invalid or revoked token")
         if not entries:
             return []
-        await self.redis.hset(keys.cursors(principal.name), "inbox", entries[-1][0])
+        if advance:
+            await self.redis.hset(keys.cursors(principal.name), "inbox", entries[-1][0])
         items = [inbox_item_from_fields(i, f) for i, f in entries]
         now = time.time()
         for item in items:
