@@ -26,7 +26,7 @@ from agents.config import AgentConfig
 from agents.history import Transcript, atomic_write
 from agents.prompt import HOUSE_RULES, Identity, identity_banner, read_memory, role_template, wake_message
 from agents.pulse import HeartbeatSink, Pulse
-from agents.session import gateway_client, identify, next_events, prepare_dirs
+from agents.session import Inbox, gateway_client, identify, prepare_dirs
 from agents.timeline import TimelineReporter
 from gateway.client import auth_headers
 
@@ -224,9 +224,11 @@ async def run_claude_code(config: AgentConfig, heartbeat: HeartbeatSink | None =
         runner.prepare()
         runner.transcript.write("start", name=me.name, runtime="claude-code", cli=str(cli_path(config)))
         pulse.set("idle", "waiting for messages")
+        inbox = Inbox(gateway, config)
         while True:
-            items = await next_events(gateway, config)
+            items = await inbox.next()
             pulse.set("working", f"claude-code on {len(items)} event(s)")
             reason = await runner.wake(items)
+            await inbox.handled(items)
             log.info("claude-code wake ended: %s", reason)
             pulse.set("budget-exhausted" if reason == "budget_exhausted" else "idle", f"last wake: {reason}")

@@ -25,7 +25,7 @@ from agents.history import Context, Transcript
 from agents.models import Block, BudgetExhausted, Model, ModelError
 from agents.prompt import Identity, describe, system_prompt, wake_message
 from agents.pulse import HeartbeatSink, Pulse
-from agents.session import gateway_client, identify, next_events, prepare_dirs, quiet_http_logs, retrying
+from agents.session import Inbox, gateway_client, identify, prepare_dirs, quiet_http_logs, retrying
 from agents.timeline import TimelineReporter, clip
 from agents.tools import LocalTools, Toolbox
 from agents.tools.mcp import McpTools
@@ -221,8 +221,11 @@ async def run_agent(
 
 
 async def sleep_and_wake(loop: AgentLoop, gateway: AsyncGatewayClient, config: AgentConfig) -> None:
+    inbox = Inbox(gateway, config)  # at least once: acknowledged after the wake that handled them
     while True:
-        outcome = await loop.wake(await next_events(gateway, config))
+        items = await inbox.next()
+        outcome = await loop.wake(items)
+        await inbox.handled(items)
         log.info(
             "wake ended: %s after %d model call(s), %d tokens", outcome.reason, outcome.turns, outcome.tokens
         )

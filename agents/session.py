@@ -61,18 +61,67 @@ def prepare_dirs(config: AgentConfig) -> None:
         Path(path).mkdir(parents=True, exist_ok=True)
 
 
-async def next_events(gateway: AsyncGatewayClient, config: AgentConfig) -> list[dict[str, Any]]:
-    """Block on the inbox (server-side waits, no polling) until something arrives; wait out outages
-    and a revoked token (quarantine: the orchestrator acts, the agent keeps quiet)."""
-    delay = 0.5
-    while True:
+HANDLED_FILE = "inbox.handled"  # in the history dir: the id of the last inbox item a wake handled
+
+
+class Inbox:
+    """The agent's inbox, delivered at least once and handled at most once.
+
+    Items are fetched without moving the gateway's cursor (``ack=false``); after a wake has handled
+    them, their last id is written to ``<history>/inbox.handled`` and then acknowledged
+    (``POST /api/inbox/ack``). An agent frozen or killed before the acknowledgement gets the same
+    items again after its restart, and skips those the file says it already handled: nothing lost
+    (a DM answered while the agent was stopped), nothing handled twice.
+    """
+
+    def __init__(self, gateway: AsyncGatewayClient, config: AgentConfig) -> None:
+        self.gateway = gateway
+        self.config = config
+        self.path = Path(config.history_dir) / HANDLED_FILE
+
+    def last_handled(self) -> tuple[int, int]:
         try:
-            items = await gateway.inbox(wait=config.inbox_wait_s)
-            delay = 0.5
-        except GatewayCallError as exc:
-            log.warning("inbox: %s", exc)
-            await asyncio.sleep(delay)
-            delay = min(delay * 2, max(config.heartbeat_s, 1.0))
-            continue
-        if items:
-            return items
+            return _id_order(self.path.read_text().strip())
+        except (OSError, ValueError):
+            return (0, 0)
+
+    async def next(self) -> list[dict[str, Any]]:
+        """Block (server-side waits, no polling) until an item not yet handled arrives; wait out
+        outages and a revoked token (quarantine: the orchestrator acts, the agent keeps quiet)."""
+        delay = 0.5
+        while True:
+            try:
+                items = await self.gateway.inbox(wait=self.config.inbox_wait_s, ack=False)
+                delay = 0.5
+            except GatewayCallError as exc:
+                log.warning("inbox: %s", exc)
+                await asyncio.sleep(delay)
+                delay = min(delay * 2, max(self.config.heartbeat_s, 1.0))
+                continue
+            done = self.last_handled()
+            fresh = [i for i in items if _id_order(str(i.get("id", ""))) > done]
+            if fresh:
+                return fresh
+            if items:  # handled before a crash, never acknowledged: acknowledge now
+                await self._ack(str(items[-1]["id"]))
+
+    async def handled(self, items: list[dict[str, Any]]) -> None:
+        """``items`` were handled: remember it (first, on disk), then tell the gateway."""
+        if not items:
+            return
+        last = str(items[-1]["id"])
+        tmp = self.path.with_suffix(".tmp")
+        tmp.write_text(last + "\n")
+        tmp.replace(self.path)
+        await self._ack(last)
+
+    async def _ack(self, through: str) -> None:
+        try:
+            await self.gateway.inbox_ack(through)
+        except GatewayCallError as exc:  # the file already says handled: the next fetch acknowledges
+            log.warning("inbox ack: %s", exc)
+
+
+def _id_order(entry_id: str) -> tuple[int, int]:
+    ms, _, seq = entry_id.partition("-")
+    return int(ms), int(seq or 0)

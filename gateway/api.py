@@ -61,6 +61,14 @@ class InboxPage(BaseModel):
     items: list[InboxItem]
 
 
+class InboxAck(BaseModel):
+    through: str = Field(description="The id of the last inbox item handled; the cursor moves up to it.")
+
+
+class InboxCursor(BaseModel):
+    cursor: str = Field(description="The inbox cursor after the call: items after it are unread.")
+
+
 class Revoked(BaseModel):
     revoked: int
 
@@ -176,13 +184,24 @@ def build_api_router() -> APIRouter:
         wait: Annotated[float, Query(ge=0, description="Seconds to block until something arrives")] = 0,
         limit: Annotated[int, Query(ge=1, le=500)] = 50,
         peek: Annotated[bool, Query(description="Do not advance the cursor")] = False,
+        ack: Annotated[
+            bool,
+            Query(
+                description="Advance the cursor past what is returned (false: wait, then acknowledge "
+                "handled items with POST /api/inbox/ack; unacknowledged ones come again)"
+            ),
+        ] = True,
     ) -> InboxPage:
         if peek:
             return InboxPage(items=await ctx.chat.peek_inbox(principal, limit))
         items = await ctx.chat.inbox(
-            principal, wait, limit, gone=request.is_disconnected, valid=still_valid(request)
+            principal, wait, limit, gone=request.is_disconnected, valid=still_valid(request), advance=ack
         )
         return InboxPage(items=items)
+
+    @router.post("/inbox/ack", response_model=InboxCursor, summary="Mark inbox items handled (cursor)")
+    async def inbox_ack(ctx: Ctx, principal: AnyPrincipal, body: InboxAck) -> InboxCursor:
+        return InboxCursor(cursor=await ctx.chat.ack_inbox(principal, body.through))
 
     @router.get("/search", response_model=Messages, summary="Search messages the caller can read")
     async def search(

@@ -92,9 +92,13 @@ def token_still_valid(tokens: TokenCheck, token: str) -> Callable[[], Awaitable[
     return valid
 
 
-def still_valid(request: Request) -> Callable[[], Awaitable[bool]]:
-    """``token_still_valid`` for the token of a REST request."""
-    return token_still_valid(request.app.state.ctx.tokens, token_from_headers(request.headers) or "")
+def still_valid(request: Request) -> Callable[[], Awaitable[bool]] | None:
+    """``token_still_valid`` for the token of a REST request; None for the UI's in-process calls,
+    which carry no token (``gateway.ui.internal``: the session was checked when the page asked)."""
+    token = token_from_headers(request.headers)
+    if token is None:
+        return None
+    return token_still_valid(request.app.state.ctx.tokens, token)
 
 
 def require_kind(*kinds: PrincipalKind) -> Callable[[Request], Awaitable[Principal]]:

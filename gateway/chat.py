@@ -425,10 +425,13 @@ class ChatService:
         limit: int = 50,
         gone: Callable[[], Awaitable[bool]] | None = None,
         valid: Callable[[], Awaitable[bool]] | None = None,
+        advance: bool = True,
     ) -> list[InboxItem]:
         """New inbox items after the caller's cursor; blocks up to ``wait`` s for the first one.
 
-        The cursor advances past what is returned, so each item is handed out once per principal.
+        With ``advance`` the cursor moves past what is returned, so each item is handed out once per
+        principal (at most once); without it the caller acknowledges what it handled (``ack_inbox``),
+        and whatever it did not is handed out again (at least once).
         While the event hub runs, a blocked wait holds no Redis connection: it is woken when a post
         names this inbox, then reads it with one pooled command. The wait is cut into slices so that a
         caller who went away (``gone()``) stops it early.
@@ -449,7 +452,8 @@ class ChatService:
             raise Unauthorized("invalid or revoked token")
         if not entries:
             return []
-        await self.redis.hset(keys.cursors(principal.name), "inbox", entries[-1][0])
+        if advance:
+            await self.redis.hset(keys.cursors(principal.name), "inbox", entries[-1][0])
         items = [inbox_item_from_fields(i, f) for i, f in entries]
         now = time.time()
         for item in items:
@@ -500,6 +504,19 @@ class ChatService:
                 return []
         return entries
 
+    async def ack_inbox(self, principal: Principal, through: str) -> str:
+        """Move the caller's inbox cursor forward to ``through`` (an item it has handled), never back
+        and never past the newest item; the cursor as it now stands."""
+        through = client_id(through, "through") or "0-0"
+        cursors = keys.cursors(principal.name)
+        cursor = await self.redis.hget(cursors, "inbox") or "0-0"
+        newest = await self.redis.xrevrange(keys.inbox(principal.name), "+", "-", 1)
+        target = min(through, newest[0][0], key=_id_order) if newest else cursor
+        if _id_order(target) > _id_order(cursor):
+            await self.redis.hset(cursors, "inbox", target)
+            return target
+        return cursor
+
     async def peek_inbox(self, principal: Principal, limit: int = 50) -> list[InboxItem]:
         """Unread inbox items without advancing the cursor."""
         stream = keys.inbox(principal.name)
@@ -523,3 +540,8 @@ def _either(
         return (gone is not None and await gone()) or not await valid()
 
     return stop
+
+
+def _id_order(entry_id: str) -> tuple[int, int]:
+    ms, _, seq = entry_id.partition("-")
+    return int(ms), int(seq or 0)

@@ -310,7 +310,7 @@ async def tail_events(
         while not await request.is_disconnected():
             try:
                 entries = await ctx.hub.events_after(last_id, SSE_WAIT_S)
-                if not await valid():  # revoked or quarantined meanwhile: the stream ends here
+                if valid is not None and not await valid():  # revoked or quarantined meanwhile: it ends
                     return
             except RedisError:  # Redis away or the pool busy (logged there): the stream waits, then retries
                 await asyncio.sleep(1)

@@ -160,9 +160,13 @@ class GatewayClient:
     def heartbeat(self, state: str = "idle", doing: str = "") -> None:
         self.request("POST", "/api/heartbeat", json={"state": state, "doing": doing})
 
-    def inbox(self, wait: float = 0, limit: int = 50) -> list[dict[str, Any]]:
-        reply = self.request("GET", "/api/inbox", params={"wait": wait, "limit": limit}, timeout=wait + 30)
+    def inbox(self, wait: float = 0, limit: int = 50, ack: bool = True) -> list[dict[str, Any]]:
+        params = {"wait": wait, "limit": limit, "ack": ack}
+        reply = self.request("GET", "/api/inbox", params=params, timeout=wait + 30)
         return reply["items"]
+
+    def inbox_ack(self, through: str) -> str:
+        return str(self.request("POST", "/api/inbox/ack", json={"through": through})["cursor"])
 
 
 class AsyncGatewayClient:
@@ -234,8 +238,10 @@ class AsyncGatewayClient:
     async def heartbeat(self, state: str = "idle", doing: str = "") -> None:
         await self.request("POST", "/api/heartbeat", json={"state": state, "doing": doing})
 
-    async def inbox(self, wait: float = 0, limit: int = 50) -> list[dict[str, Any]]:
-        reply = await self.request(
-            "GET", "/api/inbox", params={"wait": wait, "limit": limit}, timeout=wait + 30
-        )
+    async def inbox(self, wait: float = 0, limit: int = 50, ack: bool = True) -> list[dict[str, Any]]:
+        params = {"wait": wait, "limit": limit, "ack": ack}
+        reply = await self.request("GET", "/api/inbox", params=params, timeout=wait + 30)
         return reply["items"]
+
+    async def inbox_ack(self, through: str) -> str:
+        return str((await self.request("POST", "/api/inbox/ack", json={"through": through}))["cursor"])

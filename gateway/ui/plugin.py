@@ -112,7 +112,9 @@ def build_api_bridge(ui: UiService) -> APIRouter:
     """``/ui/api/<path>`` -> ``/api/<path>`` as the session's operator: the page's scripts hold no token."""
     router = APIRouter(prefix="/ui/api")
 
-    async def forward(request: Request, path: str, user: UiUser) -> Response:
+    async def forward(
+        request: Request, path: str, user: UiUser, params: dict[str, str] | None = None
+    ) -> Response:
         if path == "events" or path.startswith("events/"):
             return JSONResponse({"detail": "use /ui/events for the event stream", "code": "not_found"}, 404)
         if any(part in ("", ".", "..") for part in path.split("/")):
@@ -123,16 +125,23 @@ def build_api_bridge(ui: UiService) -> APIRouter:
         reply = await ui.api(user).request(
             request.method,
             f"/api/{path}",
-            dict(request.query_params),
+            dict(request.query_params) if params is None else params,
             body,
             request.headers.get("content-type", "application/json"),
         )
         return Response(reply.body, status_code=reply.status, media_type=reply.content_type)
 
-    @router.get("/{path:path}", summary="GET /api/<path> as the session's operator")
+    @router.get("/{path:path}", summary="GET /api/<path> as the session's operator (changes nothing)")
     async def bridge_get(
         request: Request, path: str, user: Annotated[UiUser, Depends(ui.auth.user)]
     ) -> Response:
+        # A GET changes nothing: another page on this host (an <img> on another port is same-site)
+        # must not move the operator's inbox cursor, so the inbox is only peeked at through here
+        # (POST /ui/api/inbox/ack, CSRF-checked, moves it), and a cookie GET from another site is refused.
+        if user.via == "cookie" and not same_origin(request):
+            raise UiAuthError("cross-site request refused", 403)
+        if path.strip("/") == "inbox":
+            return await forward(request, path, user, {**request.query_params, "peek": "true"})
         return await forward(request, path, user)
 
     # Out of the schema: one route with several methods would repeat its operation id, and /api's own

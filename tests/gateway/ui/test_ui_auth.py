@@ -114,6 +114,40 @@ def test_changes_need_the_session_csrf_token(ui_gateway: UiGateway) -> None:
         assert browser.get("/ui/api/channels/general/messages").json()["messages"][-1]["text"] == "with csrf"
 
 
+def test_a_get_through_the_bridge_cannot_drain_the_operators_inbox(ui_gateway: UiGateway) -> None:
+    """Another page on this host (an <img> on another port: same-site) GETs /ui/api/inbox with the
+    operator's cookie: refused; and a GET of our own pages only peeks. The cursor moves only by an
+    explicit, CSRF-checked POST /ui/api/inbox/ack (before, any GET advanced it)."""
+    agent = ui_gateway.add_principal("dev-1")
+    with ui_gateway.client(agent) as dev:
+        sent = dev.post("/api/dms/operator/messages", json={"text": "please look at #3"})
+        assert sent.status_code == 201, sent.text
+    with ui_gateway.login() as browser:
+        img = {"Sec-Fetch-Site": "same-site", "Sec-Fetch-Mode": "no-cors", "Sec-Fetch-Dest": "image"}
+        assert browser.get("/ui/api/inbox", headers=img).status_code == 403
+        ours = {"Sec-Fetch-Site": "same-origin"}
+        for _ in range(2):  # read twice: nothing was consumed
+            items = browser.get("/ui/api/inbox", params={"peek": "false"}, headers=ours).json()["items"]
+            assert [i["text"] for i in items] == ["please look at #3"]
+        assert browser.post("/ui/api/inbox/ack", json={"through": items[0]["id"]}).status_code == 403
+        acked = browser.post(
+            "/ui/api/inbox/ack", json={"through": items[0]["id"]}, headers={"X-CSRF-Token": browser.csrf}
+        )
+        assert acked.status_code == 200 and acked.json()["cursor"] == items[0]["id"], acked.text
+        assert browser.get("/ui/api/inbox", headers=ours).json()["items"] == []
+
+
+def test_an_inbox_ack_moves_the_cursor_forward_only_and_never_past_the_newest(ui_gateway: UiGateway) -> None:
+    bob = ui_gateway.add_principal("bob")
+    alice = ui_gateway.add_principal("alice")
+    with ui_gateway.client(alice) as a, ui_gateway.client(bob) as b:
+        ids = [a.post("/api/dms/bob/messages", json={"text": f"m{i}"}).json()["id"] for i in range(3)]
+        assert b.post("/api/inbox/ack", json={"through": "99999999999999-0"}).json()["cursor"] == ids[-1]
+        assert b.post("/api/inbox/ack", json={"through": ids[0]}).json()["cursor"] == ids[-1]  # never back
+        assert b.get("/api/inbox").json()["items"] == []
+        assert b.post("/api/inbox/ack", json={"through": "garbage"}).status_code == 400
+
+
 def test_logout_and_token_revocation_end_the_session(ui_gateway: UiGateway) -> None:
     with ui_gateway.login() as browser:
         out = browser.post("/ui/logout", data={"csrf": browser.csrf})
