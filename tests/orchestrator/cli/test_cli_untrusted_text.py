@@ -151,16 +151,23 @@ def test_chat_tail_follow(kswarm: Kswarm, written: Written, monkeypatch: pytest.
             if data.get("type") == "message":
                 return
 
-    def post_later() -> None:
-        time.sleep(1.0)
+    done = threading.Event()
+
+    def post_until_seen() -> None:  # again and again: the first may precede the command's subscription
         with as_(written.gw, written.tokens["eve"]) as c:
-            ok(c.post("/api/channels/general/messages", json={"text": EVIL}))
+            for _ in range(60):
+                if done.wait(0.5):
+                    return
+                ok(c.post("/api/channels/general/messages", json={"text": EVIL}))
 
     monkeypatch.setattr(GatewayClient, "follow_events", one_message)
-    poster = threading.Thread(target=post_later)
+    poster = threading.Thread(target=post_until_seen)
     poster.start()
-    ran = op_run(kswarm, written, "chat", "tail", "general", "-f", "-n", "0")
-    poster.join()
+    try:
+        ran = op_run(kswarm, written, "chat", "tail", "general", "-f", "-n", "0")
+    finally:
+        done.set()
+        poster.join()
     assert_safe(ran)
     assert "eve" in ran.stdout
 
