@@ -13,7 +13,7 @@ from gateway.client import GatewayCallError
 from orchestrator import memory as mem
 from orchestrator.cli import agent_remote
 from orchestrator.cli.commands import HomeOpt, JsonOpt, command, connect
-from orchestrator.cli.output import colour_of, console, fail, print_json
+from orchestrator.cli.output import colour_of, console, fail, print_json, safe
 from orchestrator.cli.swarm import Name, load_ctx
 from orchestrator.cli.timeline import register_agent_timeline
 from orchestrator.operations import SupervisorLock, quarantine, release, request_restart
@@ -57,7 +57,9 @@ def register_principal_verbs(agent_app: typer.Typer) -> None:
         if as_json:
             print_json(created)
             return
-        console.print(f"created {created['kind']} [bold]{created['name']}[/bold] <{created['email']}>")
+        console.print(
+            f"created {safe(created['kind'])} [bold]{safe(created['name'])}[/bold] <{safe(created['email'])}>"
+        )
         console.print("token (shown once):")
         print(created["token"])
 
@@ -74,7 +76,11 @@ def register_principal_verbs(agent_app: typer.Typer) -> None:
             beat = "never" if a["last_heartbeat"] is None else f"{time.time() - a['last_heartbeat']:.0f}s ago"
             state = "quarantined" if a["disabled"] else (a["state"] or "-")
             table.add_row(
-                f"[{colour_of(a['name'])}]{a['name']}[/]", a["email"], state, beat, a["doing"] or ""
+                f"[{colour_of(a['name'])}]{safe(a['name'])}[/]",
+                safe(a["email"]),
+                safe(state),
+                beat,
+                safe(a["doing"]),
             )
         console.print(table)
 
@@ -152,11 +158,15 @@ def register_swarm_verbs(agent_app: typer.Typer) -> None:
             view = mem.show(ctx.layout, name)
         except mem.MemoryOpError as exc:
             fail(str(exc))
-        typer.echo(view.memory_md.rstrip("\n"))
+        typer.echo(safe(view.memory_md.rstrip("\n"), markup=False))
         typer.echo("\n-- files --")
         for rel, size in view.files:
-            typer.echo(f"{rel}  " + ("(symlink, not followed)" if size < 0 else f"{size} B"))
-        typer.echo("-- snapshots --\n" + ("\n".join(view.snapshots) or "(none)"))
+            typer.echo(
+                f"{safe(rel, markup=False)}  " + ("(symlink, not followed)" if size < 0 else f"{size} B")
+            )
+        typer.echo(
+            "-- snapshots --\n" + ("\n".join(safe(s, markup=False) for s in view.snapshots) or "(none)")
+        )
 
     @command(memory_app, "snapshot")
     def memory_snapshot(

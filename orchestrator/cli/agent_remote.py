@@ -19,7 +19,7 @@ from gateway.client import kswarm_home
 from gateway.swarm.client import SwarmApi
 from gateway.swarm.models import ControlAction, ControlBody, ReplyStatus
 from orchestrator.cli.commands import connect
-from orchestrator.cli.output import fail
+from orchestrator.cli.output import fail, safe
 from orchestrator.operations import SwarmInfo
 from orchestrator.provision import SwarmLayout
 
@@ -56,11 +56,11 @@ def restart(home: Path | None, name: str, wait: float) -> None:
 
 
 def quarantine(home: Path | None, name: str) -> None:
-    typer.echo(_act(home, name, ControlAction.quarantine))
+    typer.echo(safe(_act(home, name, ControlAction.quarantine), markup=False))
 
 
 def release(home: Path | None, name: str) -> None:
-    typer.echo(_act(home, name, ControlAction.release))
+    typer.echo(safe(_act(home, name, ControlAction.release), markup=False))
 
 
 def memory_show(home: Path | None, name: str) -> None:
@@ -69,14 +69,15 @@ def memory_show(home: Path | None, name: str) -> None:
     if view.error:
         fail(view.error)
     typer.echo(
-        view.memory_md.rstrip("\n") + ("\n(cut: longer than shown)" if view.memory_md_truncated else "")
+        safe(view.memory_md.rstrip("\n"), markup=False)
+        + ("\n(cut: longer than shown)" if view.memory_md_truncated else "")
     )
     typer.echo("\n-- files --")
     for rel, size in view.files:
-        typer.echo(f"{rel}  " + ("(symlink, not followed)" if size < 0 else f"{size} B"))
+        typer.echo(f"{safe(rel, markup=False)}  " + ("(symlink, not followed)" if size < 0 else f"{size} B"))
     if view.files_truncated:
         typer.echo("(more files than listed)")
-    typer.echo("-- snapshots --\n" + ("\n".join(view.snapshots) or "(none)"))
+    typer.echo("-- snapshots --\n" + ("\n".join(safe(s, markup=False) for s in view.snapshots) or "(none)"))
 
 
 def memory_snapshot(home: Path | None, name: str, label: str) -> None:

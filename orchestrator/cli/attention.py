@@ -9,11 +9,10 @@ from __future__ import annotations
 from typing import Any
 
 import typer
-from rich.markup import escape
 from rich.table import Table
 
 from orchestrator.cli.commands import HomeOpt, JsonOpt, command, connect
-from orchestrator.cli.output import console, print_json, since
+from orchestrator.cli.output import console, print_json, safe, since
 
 SEVERITY_STYLE = {"critical": "red", "warning": "yellow", "info": "cyan"}
 
@@ -28,16 +27,16 @@ def print_report(report: dict[str, Any]) -> None:
         for item in items:
             style = SEVERITY_STYLE.get(item["severity"], "white")
             table.add_row(
-                f"[{style}]{item['severity']}[/{style}]",
-                escape(item["title"]),
-                escape(item["reason"]),
+                f"[{style}]{safe(item['severity'])}[/{style}]",
+                safe(item["title"]),
+                safe(item["reason"]),
                 since(item.get("since")),
-                escape(item.get("link") or "-"),
+                safe(item.get("link") or "-"),
             )
         console.print(table)
     # A source the monitor could not read is said, not hidden: "nothing" must not mean "could not look".
     for name, why in sorted(missing.items()):
-        console.print(f"[dim]not checked: {escape(name)}: {escape(why)}[/dim]", highlight=False)
+        console.print(f"[dim]not checked: {safe(name)}: {safe(why)}[/dim]", highlight=False)
 
 
 def register(app: typer.Typer) -> None:

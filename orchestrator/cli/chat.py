@@ -9,15 +9,16 @@ from typing import Annotated, Any
 import typer
 
 from orchestrator.cli.commands import HomeOpt, JsonOpt, command, connect
-from orchestrator.cli.output import colour_of, console, print_json
+from orchestrator.cli.output import colour_of, console, print_json, safe
 
 
 def format_message(msg: dict[str, Any]) -> str:
     stamp = datetime.datetime.fromtimestamp(float(msg["ts"])).strftime("%H:%M:%S")
-    thread = f" ↳{msg['reply_to']}" if msg.get("reply_to") else ""
+    thread = f" ↳{safe(msg['reply_to'])}" if msg.get("reply_to") else ""
     sender = msg["sender"]
     return (
-        f"[dim]{stamp} #{msg['channel']}{thread}[/dim] [bold {colour_of(sender)}]{sender}[/]: {msg['text']}"
+        f"[dim]{stamp} #{safe(msg['channel'])}{thread}[/dim] "
+        f"[bold {colour_of(sender)}]{safe(sender)}[/]: {safe(msg['text'])}"
     )
 
 
@@ -49,7 +50,7 @@ def register(app: typer.Typer) -> None:
         if as_json:
             print_json(msg)
             return
-        console.print(f"sent {msg['id']} to {msg['channel']}")
+        console.print(f"sent {safe(msg['id'])} to {safe(msg['channel'])}")
 
     @command(chat_app, "tail")
     def tail(

@@ -19,7 +19,7 @@ from rich.table import Table
 
 from gateway.client import BadInput, Missing
 from orchestrator.cli.commands import HomeOpt, JsonOpt, command, connect
-from orchestrator.cli.output import console, print_json, since
+from orchestrator.cli.output import console, print_json, safe, since
 
 JOB_ID = re.compile(r"^j[0-9a-f]{12,24}$")
 
@@ -27,9 +27,9 @@ JOB_ID = re.compile(r"^j[0-9a-f]{12,24}$")
 def _outcome(job: dict[str, Any]) -> str:
     state = job["state"]
     colour = {"succeeded": "green", "failed": "red", "error": "red", "timeout": "red"}.get(state, "yellow")
-    text = f"[{colour}]{state}[/{colour}]"
+    text = f"[{colour}]{safe(state)}[/{colour}]"
     if job.get("verdict") and job["verdict"] not in ("pass",):
-        text += f" ({job['verdict']})"
+        text += f" ({safe(job['verdict'])})"
     return text
 
 
@@ -62,11 +62,11 @@ def register(app: typer.Typer) -> None:
         depth = Table("pool", "device", "executor", "queued", "running", "dead letters", "waiting by agent")
         for p in pools:
             cfg = p["config"]
-            waiting = ", ".join(f"{a}:{n}" for a, n in sorted(p["queued_by_agent"].items())) or "-"
+            waiting = ", ".join(f"{safe(a)}:{n}" for a, n in sorted(p["queued_by_agent"].items())) or "-"
             depth.add_row(
-                p["pool"],
-                cfg["device"],
-                cfg["executor"]["kind"],
+                safe(p["pool"]),
+                safe(cfg["device"]),
+                safe(cfg["executor"]["kind"]),
                 str(p["queued"]),
                 str(p["running"]),
                 str(p["dead_letters"]),
@@ -78,24 +78,18 @@ def register(app: typer.Typer) -> None:
         for p in pools:
             for j in p["running_jobs"]:
                 running.add_row(
-                    j["id"],
-                    j["pool"],
-                    j["submitter"],
-                    j["task"],
-                    j.get("node") or "-",
-                    ",".join(j.get("allocated") or []) or "-",
+                    *(safe(j[k]) for k in ("id", "pool", "submitter", "task")),
+                    safe(j.get("node") or "-"),
+                    safe(",".join(j.get("allocated") or []) or "-"),
                     str(j["attempts"]),
                     since(j.get("started")),
                 )
             for j in p["recent"]:
                 recent.add_row(
-                    j["id"],
-                    j["pool"],
-                    j["submitter"],
-                    j["task"],
-                    j["sha"][:10],
+                    *(safe(j[k]) for k in ("id", "pool", "submitter", "task")),
+                    safe(j["sha"][:10]),
                     _outcome(j),
-                    (j.get("error") or "")[:60],
+                    safe((j.get("error") or "")[:60]),
                     since(j.get("finished")),
                 )
         console.print("[bold]running[/bold]" if running.row_count else "no job running")
@@ -112,7 +106,7 @@ def register(app: typer.Typer) -> None:
         """Cancel a queued or running job (operators; audited)."""
         with connect(home) as gateway:
             result = gateway.request("POST", f"/api/actions/jobs/{checked_job(job_id)}/cancel")
-        print_json(result) if as_json else console.print(result["message"], highlight=False)
+        print_json(result) if as_json else console.print(safe(result["message"]), highlight=False)
 
     @command(job_app, "retry")
     def retry(
@@ -121,7 +115,7 @@ def register(app: typer.Typer) -> None:
         """Run a finished job's kernel again at the same commit, as a new job (operators; audited)."""
         with connect(home) as gateway:
             result = gateway.request("POST", f"/api/actions/jobs/{checked_job(job_id)}/requeue")
-        print_json(result) if as_json else console.print(result["message"], highlight=False)
+        print_json(result) if as_json else console.print(safe(result["message"]), highlight=False)
 
     @command(job_app, "submit")
     def submit(
@@ -152,7 +146,8 @@ def register(app: typer.Typer) -> None:
             print_json(job)
             return
         console.print(
-            f"submitted {job['id']}: {job['kernel']} at {job['sha'][:10]} on {job['pool']} ({job['state']})"
+            f"submitted {safe(job['id'])}: {safe(job['kernel'])} at {safe(job['sha'][:10])} "
+            f"on {safe(job['pool'])} ({safe(job['state'])})"
         )
 
     @command(job_app, "show")
@@ -170,34 +165,38 @@ def register(app: typer.Typer) -> None:
             print_json(job if tail is None else {**job, "log_tail": tail})
             return
         console.print(
-            f"[bold]{job['id']}[/bold] {job['kind']} of {job['task']} ({job['kernel']}) "
-            f"{job['repo']}@{job['sha'][:12]} by @{job['submitter']}"
+            f"[bold]{safe(job['id'])}[/bold] {safe(job['kind'])} of {safe(job['task'])} "
+            f"({safe(job['kernel'])}) {safe(job['repo'])}@{safe(job['sha'][:12])} "
+            f"by @{safe(job['submitter'])}",
+            highlight=False,
         )
         console.print(
-            f"pool {job['pool']}, {job['devices']} device(s), node {job.get('node') or '-'} "
-            f"[{','.join(job.get('allocated') or []) or '-'}], "
-            f"attempts {job['attempts']}/{job['max_attempts']}"
+            f"pool {safe(job['pool'])}, {job['devices']} device(s), node {safe(job.get('node') or '-')} "
+            f"{safe('[' + (','.join(job.get('allocated') or []) or '-') + ']')}, "
+            f"attempts {job['attempts']}/{job['max_attempts']}",
+            highlight=False,
         )
-        console.print(f"state: {_outcome(job)}" + (f" - {job['error']}" if job.get("error") else ""))
+        error = f" - {safe(job['error'])}" if job.get("error") else ""
+        console.print(f"state: {_outcome(job)}{error}", highlight=False)
         result = job.get("result") or {}
         level = job.get("evidence") or result.get("evidence")  # the gateway's, capped by the pool
         if level:
-            console.print(f"evidence: {level}")
+            console.print(f"evidence: {safe(level)}")
         if result.get("flags"):
-            console.print("flags: " + ", ".join(result["flags"]))
+            console.print("flags: " + ", ".join(safe(f) for f in result["flags"]))
         trials = result.get("trials") or []
         if trials:
             table = Table("trial", "shape", "dtype", "seed", "ok", "max abs err", "flags")
             for t in trials:
                 table.add_row(
-                    str(t["index"]),
-                    json.dumps(t.get("shape")) + (" (device shape)" if t.get("device_shape") else ""),
-                    str(t.get("dtype")),
-                    str(t.get("seed")),
+                    safe(t["index"]),
+                    safe(json.dumps(t.get("shape")) + (" (device shape)" if t.get("device_shape") else "")),
+                    safe(t.get("dtype")),
+                    safe(t.get("seed")),
                     "yes" if t.get("ok") else "[red]no[/red]",
-                    f"{t.get('max_abs_err')}",
-                    ",".join(t.get("flags") or []),
+                    safe(t.get("max_abs_err")),
+                    safe(",".join(t.get("flags") or [])),
                 )
             console.print(table)
         if tail is not None:
-            console.print(tail, markup=False, highlight=False)
+            console.print(safe(tail, markup=False), markup=False, highlight=False)

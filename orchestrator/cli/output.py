@@ -1,8 +1,10 @@
-"""How every ``kswarm`` command prints: the consoles, one-line errors, JSON, agents' colours, ages."""
+"""How every ``kswarm`` command prints: the consoles, untrusted text made safe (``safe``), one-line
+errors, JSON, agents' colours, ages."""
 
 from __future__ import annotations
 
 import json
+import re
 import time
 import zlib
 from typing import Any, NoReturn
@@ -15,13 +17,33 @@ from rich.markup import escape
 console = Console()
 err_console = Console(stderr=True)
 
+# What a terminal acts on instead of showing: C0 controls but newline and tab, DEL, the C1 controls
+# (0x9b is a CSI on its own), and the bidirectional overrides that make text read other than it is.
+_CONTROL = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\u200e\u200f\u202a-\u202e\u2066-\u2069]")
+
+
+def _visible(match: re.Match[str]) -> str:
+    code = ord(match.group())
+    return f"\\x{code:02x}" if code < 0x100 else f"\\u{code:04x}"
+
+
+def safe(text: object, markup: bool = True) -> str:
+    """Text the gateway hands out (anything an agent or a worker wrote: chat, PR titles and bodies,
+    reviews, task titles, timelines, ``doing``, job errors and logs, names) ready for the terminal: each
+    control character shown as its escape (ESC as the four characters ``\\x1b``), and, for a Rich
+    console (``markup``), each markup tag as the text it is. For ``typer.echo``: ``markup=False``.
+    ``--json`` needs neither: the JSON encoder escapes control characters itself."""
+    shown = _CONTROL.sub(_visible, "" if text is None else str(text))
+    return escape(shown) if markup else shown
+
+
 AGENT_COLOURS = ["cyan", "magenta", "green", "yellow", "blue", "red", "bright_cyan", "bright_magenta"]
 
 
 def fail(message: str, code: int = 1) -> NoReturn:
     """End the command: ``error: <message>`` on one line of stderr (never wrapped), exit ``code``."""
     line = " ".join(message.split())
-    err_console.print(f"[red]error:[/red] {escape(line)}", soft_wrap=True, highlight=False)
+    err_console.print(f"[red]error:[/red] {safe(line)}", soft_wrap=True, highlight=False)
     raise typer.Exit(code)
 
 
@@ -29,12 +51,12 @@ def fail_each(problems: list[str], code: int = 2) -> NoReturn:
     """End the command with one ``error: <problem>`` line per problem (a spec with several problems)."""
     for problem in problems:
         line = " ".join(problem.split())
-        err_console.print(f"[red]error:[/red] {escape(line)}", soft_wrap=True, highlight=False)
+        err_console.print(f"[red]error:[/red] {safe(line)}", soft_wrap=True, highlight=False)
     raise typer.Exit(code)
 
 
 def warn(message: str) -> None:
-    err_console.print(f"[yellow]warning:[/yellow] {escape(message)}", soft_wrap=True, highlight=False)
+    err_console.print(f"[yellow]warning:[/yellow] {safe(message)}", soft_wrap=True, highlight=False)
 
 
 def print_json(data: Any, indent: int | None = 2) -> None:

@@ -21,7 +21,7 @@ from rich.table import Table
 from gateway.client import BadInput, GatewayClient, Missing
 from gateway.forge.evidence import evidence_rank
 from orchestrator.cli.commands import HomeOpt, JsonOpt, command, connect
-from orchestrator.cli.output import console, print_json
+from orchestrator.cli.output import console, print_json, safe
 
 PRState = Literal["open", "closed", "all"]
 RepoOpt = Annotated[str | None, typer.Option("--repo", "-r", help="org/name (needed when N is ambiguous).")]
@@ -77,8 +77,9 @@ def view(home: Path | None, number: int, repo: str | None, diff: bool = False) -
 
 def headline(pr: dict[str, Any]) -> str:
     return (
-        f'[bold]{pr["repo"]}#{pr["number"]}[/bold] "{pr["title"]}" by @{pr["author"]} '
-        f"({pr['head']} -> {pr['base']}, head {(pr.get('head_sha') or '?')[:10]}, {pr['state']})"
+        f'[bold]{safe(pr["repo"])}#{pr["number"]}[/bold] "{safe(pr["title"])}" by @{safe(pr["author"])} '
+        f"({safe(pr['head'])} -> {safe(pr['base'])}, head {safe((pr.get('head_sha') or '?')[:10])}, "
+        f"{safe(pr['state'])})"
     )
 
 
@@ -92,9 +93,9 @@ def print_why(pr: dict[str, Any]) -> None:
         merged = next((e for e in reversed(audit) if e["action"] == "merged"), None)
         if merged is not None:
             approvals_counted = merged.get("approvals") or []
-            head = (merged.get("head_sha") or "?")[:10]
+            head = safe((merged.get("head_sha") or "?")[:10])
             console.print(f"[green]merged[/green] by the gate at head {head}: every rule held")
-        console.print(f"merge commit {(pr.get('merge_sha') or '?')[:10]}")
+        console.print(f"merge commit {safe((pr.get('merge_sha') or '?')[:10])}")
     elif gate["mergeable"]:
         console.print("[green]MERGEABLE[/green]: every rule holds; the gate merges it on its next event")
     else:
@@ -105,19 +106,21 @@ def print_why(pr: dict[str, Any]) -> None:
         )
         for reason in gate["reasons"]:
             mark = "[red]x[/red]" if reason["blocking"] else "[yellow]…[/yellow]"
-            console.print(f"  {mark} {reason['message']}  [dim]({reason['code']})[/dim]")
+            console.print(f"  {mark} {safe(reason['message'])}  [dim]({safe(reason['code'])})[/dim]")
     print_kernels(gate)
-    approvals = ", ".join(f"@{a}" for a in approvals_counted) or "none"
+    approvals = ", ".join(f"@{safe(a)}" for a in approvals_counted) or "none"
     console.print(f"approvals counted: {approvals}")
     for note in gate["notes"]:
-        console.print(f"  [dim]note: {note}[/dim]")
+        console.print(f"  [dim]note: {safe(note)}[/dim]")
     if audit:
         console.print("recent gate decisions:")
         for entry in audit[-5:]:
             when = time.strftime("%H:%M:%S", time.localtime(entry.get("last_ts") or entry["ts"]))
             repeats = f" x{entry['repeats']}" if entry.get("repeats") else ""
-            reasons = "; ".join(r["code"] for r in entry["reasons"]) or "-"
-            console.print(f"  {when} {entry['action']}{repeats} after {entry['cause']}: {reasons}")
+            reasons = "; ".join(safe(r["code"]) for r in entry["reasons"]) or "-"
+            console.print(
+                f"  {when} {safe(entry['action'])}{repeats} after {safe(entry['cause'])}: {reasons}"
+            )
 
 
 def print_kernels(gate: dict[str, Any]) -> None:
@@ -134,20 +137,25 @@ def print_kernels(gate: dict[str, Any]) -> None:
     }
     for kernel in kernels:
         console.print(
-            f"  {kernel['path']} [dim](task {kernel['task']}, {kernel['status']})[/dim]", markup=True
+            f"  {safe(kernel['path'])} [dim](task {safe(kernel['task'])}, {safe(kernel['status'])})[/dim]",
+            markup=True,
         )
         console.print(f"    {evidence_line(kernel)}", highlight=False)
         for check in kernel.get("checks") or []:
             mark = marks.get(check["state"], "[yellow]missing[/yellow]")
-            console.print(f"    {mark} {check['context']}: {check['message']}", highlight=False)
+            console.print(f"    {mark} {safe(check['context'])}: {safe(check['message'])}", highlight=False)
             for job in check.get("jobs") or []:
                 counts = "" if job["counts"] else " [dim](proves nothing)[/dim]"
-                verdict = job.get("verdict") or job["state"]
+                verdict = safe(job.get("verdict") or job["state"])
                 if verdict == "pass" and job.get("evidence"):
-                    verdict = f"pass ({job['evidence']})"
-                console.print(f"        job {job['id']} by @{job['submitter']}: {verdict}{counts}")
+                    verdict = f"pass ({safe(job['evidence'])})"
+                console.print(
+                    f"        job {safe(job['id'])} by @{safe(job['submitter'])}: {verdict}{counts}"
+                )
     for blocked in gate.get("blocked_paths") or []:
-        console.print(f"  [red]trusted[/red] {blocked['path']}: {blocked['why']}", highlight=False)
+        console.print(
+            f"  [red]trusted[/red] {safe(blocked['path'])}: {safe(blocked['why'])}", highlight=False
+        )
 
 
 def evidence_line(kernel: dict[str, Any]) -> str:
@@ -155,13 +163,13 @@ def evidence_line(kernel: dict[str, Any]) -> str:
     have = kernel.get("evidence") or "none"
     need = kernel.get("required_evidence")
     if need is None:
-        return f"evidence: {have} (no kswarm check required)"
+        return f"evidence: {safe(have)} (no kswarm check required)"
     states = {c.get("state") for c in kernel.get("checks") or []}
     if "insufficient" in states:
-        return f"evidence: {have} [red]insufficient[/red]: the policy requires {need}"
+        return f"evidence: {safe(have)} [red]insufficient[/red]: the policy requires {safe(need)}"
     if evidence_rank(have) >= evidence_rank(need):
-        return f"evidence: {have} (the policy requires {need})"
-    return f"evidence: {have} so far (the policy requires {need})"
+        return f"evidence: {safe(have)} (the policy requires {safe(need)})"
+    return f"evidence: {safe(have)} so far (the policy requires {safe(need)})"
 
 
 def register(app: typer.Typer) -> None:
@@ -190,10 +198,14 @@ def register(app: typer.Typer) -> None:
         for p in rows:
             gate = p.get("gate")
             verdict = (
-                "-" if gate is None else ("[green]mergeable[/green]" if gate["mergeable"] else gate["why"])
+                "-"
+                if gate is None
+                else ("[green]mergeable[/green]" if gate["mergeable"] else safe(gate["why"]))
             )
             table.add_row(
-                f"{p['repo']}#{p['number']}", p["title"], p["author"], p["head"], p["state"], verdict
+                f"{safe(p['repo'])}#{p['number']}",
+                *(safe(p[k]) for k in ("title", "author", "head", "state")),
+                verdict,
             )
         console.print(table)
 
@@ -212,21 +224,30 @@ def register(app: typer.Typer) -> None:
             return
         console.print(headline(pr))
         if pr.get("body"):
-            console.print(pr["body"])
+            console.print(safe(pr["body"]), highlight=False)
         for r in pr["reviews"]:
             flags = " (dismissed)" if r["dismissed"] else (" (stale)" if r["stale"] else "")
-            console.print(f"  review @{r['user']}: {r['state']} on {r['commit_id'][:10]}{flags} {r['body']}")
+            console.print(
+                f"  review @{safe(r['user'])}: {safe(r['state'])} on {safe(r['commit_id'][:10])}{flags} "
+                f"{safe(r['body'])}",
+                highlight=False,
+            )
         for c in pr["checks"]:
-            console.print(f"  check {c['context']}: {c['state']} by @{c['creator']} {c['description']}")
+            console.print(
+                f"  check {safe(c['context'])}: {safe(c['state'])} by @{safe(c['creator'])} "
+                f"{safe(c['description'])}",
+                highlight=False,
+            )
         for c in pr["comments"]:
-            console.print(f"  comment @{c['user']}: {c['body']}")
+            console.print(f"  comment @{safe(c['user'])}: {safe(c['body'])}", highlight=False)
         gate = pr["gate"]
         console.print(
             "gate: "
-            + ("mergeable" if gate["mergeable"] else "; ".join(r["message"] for r in gate["reasons"]))
+            + ("mergeable" if gate["mergeable"] else "; ".join(safe(r["message"]) for r in gate["reasons"])),
+            highlight=False,
         )
         if diff and pr.get("diff"):
-            console.print(pr["diff"], markup=False, highlight=False)
+            console.print(safe(pr["diff"], markup=False), markup=False, highlight=False)
 
     @command(pr_app, "review")
     def review(
@@ -252,7 +273,7 @@ def register(app: typer.Typer) -> None:
         if as_json:
             print_json(result)
             return
-        console.print(result["message"], highlight=False)
+        console.print(safe(result["message"]), highlight=False)
 
     @command(pr_app, "comment")
     def comment_on(
@@ -269,7 +290,7 @@ def register(app: typer.Typer) -> None:
         if as_json:
             print_json(result)
             return
-        console.print(result["message"], highlight=False)
+        console.print(safe(result["message"]), highlight=False)
 
     @command(pr_app, "why")
     def why(

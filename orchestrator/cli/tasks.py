@@ -15,7 +15,7 @@ from rich.table import Table
 from gateway.tasks.catalogue import task_info_from_source
 from gateway.tasks.models import TASK_ID_PATTERN
 from orchestrator.cli.commands import HomeOpt, JsonOpt, command, connect
-from orchestrator.cli.output import console, fail, print_json
+from orchestrator.cli.output import console, fail, print_json, safe
 
 TaskState = Literal["open", "claimed", "done"]
 
@@ -49,8 +49,8 @@ def register(app: typer.Typer) -> None:
         table = Table("task", "state", "holder", "lease left", "claims", "done by", "title")
         for t in tasks:
             table.add_row(
-                t["id"], t["state"], t["holder"] or "", _left(t["expires_at"]), str(t["claims"]),
-                t["done_by"] or "", t["title"],
+                safe(t["id"]), safe(t["state"]), safe(t["holder"]), _left(t["expires_at"]), str(t["claims"]),
+                safe(t["done_by"]), safe(t["title"]),
             )  # fmt: skip
         console.print(table)
 
@@ -71,7 +71,7 @@ def register(app: typer.Typer) -> None:
             print_json(answer, indent=1)
             return
         seeded = answer["seeded"] or "already seeded"
-        console.print(f"{answer['repo']} ({answer['clone_url']}): {seeded}")
+        console.print(f"{safe(answer['repo'])} ({safe(answer['clone_url'])}): {safe(seeded)}")
         console.print(f"posted {len(answer['posted'])} tasks, {len(answer['existing'])} already on the board")
 
     @command(tasks_app, "add")
@@ -109,11 +109,14 @@ def register(app: typer.Typer) -> None:
             print_json(answer, indent=1)
             return
         verb = "an update of" if answer["update"] else "the new task"
-        who = ", ".join(answer["reviewers"]) or "a reviewer (none requested: name one with --reviewer)"
+        who = (
+            ", ".join(map(safe, answer["reviewers"]))
+            or "a reviewer (none requested: name one with --reviewer)"
+        )
         console.print(
-            f"proposed {verb} {info.name} ({info.title}) as PR #{answer['pr']} in {answer['repo']} "
-            f"(branch {answer['branch']}); it lands on main once {who} approves, then the board and "
-            "the workers have it"
+            f"proposed {verb} {safe(info.name)} ({safe(info.title)}) as PR #{answer['pr']} in "
+            f"{safe(answer['repo'])} (branch {safe(answer['branch'])}); it lands on main once {who} "
+            "approves, then the board and the workers have it"
         )
 
     @command(tasks_app, "post")
@@ -129,7 +132,7 @@ def register(app: typer.Typer) -> None:
         task = call(
             home, "POST", "/api/tasks", json={"id": task_id, "title": title, "description": description}
         )
-        console.print(f"posted {task['id']} to {task['repo']}")
+        console.print(f"posted {safe(task['id'])} to {safe(task['repo'])}")
 
     @command(tasks_app, "lead")
     def lead(
@@ -139,10 +142,10 @@ def register(app: typer.Typer) -> None:
     ) -> None:
         """Let an agent post tasks (or stop it with --remove)."""
         call(home, "DELETE" if remove else "PUT", f"/api/tasks/leads/{name}")
-        console.print(f"{name} {'may no longer' if remove else 'may now'} post tasks")
+        console.print(f"{safe(name)} {'may no longer' if remove else 'may now'} post tasks")
 
     @command(tasks_app, "release")
     def release(task_id: Annotated[str, typer.Argument(help="Task id.")], home: HomeOpt = None) -> None:
         """Release whoever holds a task (operators)."""
         task = call(home, "POST", f"/api/tasks/{task_id}/release")
-        console.print(f"{task['id']} is {task['state']}")
+        console.print(f"{safe(task['id'])} is {safe(task['state'])}")

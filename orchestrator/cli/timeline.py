@@ -13,11 +13,10 @@ from collections.abc import Callable, Iterator
 from typing import Annotated, Any
 
 import typer
-from rich.markup import escape
 
 from gateway.client import BadInput, GatewayClient
 from orchestrator.cli.commands import HomeOpt, command, connect
-from orchestrator.cli.output import colour_of, console, print_json
+from orchestrator.cli.output import colour_of, console, print_json, safe
 
 KIND_STYLE = {
     "wake": "bold cyan",
@@ -42,7 +41,8 @@ def entry_line(entry: dict[str, Any]) -> str:
     when = time.strftime("%H:%M:%S", time.localtime(entry["ts"]))
     style = KIND_STYLE.get(entry["kind"], "white")
     cost = f" [dim](${entry['cost_usd']:.4f})[/dim]" if entry.get("cost_usd") else ""
-    return f"{when} [{style}]{entry['kind']:<11}[/{style}] {escape(entry.get('summary') or '')}{cost}"
+    kind = safe(f"{entry['kind']:<11}")
+    return f"{when} [{style}]{kind}[/{style}] {safe(entry.get('summary'))}{cost}"
 
 
 def newer_than(
@@ -106,8 +106,8 @@ def register_agent_timeline(agent_app: typer.Typer) -> None:
             page = gateway.get(f"/api/agents/{name}/timeline", limit=lines, q=search or None, kind=kind)
             entries = list(reversed(page["entries"]))
             if not as_json:
-                doing = f": {escape(page['doing'])}" if page.get("doing") else ""
-                console.print(f"[bold {colour_of(name)}]{escape(name)}[/bold {colour_of(name)}]{doing}")
+                doing = f": {safe(page['doing'])}" if page.get("doing") else ""
+                console.print(f"[bold {colour_of(name)}]{safe(name)}[/bold {colour_of(name)}]{doing}")
                 if not entries:
                     console.print("[dim]no timeline entries yet[/dim]")
             for entry in entries:

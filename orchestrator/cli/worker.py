@@ -12,7 +12,7 @@ import typer
 from gateway.client import kswarm_home
 from orchestrator.cli import complete
 from orchestrator.cli.commands import HomeOpt, JsonOpt, command, connect
-from orchestrator.cli.output import age, print_json
+from orchestrator.cli.output import age, print_json, safe
 
 Pool = Annotated[str, typer.Argument(help="Pool name.", autocompletion=complete.pool_names)]
 
@@ -25,6 +25,7 @@ def print_workers(rows: list[dict[str, Any]]) -> None:
     for r in rows:
         beat = "-" if r["heartbeat_s"] is None else age(r["heartbeat_s"]) + " ago"
         jobs = ",".join(r["jobs"]) or ("-" if r["last_error"] == "" else f"({r['last_error'][:60]})")
+        jobs = safe(jobs, markup=False)  # a worker's own words
         typer.echo(
             f"{r['worker']:<20} {r['pool']:<12} {r['node']:<10} {r['state']:<11} {age(r['uptime_s']):>7} "
             f"{r['restarts']:>8} {beat:>10}  {jobs}"
