@@ -113,9 +113,6 @@ class GatewayClient:
                 time.sleep(retry_s)
 
     # -- operator ---------------------------------------------------------------------------
-    def healthz(self) -> dict[str, Any]:
-        return self.request("GET", "/healthz")
-
     def me(self) -> dict[str, Any]:
         return self.request("GET", "/api/me")
 
@@ -209,9 +206,6 @@ class AsyncGatewayClient:
     async def get(self, path: str, **params: Any) -> Any:
         """``GET path?params``; ``None`` values are left out."""
         return await self.request("GET", path, params={k: v for k, v in params.items() if v is not None})
-
-    async def healthz(self) -> dict[str, Any]:
-        return await self.request("GET", "/healthz")
 
     async def me(self) -> dict[str, Any]:
         return await self.request("GET", "/api/me")

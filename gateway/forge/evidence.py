@@ -12,7 +12,7 @@ proves: ``pass``; ``fail`` (the harness judged the kernel: fail or unverifiable 
 kernel, whoever submitted the job); ``pending``; or ``none`` (error, timeout, cancellation: the job
 proved nothing about the kernel, so another agent's short-timeout or cancelled job cannot flip a PR).
 
-``evidence`` says what a job proves about the kernel (issue 22 principle 6), weakest first: ``none``,
+``evidence`` says what a job proves about the kernel, weakest first: ``none``,
 ``unverifiable-on-cpu``, ``cpu-shapes-only``, ``cpu-screened``, ``device-verified``. It is derived by the
 gateway when the job finishes (``derive_evidence``), from the pool that ran it and the verdict, with the
 harness's own level (the result record's ``evidence``) honoured only up to what that pool can prove: a

@@ -48,8 +48,9 @@ class ReviewPolicy(BaseModel):
     )
     min_evidence: MinEvidence = Field(
         DEFAULT_MIN_EVIDENCE,
-        description="The least a changed kernel's passes on the required kswarm checks must prove (issue 22 "
-        "principle 6): cpu-shapes-only (any pass), cpu-screened (the cpu interpreter also sampled the "
+        description="The least a changed kernel's passes on the required kswarm checks must prove "
+        "(docs/verification.md, evidence levels): cpu-shapes-only (any pass), cpu-screened (the cpu "
+        "interpreter also sampled the "
         "task's device shapes; the default), device-verified (a device pool passed it: list that pool's "
         "check in required_checks, e.g. kswarm/verify:npu-910c). unverifiable-on-cpu and none prove no "
         "kernel right and are refused here. Applies only with a kswarm/<kind>:<pool> required check.",

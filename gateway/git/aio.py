@@ -266,26 +266,6 @@ class BareRepo:
         result = await run_git("cat-file", "-t", sha, git_dir=self.path)
         return result.out.strip() if result.rc == 0 else None
 
-    async def commits_with_files(
-        self, base: str, head: str, limit: int = 250
-    ) -> list[tuple[str, list[tuple[str, str]]]]:
-        """The commits ``head`` adds since its merge base with ``base`` (newest first), each with the
-        (status, path) it changes against its first parent (renames split as D + A)."""
-        out = await self.git(
-            "log", f"--max-count={limit}", "--no-renames", "--name-status", "-z", "--format=%x01%H",
-            f"{base}...{head}", "--right-only", "--no-merges",
-        )  # fmt: skip
-        commits: list[tuple[str, list[tuple[str, str]]]] = []
-        for chunk in out.split("\x01")[1:]:
-            sha, _, rest = chunk.partition("\0")
-            fields = [f for f in rest.lstrip("\n").split("\0") if f]
-            files = [
-                ("M" if status[0] == "T" else status[0], path)
-                for status, path in zip(fields[0::2], fields[1::2], strict=False)
-            ]
-            commits.append((sha.strip(), files))
-        return commits
-
     async def entry(self, sha: str, path: str) -> TreeEntry | None:
         """The blob at ``path`` in commit ``sha`` (None: no such path, or a tree or submodule)."""
         if not path or "\n" in path or "\0" in path:

@@ -30,12 +30,10 @@ from gateway.llm.budget_scripts import RESERVE_SCRIPT, SETTLE_SCRIPT
 from gateway.llm.config import LLMProxySettings
 from gateway.llm.refusals import NANO, BudgetRefusal, Hold, LimitField, Scope
 from gateway.llm.usage_models import AgentUsage, BudgetUpdate
-from gateway.principals import PrincipalKind
 from gateway.redis_facade import StrRedis, Value
-from gateway.services import LLM_USAGE
 
 if TYPE_CHECKING:
-    from gateway.context import GatewayContext
+    pass
 
 log = logging.getLogger("kswarm.llm_usage")
 
@@ -442,13 +440,3 @@ class UsageStore:
             pipe.srem(USAGE_AGENTS, name)
             await pipe.execute()
         return before
-
-
-async def usage_by_agent(ctx: GatewayContext) -> dict[str, AgentUsage]:
-    """Usage of every agent principal and of anyone else who used the proxy (for ``kswarm ps``)."""
-    store = ctx.services.find(LLM_USAGE) or UsageStore(ctx.redis, LLMProxySettings())
-    found = await store.all()
-    for agent in await ctx.principals.list(PrincipalKind.agent):
-        if agent.name not in found:
-            found[agent.name] = await store.get(agent.name)
-    return dict(sorted(found.items()))

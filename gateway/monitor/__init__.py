@@ -1,4 +1,4 @@
-"""Monitoring a swarm (issue 17): what needs a human now, what each agent did, history over time, and the
+"""Monitoring a swarm: what needs a human now, what each agent did, history over time, and the
 operator's actions.
 
 - ``attention``: everything that needs a human, computed from the other components' public state;

@@ -6,7 +6,7 @@ What runs where (docs/orchestrator.md, "kswarm up"):
   restarts the embedded Redis from its AOF when it dies;
 - a child process, with ``-f``: the orchestrator (``python -m orchestrator.supervisor``), which runs the
   agents and the pools' job workers (``orchestrator/local/child.py``). Off the gateway's process, so
-  that supervising costs the gateway neither memory nor event-loop time (issue 16's ``up`` penalty).
+  that supervising costs the gateway neither memory nor event-loop time.
 
 SIGINT/SIGTERM (Ctrl-C, ``kswarm down``) stop, in this order and saying so: the agents, the job workers,
 the gateway, Redis. A second one forces it (agents and workers are killed instead of waited for).

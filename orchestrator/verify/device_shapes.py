@@ -1,4 +1,4 @@
-"""The task's device shapes on the cpu pool (issue 22 point 4), parent side.
+"""The task's device shapes on the cpu pool (docs/verification.md, device shapes), parent side.
 
 A kernel whose block sizes, grid or index arithmetic only cover the small ``CPU_SHAPES`` passes them
 and is wrong on the device. So for every dtype the cpu pool also runs one of the task's ``SHAPES``,

@@ -184,7 +184,7 @@ def _verify(job: _Job, source: str, result: VerificationResult) -> None:
         result.unverifiable_reasons.append(f"dtype {dropped}: not verifiable on the cpu interpreter")
     trials = task.trials(cpu=spec.interpret, dtypes=dtypes, seeds=job.seeds)
     skipped: list[str] = []
-    if spec.interpret and trials:  # the task's device shapes too, sampled (issue 22 point 4)
+    if spec.interpret and trials:  # the task's device shapes too, sampled
         extra, skipped = device_trials(task, dtypes, job.seeds, len(trials))
         trials += extra
     if not trials:

@@ -11,7 +11,7 @@ interleaved coroutines (greenlets):
   the launch's order, natural, reversed or shuffled), like the resident blocks of a device;
 - before every load, store and atomic the running program may be suspended and another one resumed
   (a switch probability drawn per launch), so each monitored call of a trial explores another
-  schedule -- sampled, not exhausted (issue 22 point 8);
+  schedule -- sampled, not exhausted;
 - a program that repeats the very same access (a spin) yields at once; when every program in flight
   only spins and nothing else can start, the launch is stalled (a device deadlocks there).
 

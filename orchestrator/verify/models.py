@@ -12,7 +12,7 @@ SCHEMA_VERSION = 2
 
 Verdict = Literal["pass", "fail", "error", "unverifiable"]
 
-# What a verdict proves (issue 22 point 6), strongest first:
+# What a verdict proves, strongest first:
 # - device-verified: a cuda/npu pool ran every trial on real hardware and passed;
 # - cpu-screened: the interpreter passed, with everything Triton leaves unspecified explored and the
 #   task's device shapes sampled;
@@ -56,7 +56,7 @@ class Flag(StrEnum):
     STALE_OUTPUT = "stale_output"  # after an in-place refill the output still answers the old inputs
     PROGRAM_ORDER_DEPENDENT = "program_order_dependent"  # result depends on the order programs run in
     MONITOR_DEPENDENT = "monitor_dependent"  # wrong only in the blind (unmonitored) calls
-    # Issue 22: what Triton leaves unspecified, explored like the weakest device the language allows.
+    # What Triton leaves unspecified, explored like the weakest device the language allows.
     INPUT_WRITTEN = "input_written"  # a store into an input's storage while the candidate ran
     FALSE_HINT = "false_hint"  # multiple_of / max_contiguous / max_constancy / assume untrue on the data
     NON_ASSOCIATIVE_COMBINE = "non_associative_combine"  # a scan/reduce combine that needs one order
@@ -106,7 +106,7 @@ class TrialResult(_Model):
     detail: str | None = None
     launches: int | None = None  # kernel launches the child counted (advisory: the child reports it)
     # A trial on one of the task's device shapes (SHAPES) on the cpu pool: only a sample of each
-    # launch's programs ran, and only the output elements they own were compared (issue 22 point 4).
+    # launch's programs ran, and only the output elements they own were compared.
     device_shape: bool = False
     sampled: str | None = None  # what was sampled, e.g. "37 of 4096 programs (boundaries + random)"
     calls: list[CallResult] = Field(default_factory=list)

@@ -199,7 +199,7 @@ FLAG_FOR_FINDING = MappingProxyType(
         "oob_read": "out_of_bounds_read",
         "oob_write": "out_of_bounds_write",
         "order": "program_order_dependent",
-        # interp_semantics.py: what Triton leaves unspecified, explored (issue 22 points 2 and 5).
+        # interp_semantics.py: what Triton leaves unspecified, explored.
         "input_write": "input_written",
         "false_hint": "false_hint",
         "non_associative": "non_associative_combine",

@@ -1,4 +1,4 @@
-"""Device shapes on the cpu pool (issue 22 point 4), child side: run a sample of each launch's programs
+"""Device shapes on the cpu pool, child side: run a sample of each launch's programs
 and keep track of which bytes the sample computed faithfully.
 
 A device shape (the task's ``SHAPES``) has far too many programs for the interpreter, so a sampled

@@ -1,4 +1,4 @@
-"""Device-conditioned host code (`device_conditioned`, issue 22 principle 3).
+"""Device-conditioned host code (`device_conditioned`).
 
 The cpu pool runs a candidate on CPU tensors under the Triton interpreter; a launcher that asks which
 device it runs on can send the cpu pool down a correct, slow path and the device down another one the

@@ -217,7 +217,7 @@ TENSOR_SAFE_CALLS = _names("builtins.len builtins.isinstance builtins.callable")
 # Attributes no launcher needs whatever the object: `.handle` is the interpreter's raw numpy array.
 ALWAYS_DENIED_ATTRS = _names("handle")
 
-# --- devices (issue 22, principle 3) ----------------------------------------------------------------
+# --- devices ----------------------------------------------------------------
 # Attributes that say which device a tensor is on, whatever object they are read from (`x.is_cuda`,
 # `getattr(x, "is_npu")`): a branch on them runs a path the cpu pool never sees.
 DEVICE_PREDICATES = _names(

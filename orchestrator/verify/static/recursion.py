@@ -1,4 +1,4 @@
-"""Recursion is the stack's observable (`environment_probe`, issue 22 principle 1).
+"""Recursion is the stack's observable (`environment_probe`).
 
 A function that recurses until `RecursionError` measures how many frames are left: the harness's
 monitored calls run deeper (its dispatch mode, hooks and wrappers sit on the stack) than its blind
