@@ -18,7 +18,7 @@ from gateway import keys
 from gateway.chat_scripts import POST_SCRIPT
 from gateway.config import GatewaySettings
 from gateway.errors import ChatError, Unauthorized
-from gateway.events import EventHub
+from gateway.events import EventHub, id_key
 from gateway.metrics import GatewayMetrics
 from gateway.models import (
     FIRST_ID,
@@ -511,8 +511,8 @@ class ChatService:
         cursors = keys.cursors(principal.name)
         cursor = await self.redis.hget(cursors, "inbox") or "0-0"
         newest = await self.redis.xrevrange(keys.inbox(principal.name), "+", "-", 1)
-        target = min(through, newest[0][0], key=_id_order) if newest else cursor
-        if _id_order(target) > _id_order(cursor):
+        target = min(through, newest[0][0], key=id_key) if newest else cursor
+        if id_key(target) > id_key(cursor):
             await self.redis.hset(cursors, "inbox", target)
             return target
         return cursor
@@ -540,8 +540,3 @@ def _either(
         return (gone is not None and await gone()) or not await valid()
 
     return stop
-
-
-def _id_order(entry_id: str) -> tuple[int, int]:
-    ms, _, seq = entry_id.partition("-")
-    return int(ms), int(seq or 0)
