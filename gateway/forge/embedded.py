@@ -95,11 +95,13 @@ class EmbeddedForge(RepositoryContent):
         return None
 
     async def startup(self) -> None:
-        """Re-install hooks (the interpreter path may have changed since the repos were made)."""
+        """Re-install hooks (the interpreter path may have changed since the repos were made) and the
+        receive settings (repos made before them get them)."""
         for info in await self.store.list_repos():
             bare = self.bare(info.org, info.name)
             if bare.exists():
                 bare.install_hooks()
+                await bare.configure_receive()
 
     # -- users, repos, protection -----------------------------------------------------------
 

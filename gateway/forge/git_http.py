@@ -3,7 +3,9 @@
 Every request is authenticated with the principal's token: Basic (the token as password, the user
 name ignored: identity comes from the token) or Bearer. The pusher's name, e-mail and kind travel to
 the receive hooks in the CGI environment; what they accept is reported back through a per-request
-push log, so the forge can dismiss stale approvals and wake the gate. Refusals are the gateway's
+push log, so the forge can dismiss stale approvals and wake the gate. A push also gets the push
+limits of ``ForgeSettings`` (``push_env``): git's own pack limit and object check as config
+parameters, the blob, file and branch limits for the hook. Refusals are the gateway's
 errors, answered by its one handler like any route's (``{"detail", "code"}``; a 401 with the Basic
 challenge, on which git asks its credential helper).
 """
@@ -23,6 +25,7 @@ from fastapi.responses import StreamingResponse
 from gateway.auth import token_from_headers
 from gateway.errors import ForgeError, Unauthorized
 from gateway.forge.embedded import EmbeddedForge
+from gateway.forge.settings import ForgeSettings
 from gateway.git.core import git_env
 from gateway.principals import Principal
 
@@ -139,7 +142,8 @@ async def run_cgi(
     return StreamingResponse(body(), status_code=status, headers=headers)
 
 
-def build_git_router(forge: EmbeddedForge) -> APIRouter:
+def build_git_router(forge: EmbeddedForge, settings: ForgeSettings | None = None) -> APIRouter:
+    limits = settings or ForgeSettings()
     router = APIRouter()
     tmp_dir = forge.root / ".tmp"
 
@@ -179,6 +183,7 @@ def build_git_router(forge: EmbeddedForge) -> APIRouter:
         push_log = tmp_dir / f"push-{uuid.uuid4().hex}.log"
         env["KSWARM_PUSH_LOG"] = str(push_log)
         env["KSWARM_PROTECTED"] = ",".join(await forge.protected_branches(org, name))
+        env.update(limits.push_env(principal.kind.value))  # the push limits (docs/forge.md)
 
         async def after_push(rc: int) -> None:
             try:

@@ -86,7 +86,7 @@ class ForgePlugin(Plugin[ForgeSettings]):
 
         deliverer: HookDeliverer | None = None
         if isinstance(forge, EmbeddedForge):
-            app.include_router(build_git_router(forge))
+            app.include_router(build_git_router(forge, settings))
             app.include_router(build_gitea_router(forge))
             deliverer = HookDeliverer(ctx.redis, hook_renderer(forge))
         elif (secret := settings.webhook_secret()) is not None:

@@ -7,6 +7,8 @@ from pathlib import Path
 from pydantic import Field
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
+MIB = 1024 * 1024
+
 
 class ForgeSettings(BaseSettings):
     model_config = SettingsConfigDict(env_prefix="KSWARM_FORGE_", extra="ignore")
@@ -37,6 +39,43 @@ class ForgeSettings(BaseSettings):
     )
     gate_lock_ttl_s: float = Field(60.0, gt=0, description="Longest a merge may hold its base's lock.")
     diff_max_chars: int = Field(20_000, description="Longest diff pr_view returns to an agent.")
+    # Push limits of the embedded forge's receive path (agents and workers; operators are exempt).
+    # 0 turns a limit off.
+    push_max_pack_bytes: int = Field(
+        32 * MIB,
+        ge=0,
+        description="Largest pack one push may send (git's receive.maxInputSize; git refuses with "
+        "'pack exceeds maximum allowed size').",
+    )
+    push_max_blob_bytes: int = Field(
+        4 * MIB, ge=0, description="Largest file (blob) a push may bring in (the receive hook)."
+    )
+    push_max_files: int = Field(
+        500, ge=0, description="Most distinct paths the pushed commits may change in one push."
+    )
+    max_branches_per_agent: int = Field(
+        100, ge=0, description="Most branches (refs/heads/<agent>/...) one pusher may own in a repo."
+    )
+
+    def push_env(self, kind: str) -> dict[str, str]:
+        """The environment ``git http-backend`` gets for a push by a principal of ``kind``: the
+        pack limit and object check as git config parameters (``git -c``: they reach
+        ``receive-pack`` and its ``index-pack``/``unpack-objects``), the others for the hook."""
+        exempt = kind == "operator"
+        config = {"receive.fsckObjects": "true"}
+        if not exempt and self.push_max_pack_bytes:
+            config["receive.maxInputSize"] = str(self.push_max_pack_bytes)
+        env = {"GIT_CONFIG_COUNT": str(len(config))}
+        for i, (key, value) in enumerate(config.items()):
+            env[f"GIT_CONFIG_KEY_{i}"] = key
+            env[f"GIT_CONFIG_VALUE_{i}"] = value
+        for var, limit in (
+            ("KSWARM_MAX_BLOB_BYTES", self.push_max_blob_bytes),
+            ("KSWARM_MAX_FILES", self.push_max_files),
+            ("KSWARM_MAX_BRANCHES", self.max_branches_per_agent),
+        ):
+            env[var] = "0" if exempt else str(limit)
+        return env
 
     def admin_token(self) -> str | None:
         if self.gitea_admin_token:

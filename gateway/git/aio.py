@@ -88,6 +88,9 @@ async def run_git_bytes(*args: str, git_dir: Path, stdin: bytes | None = None) -
 class BareRepo:
     """One bare repository ``<root>/<org>/<name>.git``."""
 
+    # git checks every object a push brings (fsck: malformed commits, trees, tags) before any hook runs
+    RECEIVE_CONFIG = (("receive.fsckObjects", "true"),)
+
     def __init__(self, path: Path) -> None:
         self.path = path
 
@@ -111,9 +114,16 @@ class BareRepo:
             ("receive.denyNonFastForwards", "false"),  # decided per ref by the hook
             ("core.logAllRefUpdates", "always"),  # reflogs keep an audit trail of ref moves
             ("uploadpack.allowAnySHA1InWant", "false"),
+            *self.RECEIVE_CONFIG,
         ):
             await self.git("config", key, value)
         self.install_hooks()
+
+    async def configure_receive(self) -> None:
+        """(Re)write the receive settings every repo has (repos made before they existed get them at
+        start-up); the push limits' sizes come per push from the gateway (``ForgeSettings.push_env``)."""
+        for key, value in self.RECEIVE_CONFIG:
+            await self.git("config", key, value)
 
     def install_hooks(self) -> None:
         """(Re)write the hooks; they run receive.py with this gateway's interpreter."""

@@ -7,15 +7,11 @@ the module starts); each test gets its own repository, which isolates PRs, statu
 from __future__ import annotations
 
 import re
-import shutil
-import tempfile
 from collections.abc import AsyncIterator, Iterator
-from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
-import redis as redis_sync
-from forgekit import ForgeGateway, Swarm
+from forgekit import ForgeGateway, Swarm, running_gateway
 from redis.asyncio import Redis
 
 from gateway.forge.embedded import EmbeddedForge
@@ -23,26 +19,6 @@ from gateway.forge.gitea import GiteaForge
 from gateway.forge.protocol import Forge
 from gateway.forge.settings import ForgeSettings
 from gateway.principals import PrincipalStore
-
-AGENTS = ("alice", "bob", "carol")
-
-
-@contextmanager
-def running_gateway(redis_url: str, settings: ForgeSettings | None = None) -> Iterator[ForgeGateway]:
-    client = redis_sync.Redis.from_url(redis_url)
-    client.flushall()
-    client.close()
-    tmp = Path(tempfile.mkdtemp(prefix="ksf"))
-    gw = ForgeGateway(tmp / "home", redis_url)
-    gw.forge_settings = settings
-    gw.start()
-    gw.tokens = {n: gw.add_principal(n) for n in AGENTS}
-    gw.tokens["worker1"] = gw.add_principal("worker1", "worker")
-    try:
-        yield gw
-    finally:
-        gw.stop()
-        shutil.rmtree(tmp, ignore_errors=True)
 
 
 @pytest.fixture(scope="module")

@@ -5,14 +5,18 @@ from __future__ import annotations
 import asyncio
 import os
 import secrets
+import shutil
 import subprocess
+import tempfile
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import httpx
+import redis as redis_sync
 from redis.asyncio import Redis
 
 from gateway.forge.evidence import Verification, derive_evidence
@@ -45,6 +49,27 @@ class ForgeGateway(GatewayThread):
         return httpx.Client(
             base_url=f"{self.url}/api/v1", headers={"Authorization": f"token {token}"}, timeout=30
         )
+
+
+AGENTS = ("alice", "bob", "carol")
+
+
+@contextmanager
+def running_gateway(redis_url: str, settings: ForgeSettings | None = None) -> Iterator[ForgeGateway]:
+    client = redis_sync.Redis.from_url(redis_url)
+    client.flushall()
+    client.close()
+    tmp = Path(tempfile.mkdtemp(prefix="ksf"))
+    gw = ForgeGateway(tmp / "home", redis_url)
+    gw.forge_settings = settings
+    gw.start()
+    gw.tokens = {n: gw.add_principal(n) for n in AGENTS}
+    gw.tokens["worker1"] = gw.add_principal("worker1", "worker")
+    try:
+        yield gw
+    finally:
+        gw.stop()
+        shutil.rmtree(tmp, ignore_errors=True)
 
 
 class Git:
