@@ -17,6 +17,8 @@ import logging
 import time
 from typing import Protocol
 
+from gateway.client.text import visible
+
 log = logging.getLogger("kswarm.agent.pulse")
 
 
@@ -42,6 +44,7 @@ class Pulse:
         self._logged_at = time.monotonic()
 
     def set(self, state: str, doing: str = "") -> None:
+        doing = visible(doing, bidi=False)  # the gateway refuses control characters in text
         doing = doing if len(doing) <= 200 else doing[:197] + "..."
         if (state, doing) != (self.state, self.doing):
             self.state, self.doing = state, doing

@@ -22,6 +22,7 @@ from typing import Any, Protocol
 
 from agents.prompt import describe
 from gateway.client import BadInput, GatewayCallError
+from gateway.client.text import visible
 
 log = logging.getLogger("kswarm.agent.timeline")
 
@@ -171,7 +172,22 @@ def _claude_event(ts: float, event: dict[str, Any]) -> list[dict[str, Any]]:
 
 
 def to_entries(record: dict[str, Any]) -> list[dict[str, Any]]:
-    """The timeline entries of one transcript record (none for records only the transcript needs)."""
+    """The timeline entries of one transcript record (none for records only the transcript needs), with
+    every control character shown as its escape: the gateway refuses them in text."""
+    return [_shown(entry) for entry in _entries(record)]
+
+
+def _shown(value: Any) -> Any:
+    if isinstance(value, str):
+        return visible(value, bidi=False)
+    if isinstance(value, dict):
+        return {_shown(k): _shown(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_shown(v) for v in value]
+    return value
+
+
+def _entries(record: dict[str, Any]) -> list[dict[str, Any]]:
     ts = float(record.get("ts") or time.time())
     kind = record.get("type")
     if kind == "start":

@@ -207,7 +207,7 @@ def build_api_router() -> APIRouter:
     async def search(
         ctx: Ctx,
         principal: AnyPrincipal,
-        q: Annotated[str, Query(min_length=1)],
+        q: Annotated[str, Query(min_length=1, max_length=200)],
         limit: Annotated[int, Query(ge=1, le=500)] = 50,  # a negative one would slice results off the end
     ) -> Messages:
         return Messages(messages=await ctx.chat.search(principal, q, limit))

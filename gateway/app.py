@@ -17,6 +17,7 @@ from gateway.deps import OperatorOnly
 from gateway.error_shapes import declare_error_shapes, install_error_handler
 from gateway.events import build_events_router
 from gateway.health import build_health_router
+from gateway.input_text import ControlCharGuard
 from gateway.mcp_server import MCP_PATH, build_mcp, build_mcp_app, build_protected_resource_router
 from gateway.plugin import Lifespan, Plugin, install_plugin, order_plugins
 from gateway.redis_facade import StrRedis
@@ -69,6 +70,7 @@ def create_app(
         if plugin_lifespan is not None:
             lifespans.append(plugin_lifespan)
     install_error_handler(app)
+    app.add_middleware(ControlCharGuard)
 
     generate_openapi = app.openapi
 

@@ -13,6 +13,7 @@ from __future__ import annotations
 import re
 import time
 from collections.abc import Awaitable, Callable
+from contextlib import nullcontext
 
 from gateway import keys
 from gateway.chat_scripts import POST_SCRIPT
@@ -31,6 +32,7 @@ from gateway.models import (
 )
 from gateway.principals import Principal, PrincipalKind, PrincipalStore
 from gateway.redis_facade import StrRedis
+from gateway.waits_budget import WaitBudget
 
 CHANNEL_RE = re.compile(r"[a-z0-9][a-z0-9_-]{0,63}")  # fullmatch: "$" would let a trailing "\n" in
 MENTION_RE = re.compile(r"(?<![\w@./-])@([a-z][a-z0-9-]{0,38})(?![\w-])")
@@ -101,12 +103,14 @@ class ChatService:
         settings: GatewaySettings,
         metrics: GatewayMetrics,
         hub: EventHub | None = None,
+        waits: WaitBudget | None = None,
     ) -> None:
         self.redis = redis
         self.principals = principals
         self.settings = settings
         self.metrics = metrics
         self.hub = hub  # blocked inbox waits wait on it (no Redis connection each) while it runs
+        self.waits = waits or WaitBudget(settings.max_waits_per_agent)
         self._post = redis.register_script(POST_SCRIPT)
 
     # -- channels ---------------------------------------------------------------------------
@@ -123,7 +127,21 @@ class ChatService:
         if not CHANNEL_RE.fullmatch(name):
             raise ChatError(f"bad channel name {name!r}: use a-z, 0-9, '-' and '_' (max 64)")
         channel = Channel(name=name, topic=topic, created_by=principal.name, created=time.time())
+        # Each channel is a stream everyone's channel list and every search walks: agents get a count.
+        counted = principal.kind == PrincipalKind.agent
+        limit = self.settings.max_channels_per_agent
+        if await self.redis.hexists(keys.CHANNELS, name):
+            raise ChatError(f"channel {name!r} already exists", status=409)
+        if counted and await self.redis.incr(keys.channels_created(principal.name)) > limit:
+            await self.redis.decr(keys.channels_created(principal.name))
+            raise ChatError(
+                f"{principal.name} has created {limit} channels, the limit per agent "
+                "(max_channels_per_agent)",
+                status=429,
+            )
         if not await self._create_channel(channel):
+            if counted:
+                await self.redis.decr(keys.channels_created(principal.name))
             raise ChatError(f"channel {name!r} already exists", status=409)
         await self.redis.sadd(keys.channel_members(name), principal.name)
         channel.members = [principal.name]
@@ -443,10 +461,11 @@ class ChatService:
         # ``valid`` (the caller's token still good) joins ``gone``: revoking it wakes this inbox's
         # waiters (PrincipalStore), which then end here instead of waiting out their slice.
         stop = _either(gone, valid)
-        if wait > 0 and self.hub is not None and self.hub.active:
-            entries = await self._wait_on_hub(principal, stream, cursor, wait, limit, stop)
-        else:
-            entries = await self._read_blocking(stream, cursor, wait, limit, stop)
+        with self.waits.hold(principal) if wait > 0 else nullcontext():
+            if wait > 0 and self.hub is not None and self.hub.active:
+                entries = await self._wait_on_hub(principal, stream, cursor, wait, limit, stop)
+            else:
+                entries = await self._read_blocking(stream, cursor, wait, limit, stop)
         if valid is not None and not await valid():
             # Nothing is handed out (the cursor stays): the items wait for the principal's next token.
             raise Unauthorized("invalid or revoked token")

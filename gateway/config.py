@@ -44,6 +44,12 @@ class GatewaySettings(BaseSettings):
     inbox_max_wait: float = Field(
         60.0, description="Longest server-side inbox wait a client may ask for (s)."
     )
+    max_waits_per_agent: int = Field(
+        8, ge=1, description="Inbox waits and event streams one agent may hold open at once (per process)."
+    )
+    max_channels_per_agent: int = Field(
+        20, ge=0, description="Channels one agent may create (DMs not counted); operators unlimited."
+    )
     history_max_limit: int = Field(500, description="Largest page of chat history returned at once.")
     events_maxlen: int = Field(200_000, description="Approximate length cap of the global event stream.")
     channel_maxlen: int = Field(100_000, description="Approximate length cap of each channel stream.")

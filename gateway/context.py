@@ -30,6 +30,7 @@ from gateway.metrics import GatewayMetrics
 from gateway.principals import PrincipalStore
 from gateway.redis_facade import StrRedis, str_redis
 from gateway.services import ServiceRegistry
+from gateway.waits_budget import WaitBudget
 
 # A component's own rendering of errors under its path prefix (the UI's HTML pages); None: the default.
 ErrorPage = Callable[[Request, GatewayError], Response | None]
@@ -123,6 +124,7 @@ class GatewayContext:
     metrics: GatewayMetrics
     hub: EventHub  # the one reader every waiter shares (its lifespan: the app's)
     tokens: TokenCheck  # what every request's token is checked with
+    waits: WaitBudget  # the open waits each agent holds
     services: ServiceRegistry = field(default_factory=ServiceRegistry)  # what plugins share, typed
     error_pages: dict[str, ErrorPage] = field(default_factory=dict)  # path prefix -> renderer
 
@@ -132,7 +134,8 @@ class GatewayContext:
         redis = redis or connect_redis(settings, metrics)
         principals = PrincipalStore(redis, settings.swarm)
         hub = EventHub(redis, metrics)
-        chat = ChatService(redis, principals, settings, metrics, hub)
+        waits = WaitBudget(settings.max_waits_per_agent)
+        chat = ChatService(redis, principals, settings, metrics, hub, waits)
         ctx = cls(
             settings=settings,
             redis=redis,
@@ -141,6 +144,7 @@ class GatewayContext:
             metrics=metrics,
             hub=hub,
             tokens=TokenCheck(redis),
+            waits=waits,
         )
         metrics.refreshers.append(ctx._refresh_gauges)
         return ctx

@@ -160,6 +160,13 @@ class BoardError(GatewayError):
     """A refused task-board operation (a task claimed by another, a lapsed claim)."""
 
 
+class TooManyWaits(GatewayError):
+    """An agent holds all the open waits (inbox waits, event streams) it may (``gateway.waits_budget``)."""
+
+    status = 429
+    default_code = "rate_limited"
+
+
 class ProxyError(GatewayError):
     """A refusal or failure of the LLM proxy (a body without max_tokens, an unreachable upstream)."""
 

@@ -304,6 +304,8 @@ class EventHub:
 async def tail_events(
     ctx: GatewayContext, principal: Principal, last_id: str, request: Request, channel: str | None = None
 ) -> AsyncIterator[ServerSentEvent]:
+    if not ctx.waits.acquire(principal):  # opened alongside others past the route's check: ends at once
+        return
     ctx.metrics.sse_clients.inc()
     valid = still_valid(request)
     try:
@@ -326,6 +328,7 @@ async def tail_events(
                 )
     finally:
         ctx.metrics.sse_clients.dec()
+        ctx.waits.release(principal)
 
 
 def resume_id(request: Request, last_event_id: str | None, param: str = "last_event_id") -> str | None:
@@ -355,6 +358,7 @@ def build_events_router() -> APIRouter:
         channel: Annotated[str | None, Query(description="Only events of this channel")] = None,
     ) -> EventSourceResponse:
         ctx: GatewayContext = request.app.state.ctx
+        ctx.waits.check(principal)  # a 429 now, before the stream's answer starts
         start = resume_id(request, last_event_id)
         if start is None:
             # Resolve "now" to a concrete id up front, so nothing posted after connecting is missed.

@@ -25,6 +25,11 @@ def channel_stream(channel: str) -> str:
     return f"{PREFIX}chan:{channel}:stream"
 
 
+def channels_created(name: str) -> str:
+    """How many channels agent ``name`` has created (its budget: max_channels_per_agent)."""
+    return f"{PREFIX}channels_by:{name}"
+
+
 def channel_members(channel: str) -> str:
     return f"{PREFIX}chan:{channel}:members"
 

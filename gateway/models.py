@@ -118,11 +118,11 @@ class PostRequest(BaseModel):
 
 class ChannelCreate(BaseModel):
     name: str = Field(description="New channel name: a-z, 0-9, '-' and '_'.")
-    topic: str = Field("", description="Initial topic.")
+    topic: str = Field("", max_length=500, description="Initial topic.")
 
 
 class TopicUpdate(BaseModel):
-    topic: str = Field(description="New topic.")
+    topic: str = Field(max_length=500, description="New topic.")
 
 
 class PrincipalCreate(BaseModel):

@@ -25,7 +25,7 @@ from gateway.forge.models import (
     RepoInfo,
     Review,
 )
-from gateway.forge.names import SHA_RE, check_branch, check_name
+from gateway.forge.names import SHA_RE, check_branch, check_name, check_text
 from gateway.forge.policy import ReviewPolicy, evaluate
 from gateway.forge.store import ForgeStore, emit_event
 from gateway.git.aio import BareRepo
@@ -196,6 +196,7 @@ class EmbeddedForge(RepositoryContent):
         base = base or info.default_branch
         check_branch(head, "head branch")
         check_branch(base, "base branch")
+        check_text(title, body)
         if not title.strip():
             raise ForgeError("a PR needs a title", 422)
         if author.kind == PrincipalKind.agent and not head.startswith(f"{author.name}/"):
@@ -329,6 +330,7 @@ class EmbeddedForge(RepositoryContent):
         counts). ``pin`` (kswarm's tools): a ``commit_id`` that is not the head is a 409, so a reviewer
         never approves what they did not read; unpinned (Gitea's API), the review is recorded on that
         commit and is stale."""
+        check_text(body=body, what="review")
         reviewer = await self.principal(actor)
         state = review_state(event)
         pr = await self._fill_shas(await self._stored(org, repo, number))
@@ -357,6 +359,7 @@ class EmbeddedForge(RepositoryContent):
         return review
 
     async def comment(self, actor: str, org: str, repo: str, number: int, body: str) -> Comment:
+        check_text(body=body, what="comment")
         await self.principal(actor)
         pr = await self._stored(org, repo, number)
         if not body.strip():

@@ -31,6 +31,7 @@ from gateway.forge.models import (
     RepoInfo,
     Review,
 )
+from gateway.forge.names import check_text
 from gateway.forge.policy import ReviewPolicy
 from gateway.forge.webhook import repo_secret
 from gateway.redis_facade import StrRedis
@@ -219,6 +220,7 @@ class GiteaForge(GiteaContent):
         body: str = "",
         reviewers: Sequence[str] = (),
     ) -> PullRequest:
+        check_text(title, body)
         payload = {"head": head, "base": base, "title": title, "body": body, "reviewers": list(reviewers)}
         reply = await self.call("POST", f"/repos/{org}/{repo}/pulls", actor=actor, json=payload)
         return shapes.parse_pr(reply.json(), org, repo)
@@ -278,6 +280,7 @@ class GiteaForge(GiteaContent):
         Gitea records a review on any commit (stale when it is not the head), so the adapter checks the
         head first and answers 409 as the embedded forge does; a push racing the check leaves a stale
         review, which never counts."""
+        check_text(body=body, what="review")
         path = f"/repos/{org}/{repo}/pulls/{number}/reviews"
         if commit_id:
             current = shapes.parse_pr(
@@ -291,6 +294,7 @@ class GiteaForge(GiteaContent):
         return shapes.parse_review((await self.call("POST", path, actor=actor, json=payload)).json())
 
     async def comment(self, actor: str, org: str, repo: str, number: int, body: str) -> Comment:
+        check_text(body=body, what="comment")
         path = f"/repos/{org}/{repo}/issues/{number}/comments"
         return shapes.parse_comment((await self.call("POST", path, actor=actor, json={"body": body})).json())
 

@@ -63,3 +63,16 @@ def check_user(value: str, what: str = "username", status: int = 400) -> None:
     """A principal's name (a forge user is a principal)."""
     if not NAME_RE.fullmatch(value):
         raise ForgeError(f"{what}: {value[:120]!r} is not a user name (a-z, 0-9 and -, 1-39)", status)
+
+
+MAX_TITLE = 256  # characters of a PR's title (Gitea's own limit is 255 bytes)
+MAX_TEXT = 64 * 1024  # characters of a PR's body, a review or a comment: every reader loads it whole
+
+
+def check_text(title: str | None = None, body: str | None = None, what: str = "body") -> None:
+    """A PR's title (one line, at most ``MAX_TITLE``) and a body, review or comment (``what``; at most
+    ``MAX_TEXT``): what one agent writes, everyone's pages and the monitor's feed load."""
+    if title is not None and (len(title) > MAX_TITLE or "\n" in title):
+        raise ForgeError(f"title: one line of at most {MAX_TITLE} characters (got {len(title)})", 422)
+    if body is not None and len(body) > MAX_TEXT:
+        raise ForgeError(f"{what}: {len(body)} characters; the limit is {MAX_TEXT}", 413)

@@ -118,11 +118,18 @@ def build_monitor_router() -> APIRouter:
         ] = None,
     ) -> EventSourceResponse:
         TimelineStore.check_reader(who, name)
+        waits = request.app.state.ctx.waits
+        waits.check(who)  # a 429 now, before the stream's answer starts
         start = resume_id(request, after, "after") or await svc.timeline.last_id(name)
 
         async def stream() -> AsyncIterator[ServerSentEvent]:
-            async for entry in svc.timeline.follow(name, start, request.is_disconnected):
-                yield ServerSentEvent(data=entry.model_dump_json(), id=entry.id)
+            if not waits.acquire(who):  # opened alongside others past the check: ends at once
+                return
+            try:
+                async for entry in svc.timeline.follow(name, start, request.is_disconnected):
+                    yield ServerSentEvent(data=entry.model_dump_json(), id=entry.id)
+            finally:
+                waits.release(who)
 
         return EventSourceResponse(stream(), ping=15)
 

@@ -4,7 +4,6 @@ errors, JSON, agents' colours, ages."""
 from __future__ import annotations
 
 import json
-import re
 import time
 import zlib
 from typing import Any, NoReturn
@@ -13,18 +12,11 @@ import typer
 from rich.console import Console
 from rich.markup import escape
 
+from gateway.client.text import visible
+
 # rich resolves sys.stdout/sys.stderr at print time, so these follow typer's test runner too.
 console = Console()
 err_console = Console(stderr=True)
-
-# What a terminal acts on instead of showing: C0 controls but newline and tab, DEL, the C1 controls
-# (0x9b is a CSI on its own), and the bidirectional overrides that make text read other than it is.
-_CONTROL = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\u200e\u200f\u202a-\u202e\u2066-\u2069]")
-
-
-def _visible(match: re.Match[str]) -> str:
-    code = ord(match.group())
-    return f"\\x{code:02x}" if code < 0x100 else f"\\u{code:04x}"
 
 
 def safe(text: object, markup: bool = True) -> str:
@@ -33,7 +25,7 @@ def safe(text: object, markup: bool = True) -> str:
     control character shown as its escape (ESC as the four characters ``\\x1b``), and, for a Rich
     console (``markup``), each markup tag as the text it is. For ``typer.echo``: ``markup=False``.
     ``--json`` needs neither: the JSON encoder escapes control characters itself."""
-    shown = _CONTROL.sub(_visible, "" if text is None else str(text))
+    shown = visible("" if text is None else str(text))
     return escape(shown) if markup else shown
 
 

@@ -7,7 +7,9 @@ import time
 from pathlib import Path
 
 import pytest
+import redis as redis_sync
 
+from gateway import keys
 from kstest.gateway import GatewayClients as GatewayProcess
 from kstest.gateway import GatewayThread
 
@@ -156,6 +158,50 @@ def test_message_size_limit(gateway: GatewayProcess, agents: dict[str, str]) -> 
         over = alice.post("/api/channels/general/messages", json={"text": "é" * 8193})  # 16386 bytes
         assert over.status_code == 413 and "16384" in over.json()["detail"]
         assert alice.post("/api/channels/general/messages", json={"text": "  "}).status_code == 400
+
+
+def test_attack_an_agent_cannot_create_channels_without_end(clean_redis: str, short_tmp: Path) -> None:
+    """Every channel is a stream everyone's channel list and every search walks: mallory may create
+    ``max_channels_per_agent``; the next is a 429 naming the limit, an existing name (409) costs her
+    nothing, and the operator is not counted."""
+    gw = GatewayThread(short_tmp / "home", clean_redis, max_channels_per_agent=3)
+    gw.start()
+    try:
+        with gw.client(gw.add_principal("mallory")) as c:
+            made = [c.post("/api/channels", json={"name": f"spam-{i}"}).status_code for i in range(3)]
+            assert made == [201, 201, 201]
+            assert c.post("/api/channels", json={"name": "spam-0"}).status_code == 409
+            over = c.post("/api/channels", json={"name": "spam-3"})
+            assert over.status_code == 429 and "max_channels_per_agent" in over.json()["detail"]
+            topic = c.put("/api/channels/spam-0/topic", json={"topic": "t" * 501})
+            assert topic.status_code == 422, "a topic is one line for a list, not a store"
+            assert c.get("/api/search", params={"q": "x" * 201}).status_code == 422
+        with gw.client(gw.operator_token) as op:
+            assert op.post("/api/channels", json={"name": "ops-4"}).status_code == 201
+            names = {ch["name"] for ch in op.get("/api/channels").json()}
+        assert "spam-3" not in names and {"spam-0", "spam-1", "spam-2", "ops-4"} <= names
+    finally:
+        gw.stop()
+
+
+def test_attack_flooding_an_inbox_keeps_it_bounded(clean_redis: str, short_tmp: Path) -> None:
+    """500 DMs into bob's inbox: Redis keeps about ``inbox_maxlen`` of them (trimmed approximately,
+    by whole nodes of at most 100 entries), never all."""
+    gw = GatewayThread(short_tmp / "home", clean_redis, inbox_maxlen=10, rate_limit_per_sec=0)
+    gw.start()
+    try:
+        gw.add_principal("bob")
+        with gw.client(gw.add_principal("mallory")) as c:
+            for i in range(500):
+                assert c.post("/api/dms/bob/messages", json={"text": f"{i}"}).status_code == 201
+        client = redis_sync.Redis.from_url(clean_redis)
+        try:
+            kept = client.xlen(keys.inbox("bob"))
+        finally:
+            client.close()
+        assert 10 <= kept <= 10 + 100, kept
+    finally:
+        gw.stop()
 
 
 def test_rate_limit(clean_redis: str, short_tmp: Path) -> None:

@@ -108,3 +108,30 @@ def test_the_request_state_boundary_stays_when_the_otel_span_goes(gateway: Gatew
     kinds = {type(m).__name__ for m in server.middleware}
     assert "RequestStateBoundary" in kinds
     assert "OpenTelemetryMiddleware" not in kinds
+
+
+def test_the_gateway_holds_no_mcp_session_for_a_client(gateway: GatewayThread, token: str) -> None:
+    """An agent's budget of MCP sessions is none: the transport is stateless, so a thousand handshakes
+    leave nothing behind in the gateway (no session id is handed out; none is needed for a call)."""
+    headers = {"Authorization": f"Bearer {token}", "Accept": "application/json, text/event-stream"}
+    init = {
+        "jsonrpc": "2.0",
+        "id": 1,
+        "method": "initialize",
+        "params": {
+            "protocolVersion": "2025-06-18",
+            "capabilities": {},
+            "clientInfo": {"name": "t", "version": "1"},
+        },
+    }
+    with httpx.Client(base_url=gateway.url, headers=headers, timeout=30) as http:
+        reply = http.post("/mcp", json=init)
+        assert reply.status_code == 200 and "mcp-session-id" not in reply.headers
+        call = {
+            "jsonrpc": "2.0",
+            "id": 2,
+            "method": "tools/call",
+            "params": {"name": "whoami", "arguments": {}},
+        }
+        answered = http.post("/mcp", json=call)
+        assert answered.status_code == 200 and not answered.json()["result"].get("isError"), answered.text

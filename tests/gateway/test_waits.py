@@ -203,3 +203,43 @@ async def test_revoking_a_token_ends_its_blocked_waits_and_loses_nothing(gateway
     async with gateway.async_client(fresh) as bob_again:
         items = (await bob_again.get("/api/inbox")).json()["items"]
     assert [i["text"] for i in items] == ["secret"]
+
+
+async def test_attack_one_agent_cannot_hold_more_than_its_waits(gateway: GatewayThread) -> None:
+    """mallory opens every wait she may (8 inbox long polls), then tries more -- another inbox wait, an
+    event stream, her timeline's stream: each is a 429 naming the limit, while bob still waits and is
+    served; once her waits end she may wait again. (Before the budget, she could open thousands.)"""
+    tokens = {n: gateway.add_principal(n) for n in ("mallory", "bob")}
+    budget = gateway.app.state.ctx.waits
+    limit = gateway.settings.max_waits_per_agent
+    limits = httpx.Limits(max_connections=limit + 8)
+    async with (
+        gateway.async_client(tokens["mallory"]) as mallory,
+        gateway.async_client(tokens["bob"]) as bob,
+        httpx.AsyncClient(base_url=gateway.url, limits=limits, timeout=60) as http,
+    ):
+        auth = {"Authorization": f"Bearer {tokens['mallory']}"}
+        held = [
+            asyncio.create_task(http.get("/api/inbox", params={"wait": 60}, headers=auth))
+            for _ in range(limit)
+        ]
+        await until(lambda: budget.open("mallory") == limit, f"mallory holds {limit} waits")
+        more = await mallory.get("/api/inbox", params={"wait": 30})
+        assert more.status_code == 429 and more.headers["retry-after"] == "1"
+        assert "max_waits_per_agent" in more.json()["detail"]
+        for path in ("/api/events", "/api/agents/mallory/timeline/events"):
+            async with mallory.stream("GET", path) as stream:
+                assert stream.status_code == 429, path
+        assert (await mallory.get("/api/inbox")).status_code == 200, "a read that does not wait is fine"
+
+        bobs = asyncio.create_task(bob.get("/api/inbox", params={"wait": 60}))
+        await until(lambda: budget.open("bob") == 1, "bob waits too")
+        assert (await mallory.post("/api/dms/bob/messages", json={"text": "hi bob"})).status_code == 201
+        assert (await asyncio.wait_for(bobs, 50)).json()["items"][0]["text"] == "hi bob"
+
+        assert (await bob.post("/api/dms/mallory/messages", json={"text": "wake"})).status_code == 201
+        replies = await asyncio.wait_for(asyncio.gather(*held), 50)
+        assert [r.status_code for r in replies] == [200] * limit
+        await until(lambda: budget.open("mallory") == 0, "her waits are released")
+        again = await mallory.get("/api/inbox", params={"wait": 0.1})
+        assert again.status_code == 200

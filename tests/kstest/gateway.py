@@ -13,6 +13,7 @@ import time
 from pathlib import Path
 
 import httpx
+from fastapi import FastAPI
 from redis.asyncio import Redis
 
 from gateway.app import create_app
@@ -101,6 +102,9 @@ class GatewayThread(GatewayClients):
         """The gateway's plugins; suites that configure a component differently override this."""
         return default_plugins()
 
+    def build_app(self) -> FastAPI:
+        return create_app(self.settings, plugins=self.plugins())
+
     def start(self, timeout: float = 30) -> None:
         self.home.mkdir(parents=True, exist_ok=True)
         started = threading.Event()
@@ -110,7 +114,7 @@ class GatewayThread(GatewayClients):
             self._loop = asyncio.get_running_loop()
             self._stop = asyncio.Event()
             ready = asyncio.Event()
-            self.app = create_app(self.settings, plugins=self.plugins())
+            self.app = self.build_app()
             waiter = asyncio.create_task(ready.wait())
             waiter.add_done_callback(lambda _: started.set())
             await serve(self.app, self.settings, ready=ready, stop=self._stop)
@@ -183,6 +187,9 @@ class GatewayProcess(GatewayClients):
             **self.extra_env,
         )
         return env
+
+    def build_app(self) -> FastAPI:
+        return create_app(self.settings, plugins=self.plugins())
 
     def start(self, timeout: float = 30) -> None:
         self.home.mkdir(parents=True, exist_ok=True)

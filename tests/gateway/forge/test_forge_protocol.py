@@ -211,3 +211,31 @@ def test_gitea_token_creation_needs_the_users_basic_auth(quiet_gw: ForgeGateway)
         f"{quiet_gw.url}/api/v1/repos/search", headers={"Authorization": f"token {quiet_gw.operator_token}"}
     ).json()
     assert search["ok"] is True and all("clone_url" in r for r in search["data"])
+
+
+async def test_attack_oversized_titles_bodies_reviews_and_comments_are_refused(
+    forge: Forge, quiet_gw: ForgeGateway, short_tmp: Path
+) -> None:
+    """An agent writes a megabyte into the texts every reader loads whole (the PR page, ``pr_view``, the
+    monitor's feed): each is refused with the field named; nothing is opened or recorded."""
+    name = unique("big", forge)
+    info = await forge.ensure_repo("proto", name)
+    git = agent_git(quiet_gw, short_tmp, "bob")
+    work = git.clone(info.clone_url, short_tmp / "w")
+    git.run("checkout", "-q", "-b", "bob/big", cwd=work)
+    git.commit(work, "x.py", "x\n", "x")
+    assert git.push(work, "bob/big").returncode == 0
+    megabyte = "y" * (1024 * 1024)
+    for title, body, status in ((megabyte[:300], "", 422), ("a\nsecond line", "", 422), ("t", megabyte, 413)):
+        with pytest.raises(ForgeError) as exc:
+            await forge.open_pr("bob", "proto", name, "bob/big", "main", title, body)
+        assert exc.value.status == status and exc.value.message.startswith(("title:", "body:"))
+    assert await forge.list_prs("proto", name) == []
+    pr = await forge.open_pr("bob", "proto", name, "bob/big", "main", "fine", "b" * 60_000)
+    with pytest.raises(ForgeError) as exc:
+        await forge.comment("alice", "proto", name, pr.number, megabyte)
+    assert exc.value.status == 413 and exc.value.message.startswith("comment:")
+    with pytest.raises(ForgeError) as exc:
+        await forge.review("alice", "proto", name, pr.number, "COMMENT", megabyte)
+    assert exc.value.status == 413 and exc.value.message.startswith("review:")
+    assert await forge.comments("proto", name, pr.number) == []

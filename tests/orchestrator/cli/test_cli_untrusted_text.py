@@ -21,8 +21,10 @@ import httpx
 import pytest
 import redis as redis_sync
 from cli_kit import Kswarm, Ran
+from fastapi import FastAPI
 
 from gateway.client import GatewayClient
+from gateway.input_text import ControlCharGuard
 from gateway.monitor.plugin import MonitorPlugin
 from gateway.monitor.settings import MonitorSettings
 from gateway.plugin import Plugin
@@ -52,7 +54,17 @@ def assert_safe(ran: Ran, shown_at_least: list[str] = SHOWN) -> None:
 
 
 class TextGateway(GatewayThread):
-    """Every plugin; the monitor puts an open PR on Attention at once."""
+    """Every plugin; the monitor puts an open PR on Attention at once; no input guard.
+
+    The gateway refuses control characters in text at input (``tests/gateway/test_input_text.py``). The
+    CLI is the second defence, for text that is in the stores anyway: written before the guard existed,
+    through a real Gitea, or a worker's report of a kernel's output. This gateway runs without the
+    guard so that every kind of such text exists to be shown."""
+
+    def build_app(self) -> FastAPI:
+        app = super().build_app()
+        app.user_middleware = [m for m in app.user_middleware if m.cls is not ControlCharGuard]
+        return app
 
     def plugins(self) -> list[Plugin[Any]]:
         settings = MonitorSettings(pr_blocked_after_s=0.0, attention_every_s=0.3, sample_s=0.3, lease_s=5.0)
