@@ -26,6 +26,8 @@ from gateway.dataset.sources import (
     JobRecord,
     JobRecordSource,
     PullInfo,
+    booked_models,
+    provenance_models,
 )
 from gateway.forge.evidence import EVIDENCE_LEVELS, EvidenceLevel, implied_evidence
 from gateway.git.sync import Mirror
@@ -303,13 +305,14 @@ def build_dataset_at(
         pulls = forge.pulls(repo)
         jobs = (job_source or GatewayJobSource(client)).job_records(repo)
         cost = cost_source or GatewayCostSource(client)
+        models = provenance_models(models or {}, booked_models(client))
         with tempfile.TemporaryDirectory(prefix="kswarm-dataset-") as tmp:
             mirror = Mirror.fetch(
                 info["clone_url"], gateway.token or "", mirror_dir or Path(tmp) / "mirror.git"
             )
             try:
                 branch = info.get("default_branch") or "main"
-                rows = build_rows(repo, jobs, pulls, mirror, models or {}, branch, cost)
+                rows = build_rows(repo, jobs, pulls, mirror, models, branch, cost)
             finally:
                 mirror.close()
         cost_report = cost.report()

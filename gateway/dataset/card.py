@@ -7,6 +7,7 @@ from collections import Counter
 from collections.abc import Mapping
 from typing import Any
 
+from gateway.dataset.markdown import md_code, md_text
 from gateway.dataset.schema import COLUMNS, SCHEMA_VERSION, type_name
 from gateway.forge.evidence import EVIDENCE_LEVELS, evidence_rank
 
@@ -143,13 +144,17 @@ def summarize(
 
 
 def _md_table(header: list[str], rows: list[list[Any]]) -> str:
+    """A table of the card's own header and cells already escaped (``md_text``/``md_code``) or numbers."""
     lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
     lines += ["| " + " | ".join(str(x) for x in row) + " |" for row in rows]
     return "\n".join(lines)
 
 
 def _counts_table(title: str, counts: dict[str, dict[str, Any]]) -> str:
-    rows = [[k, c["records"], c["passed"], c["accepted"], f"{c['pass_rate']:.0%}"] for k, c in counts.items()]
+    rows = [
+        [md_text(k), c["records"], c["passed"], c["accepted"], f"{c['pass_rate']:.0%}"]
+        for k, c in counts.items()
+    ]
     return _md_table([title, "records", "passed", "accepted", "pass rate"], rows)
 
 
@@ -163,17 +168,23 @@ def _cost_section(cost: Mapping[str, Any] | None) -> str:
     tasks = _md_table(
         ["task", "tokens", "USD", "accepted", "USD per accepted kernel"],
         [
-            [t, int(e["tokens"]), money(e["cost_usd"]), e["accepted"], money(e.get("usd_per_accepted"))]
+            [
+                md_text(t),
+                int(e["tokens"]),
+                money(e["cost_usd"]),
+                e["accepted"],
+                money(e.get("usd_per_accepted")),
+            ]
             for t, e in cost["by_task"].items()
         ],
     )
     agents = _md_table(
         ["agent", "tokens", "USD"],
-        [[a, int(e["tokens"]), money(e["cost_usd"])] for a, e in cost["by_agent"].items()],
+        [[md_text(a), int(e["tokens"]), money(e["cost_usd"])] for a, e in cost["by_agent"].items()],
     )
     models = _md_table(
         ["model", "tokens", "USD"],
-        [[m, int(e["tokens"]), money(e["cost_usd"])] for m, e in cost["by_model"].items()],
+        [[md_text(m), int(e["tokens"]), money(e["cost_usd"])] for m, e in cost["by_model"].items()],
     )
     return f"""LLM usage booked to the task each agent held a claim on while spending it (task `-`: usage
 while holding none). Swarm: {cost["total_tokens"]} tokens, {money(cost["total_usd"])}; on tasks
@@ -194,7 +205,13 @@ def _evidence_table(evidence: Mapping[str, Any]) -> str:
     if not kernels:
         return "No accepted kernels yet."
     rows = [
-        [k["task"], f"`{k['kernel_path']}`", str(k["commit"])[:10], k["author"] or "?", f"`{k['evidence']}`"]
+        [
+            md_text(k["task"]),
+            md_code(k["kernel_path"]),
+            md_text(str(k["commit"])[:10]),
+            md_text(k["author"] or "?"),
+            md_code(k["evidence"]),
+        ]
         for k in kernels
     ]
     return _md_table(["task", "kernel", "commit", "author", "evidence"], rows)
@@ -205,8 +222,9 @@ def render_card(s: dict[str, Any]) -> str:
     schema = _md_table(
         ["column", "type", "meaning"], [[f"`{c.name}`", type_name(c.type), c.doc] for c in COLUMNS]
     )
-    verdicts = ", ".join(f"{k} {v}" for k, v in s["verdicts"].items()) or "none"
-    flags = ", ".join(f"`{k}` {v}" for k, v in s["flags"].items()) or "none"
+    verdicts = ", ".join(f"{md_text(k)} {v}" for k, v in s["verdicts"].items()) or "none"
+    flags = ", ".join(f"{md_code(k)} {v}" for k, v in s["flags"].items()) or "none"
+    authors = ", ".join(md_text(a) for a in s["authors"]) or "none"
     return f"""---
 configs:
 - config_name: default
@@ -219,7 +237,7 @@ tags:
 - code
 ---
 
-# kswarm kernel dataset: `{s["repo"]}`
+# kswarm kernel dataset: {md_code(s["repo"])}
 
 Every verification attempt of a Triton kernel submitted to the swarm's dataset repo, one row per
 attempt, with the kernel's source, its author (the commit author, enforced by the forge), the PR and
@@ -232,7 +250,7 @@ exactly that commit. Built {built} by `kswarm dataset build`; schema version {s[
 - records (verification attempts): **{s["records"]}**, accepted **{s["accepted"]}**
 - passed: {s["passed"]} ({s["pass_rate"]:.0%})
 - tasks with attempts: {s["tasks"]}; with an accepted kernel: {s["tasks_with_accepted"]}
-- authors: {", ".join(s["authors"]) or "none"}
+- authors: {authors}
 - verdicts: {verdicts}
 - flags: {flags}
 - evidence of the accepted kernels: **{evidence_line(s["evidence"])}**

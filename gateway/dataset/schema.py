@@ -71,7 +71,12 @@ COLUMNS: tuple[Column, ...] = (
     Column(
         "author", pa.string(), "Agent that wrote the kernel: the commit's author (enforced by the forge)."
     ),
-    Column("author_model", pa.string(), "The author's model, from the swarm spec (null if unknown)."),
+    Column(
+        "author_model",
+        pa.string(),
+        "The author's model: the one the LLM proxy booked most of its tokens under (the upstream's "
+        "answer), else the swarm spec's; null if neither knows it.",
+    ),
     Column(
         "submitter", pa.string(), "Principal that submitted the job (the author, or a reviewer reproducing)."
     ),

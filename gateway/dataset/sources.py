@@ -3,12 +3,14 @@ Gitea-shaped REST, so Gitea works too) and the repo's history (a git mirror over
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, Protocol
 
 from pydantic import BaseModel, ConfigDict, Field
 
 from gateway.client import GatewayClient, Missing
+from gateway.llm.model_names import booked_model
 
 TERMINAL = ("succeeded", "failed", "error", "timeout")
 JOBS_PAGE = 500  # the most /api/jobs returns at once
@@ -114,6 +116,29 @@ class GatewayCostSource:
         except Missing:
             self.available = False
             return None
+
+
+def booked_models(gateway: GatewayClient) -> dict[str, str]:
+    """Agent -> the model the LLM proxy booked most of its tokens under (``GET /api/usage``: the models
+    the upstream answered with, never what an agent reported); {} without a proxy. Names are checked
+    again here: the build may read any gateway."""
+    try:
+        report = gateway.get("/api/usage")
+    except Missing:
+        return {}
+    out: dict[str, str] = {}
+    for name, usage in (report.get("agents") or {}).items():
+        models = usage.get("models") or {}
+        counts = {m: n for m, n in models.items() if isinstance(n, int)}
+        if counts:
+            out[str(name)] = booked_model(max(sorted(counts), key=lambda m: counts[m]))
+    return out
+
+
+def provenance_models(spec: Mapping[str, str], booked: Mapping[str, str]) -> dict[str, str]:
+    """Each agent's model for the records and the card: what the proxy booked, else the swarm spec's
+    (the operator's), every name a sane one or ``unknown``."""
+    return {name: booked_model(model) for name, model in {**spec, **booked}.items()}
 
 
 class ReviewInfo(BaseModel):

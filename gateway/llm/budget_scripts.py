@@ -110,10 +110,11 @@ return {1}
 )
 
 # KEYS: 1 agent usage, 2 swarm usage, 3 the reservation day's usage, 4 agents set, 5 reservations,
-# 6 reservation data, 7 reserved sums, 8 the agent's hold. ARGV: 1 name, 2 id, 3 now, 4 book (1) or
-# only release (0), 5 cost in nano-USD, 6-9 the four token counts in TOKEN_FIELDS order, 10 their sum,
-# 11 day ttl, 12 a hold record to set ('' = none: the usage fits its reservation). Returns 0 (released),
-# 1 (booked) or 2 (booked, and this call set the hold).
+# 6 reservation data, 7 reserved sums, 8 the agent's hold, 9 the agent's tokens per model. ARGV: 1 name,
+# 2 id, 3 now, 4 book (1) or only release (0), 5 cost in nano-USD, 6-9 the four token counts in
+# TOKEN_FIELDS order, 10 their sum, 11 day ttl, 12 a hold record to set ('' = none: the usage fits its
+# reservation), 13 the model the upstream answered with (model_names.booked_model). Returns 0
+# (released), 1 (booked) or 2 (booked, and this call set the hold).
 SETTLE_SCRIPT = (
     LUA_COMMON
     + """
@@ -134,6 +135,7 @@ redis.call('HINCRBY', KEYS[3], 'swarm:tokens', ARGV[10])
 redis.call('HINCRBY', KEYS[3], 'swarm:nusd', ARGV[5])
 redis.call('EXPIRE', KEYS[3], ARGV[11])
 redis.call('SADD', KEYS[4], ARGV[1])
+if ARGV[10] ~= '0' then redis.call('HINCRBY', KEYS[9], ARGV[13], ARGV[10]) end
 if ARGV[12] ~= '' and redis.call('SET', KEYS[8], ARGV[12], 'NX') then return 2 end
 return 1
 """

@@ -96,7 +96,8 @@ class SSEUsage:
         kind = event.get("type")
         if kind == "message_start" and isinstance(event.get("message"), dict):
             self.seen = True
-            self.model = event["message"].get("model") or self.model
+            model = event["message"].get("model")
+            self.model = model if isinstance(model, str) and model else self.model
             self.usage.merge(event["message"].get("usage"))
             self.usage.reported.discard("output_tokens")  # message_start's output count is provisional
         elif kind == "message_delta":

@@ -28,6 +28,7 @@ from typing import TYPE_CHECKING, Any
 from gateway.keys import PREFIX
 from gateway.llm.budget_scripts import RESERVE_SCRIPT, SETTLE_SCRIPT
 from gateway.llm.config import LLMProxySettings
+from gateway.llm.model_names import booked_model
 from gateway.llm.refusals import NANO, BudgetRefusal, Hold, LimitField, Scope
 from gateway.llm.usage_models import AgentUsage, BudgetUpdate
 from gateway.redis_facade import StrRedis, Value
@@ -67,6 +68,11 @@ BUDGETS: tuple[tuple[Scope, LimitField], ...] = tuple(
 
 def usage_key(name: str) -> str:
     return f"{PREFIX}llm:usage:{name}"
+
+
+def models_key(name: str) -> str:
+    """Tokens booked per model the upstream answered ``name``'s calls with (model_names.booked_model)."""
+    return f"{PREFIX}llm:models:{name}"
 
 
 def budget_key(name: str) -> str:
@@ -275,10 +281,11 @@ class UsageStore:
         counts: list[int] = [getattr(usage, f) for f in TOKEN_FIELDS] if usage is not None else [0, 0, 0, 0]
         cost = self.settings.price_for(model or res.model).cost(*counts) if usage is not None else 0.0
         nusd, now = round(cost * NANO), time.time()
+        # The name booked is the upstream's, never the request's (the agent's say-so), and a sane one.
+        booked = booked_model(model)
         hold = None
         if usage is not None and res.bounded and (sum(counts) > res.tokens or nusd > res.nusd):
-            booked_model = model or res.model or "?"
-            hold = Hold(res.name, now, booked_model, sum(counts), nusd, res.tokens, res.nusd)
+            hold = Hold(res.name, now, booked, sum(counts), nusd, res.tokens, res.nusd)
         keys = [
             usage_key(res.name),
             USAGE_SWARM,
@@ -288,10 +295,11 @@ class UsageStore:
             RESERVATION_DATA,
             RESERVED,
             hold_key(res.name),
+            models_key(res.name),
         ]
         args: list[Value] = [res.name, res.id, repr(now), int(usage is not None), nusd]
         tokens: int = sum(counts)
-        args += [*counts, tokens, DAY_KEEP_S, hold.record() if hold else ""]
+        args += [*counts, tokens, DAY_KEEP_S, hold.record() if hold else "", booked]
         if hold is not None:
             hold.new = await self._settle_script(keys=keys, args=args) == 2
         else:
@@ -299,7 +307,7 @@ class UsageStore:
         if usage is not None and tokens:
             # Off the answer's path (two round trips): the usage is booked above; which tasks the call
             # is attributed to follows within milliseconds, for the monitor to book (docs/llm-proxy.md).
-            log_spent = self._log_spent(res.name, model or res.model, now, tokens, nusd)
+            log_spent = self._log_spent(res.name, booked, now, tokens, nusd)
             task = asyncio.create_task(log_spent, name="llm-log-spent")
             self._logging.add(task)
             task.add_done_callback(self._logging.discard)
@@ -310,7 +318,7 @@ class UsageStore:
         if self._logging:
             await asyncio.wait(set(self._logging), timeout=DRAIN_S)
 
-    async def _log_spent(self, name: str, model: str | None, ts: float, tokens: int, nusd: int) -> None:
+    async def _log_spent(self, name: str, model: str, ts: float, tokens: int, nusd: int) -> None:
         """Append the booked call to ``SPENT`` with the tasks ``name`` holds now; a failure here loses
         only that call's attribution to a task (its usage is booked already), never the call."""
         try:
@@ -320,7 +328,7 @@ class UsageStore:
             fields = {
                 "agent": name,
                 "ts": repr(ts),
-                "model": model or "",
+                "model": model,
                 "tokens": str(tokens),
                 "nusd": str(nusd),
                 "tasks": ",".join(tasks),
@@ -409,8 +417,10 @@ class UsageStore:
             pipe.hmget(day_key(day), [f"{prefix}tokens", f"{prefix}nusd"])
             pipe.hmget(RESERVED, [f"{prefix}tokens", f"{prefix}nusd"])
             pipe.get(hold_key(name))
-            raw, override, today, reserved, held = await pipe.execute()
+            pipe.hgetall(models_key(name))
+            raw, override, today, reserved, held, models = await pipe.execute()
         u = self._build(name, raw, today, reserved, **self._agent_limits(name, override))
+        u.models = {str(m): _int(n) for m, n in sorted(models.items(), key=lambda kv: (-_int(kv[1]), kv[0]))}
         if held is not None:
             hold = Hold.parse(name, held)
             u.hold, u.hold_since = hold.describe(), hold.since
@@ -419,6 +429,20 @@ class UsageStore:
     async def all(self) -> dict[str, AgentUsage]:
         names = sorted(await self.redis.smembers(USAGE_AGENTS))
         return {n: await self.get(n) for n in names}
+
+    async def main_models(self) -> dict[str, str]:
+        """Agent -> the model the upstream answered most of its booked tokens with (agents with none
+        booked are left out): the label the cost report and the dataset give an agent's usage."""
+        names = sorted(await self.redis.smembers(USAGE_AGENTS))
+        async with self.redis.pipeline(transaction=False) as pipe:
+            for name in names:
+                pipe.hgetall(models_key(name))
+            booked = await pipe.execute()
+        return {
+            name: max(sorted(models), key=lambda m: _int(models[m]))
+            for name, models in zip(names, booked, strict=True)
+            if models
+        }
 
     async def swarm(self) -> AgentUsage:
         day = utc_day(time.time())
@@ -435,7 +459,7 @@ class UsageStore:
         before = await self.get(name)
         day = utc_day(time.time())
         async with self.redis.pipeline(transaction=True) as pipe:
-            pipe.delete(usage_key(name), hold_key(name), *self._flag_keys(name, day)[:2])
+            pipe.delete(usage_key(name), hold_key(name), models_key(name), *self._flag_keys(name, day)[:2])
             pipe.hdel(day_key(day), f"agent:{name}:tokens", f"agent:{name}:nusd")
             pipe.srem(USAGE_AGENTS, name)
             await pipe.execute()

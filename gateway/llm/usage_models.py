@@ -32,6 +32,11 @@ class AgentUsage(BaseModel):
     )
     hold_since: float | None = Field(None, description="Unix time the hold was set.")
     last_request: float | None = Field(None, description="Unix time of the last recorded request.")
+    models: dict[str, int] = Field(
+        default_factory=dict,
+        description="Tokens booked per model the upstream answered with (most first; a name outside "
+        "[A-Za-z0-9._:@/-]{1,100} is booked as 'unknown'); never the model the agent asked for.",
+    )
 
 
 class UsageReport(BaseModel):

@@ -15,7 +15,6 @@
 | ``ks:mon:audit-seen`` | hash | ``<repo>#<n>`` -> the last gate decision time counted |
 | ``ks:mon:attention`` | string | the digest of the last Attention list announced |
 | ``ks:mon:ack`` | hash | Attention item key -> unix time an operator dismissed it |
-| ``ks:mon:agent-model`` | hash | agent -> the model its timeline last reported |
 | ``ks:mon:actions`` | stream | operator actions: who, what, target, outcome |
 | ``ks:mon:forge-cursor`` | string | the last ``ks:forge:events`` entry read (pushes) |
 | ``ks:mon:heads:<repo>:<branch>`` | list | its heads as pushed: ``{sha, old, ts, actor}`` (last 200) |
@@ -39,7 +38,6 @@ CLAIMS = f"{PREFIX}mon:claims"
 AUDIT_SEEN = f"{PREFIX}mon:audit-seen"
 ATTENTION = f"{PREFIX}mon:attention"
 ACK = f"{PREFIX}mon:ack"
-AGENT_MODEL = f"{PREFIX}mon:agent-model"
 ACTIONS = f"{PREFIX}mon:actions"
 CLAIMS_MAXLEN = 10_000
 FORGE_CURSOR = f"{PREFIX}mon:forge-cursor"

@@ -208,7 +208,7 @@ def build_monitor_router() -> APIRouter:
 
     @r.get("/api/monitor/cost", response_model=CostReport, summary="LLM usage attributed to tasks")
     async def cost(svc: Monitor, _: OperatorOnly) -> CostReport:
-        return await svc.cost.report(await svc.timeline_models())
+        return await svc.cost.report(await svc.booked_models())
 
     @r.get("/api/monitor/cost/window", response_model=CostPoint, summary="What an agent spent on a task")
     async def cost_window(

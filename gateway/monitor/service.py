@@ -7,6 +7,7 @@ from dataclasses import dataclass
 
 from gateway import services
 from gateway.context import GatewayContext
+from gateway.llm.usage import UsageStore
 from gateway.monitor import keys
 from gateway.monitor.actions import OperatorActions
 from gateway.monitor.attention import AttentionBuilder
@@ -42,6 +43,7 @@ class MonitorService:
     actions: OperatorActions
     charts: ChartBook
     feeder: MonitorFeeder
+    usage: UsageStore | None = None  # the LLM proxy's books (None: no proxy in this gateway)
 
     @classmethod
     def build(cls, ctx: GatewayContext, settings: MonitorSettings) -> MonitorService:
@@ -55,12 +57,13 @@ class MonitorService:
             actions=OperatorActions(ctx, settings),
             charts=ChartBook(series),
             feeder=MonitorFeeder(ctx, settings, series),
+            usage=ctx.services.find(LLM_USAGE),
         )
 
-    async def timeline_models(self) -> dict[str, str]:
-        """Agent -> the model its timeline last reported (labels for cost per model)."""
-        raw = await self.series.redis.hgetall(keys.AGENT_MODEL)
-        return {str(k): str(v) for k, v in raw.items()}
+    async def booked_models(self) -> dict[str, str]:
+        """Agent -> the model the LLM proxy booked most of its tokens under (labels for cost per model):
+        the upstream's answer, never what the agent reports in its timeline (docs/security.md)."""
+        return await self.usage.main_models() if self.usage is not None else {}
 
     async def claims(self, task: str | None = None, limit: int = 200) -> list[ClaimWindow]:
         """Claim windows, newest first: the ones open now, then the closed ones."""

@@ -113,7 +113,6 @@ class TimelineStore:
         """Store ``entries`` as ``principal``'s (an agent's own); returns their ids."""
         self.check_writer(principal)
         now = time.time()
-        model = None
         async with self.redis.pipeline(transaction=False) as pipe:
             for entry in entries:
                 cost = self._cost(entry)
@@ -124,10 +123,6 @@ class TimelineStore:
                     maxlen=self.maxlen,
                     approximate=True,
                 )
-                if entry.kind == "model" and isinstance(entry.data.get("model"), str):
-                    model = entry.data["model"][:100]
-            if model:
-                pipe.hset(keys.AGENT_MODEL, principal.name, model)
             replies = await pipe.execute()
         return [str(r) for r in replies[: len(entries)]]
 
