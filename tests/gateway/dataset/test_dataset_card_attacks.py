@@ -35,7 +35,9 @@ HOSTILE_MODEL = "claude</td><script>alert(1)</script>\n# Owned | x"
 UPSTREAM_MODEL = "claude-cost-1"
 EVIL_UPSTREAM_MODEL = "evil<img src=x onerror=alert(3)>|\n# Owned by the upstream"
 KERNEL = "kernels/add/mallory__x__.py"  # the job API takes [A-Za-z0-9_.-] file names: emphasis at most
-PR_TITLE = "<script>alert(4)</script>\n# Owned PR | [click](http://e)"
+# One line: the forge refuses a title with a newline (a heading through a line break is covered by
+# test_dataset_card_escaping.py, for text stored before that rule or from a real Gitea).
+PR_TITLE = "<script>alert(4)</script> # Owned PR | [click](http://e)"
 CELL_SPLIT = re.compile(r"(?<!\\)\|")
 
 
