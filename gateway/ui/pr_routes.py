@@ -6,8 +6,6 @@ Also the resolvers the rendered links point to: ``/ui/pr/<n>`` (the repo that ha
 ``/ui/commit/[<org>/<repo>/]<sha>`` (one commit's diff).
 """
 
-import difflib
-from dataclasses import dataclass
 from typing import Annotated, Any
 
 from fastapi import APIRouter, Depends, Path, Request
@@ -15,19 +13,16 @@ from fastapi.responses import HTMLResponse, RedirectResponse, Response
 
 from gateway.errors import GatewayError, NotFound
 from gateway.forge.evidence import EVIDENCE_MEANS, evidence_rank
-from gateway.forge.models import DIFF_MAX_BYTES, DIFF_MAX_FILE_BYTES, RepoFile
-from gateway.forge.settings import ForgeSettings
-from gateway.git.diffcut import cut_line, too_large_line
 from gateway.services import FORGE, FORGE_SETTINGS
 from gateway.ui.auth import UiUser
 from gateway.ui.internal import InternalApi, has_route, segment
+from gateway.ui.push_diffs import DiffBudget, push_diff
 from gateway.ui.service import UiService
 
 FORGE_PULLS = "/api/forge/pulls"
 Sha = Annotated[str, Path(pattern=r"^[0-9a-f]{7,40}$")]
 Segment = Annotated[str, Path(pattern=r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,99}$")]
 MAX_PUSHES = 10  # per-push diffs computed for the newest pushes
-MAX_FILES = 60  # files per push diff
 
 
 def gate_kernels(gate: dict[str, Any]) -> list[dict[str, Any]]:
@@ -129,87 +124,6 @@ def pr_heads(pr: dict[str, Any], pushes: list[dict[str, Any]]) -> list[dict[str,
     return [h for h in heads if h["sha"] != merge_sha]
 
 
-def two_dot_diff(old_path: str, old: str | None, new: str | None) -> str:
-    a = (old or "").splitlines(keepends=True)
-    b = (new or "").splitlines(keepends=True)
-    head = f"diff --git a/{old_path} b/{old_path}\n"
-    if old is None:
-        head += "new file mode 100644\n"
-    elif new is None:
-        head += "deleted file mode 100644\n"
-    lines = difflib.unified_diff(
-        a,
-        b,
-        fromfile="/dev/null" if old is None else f"a/{old_path}",
-        tofile="/dev/null" if new is None else f"b/{old_path}",
-        lineterm="\n",
-    )
-    body = "".join(line if line.endswith("\n") else line + "\n" for line in lines)
-    return head + body if body else ""
-
-
-@dataclass
-class DiffBudget:
-    """The diff bytes one page may still render (``ForgeSettings.diff_max_bytes`` for all its push
-    diffs together) and the per-file cap; a file is read only when it fits the latter."""
-
-    left: int
-    max_file_bytes: int
-
-    @classmethod
-    def of(cls, settings: ForgeSettings | None) -> "DiffBudget":
-        if settings is None:
-            return cls(DIFF_MAX_BYTES, DIFF_MAX_FILE_BYTES)
-        return cls(settings.diff_max_bytes, settings.diff_max_file_bytes)
-
-
-def too_large(path: str, size: int, limit: int) -> str:
-    return f"diff --git a/{path} b/{path}\n" + too_large_line(size, limit)
-
-
-async def push_diff(
-    forge: Any, org: str, repo: str, old: str, new: str, budget: DiffBudget
-) -> tuple[str, str]:
-    """The diff from head ``old`` to head ``new`` (two dots: what the push changed, force-pushes too),
-    read through the forge's protocol (the embedded forge and Gitea alike); ('', why) when it cannot.
-    Bounded: a file over ``budget.max_file_bytes`` is never read (a "too large" marker stands for it),
-    and the text stops at ``budget.left`` with a "diff cut" marker (the budget shrinks by what it used)."""
-    read_file = getattr(forge, "read_file", None)
-    if read_file is None:
-        return "", "this forge cannot read files at a commit"
-    if budget.left <= 0:
-        return "", "not shown: this page's diff budget is spent (see the PR's diff below, or git diff)"
-    try:
-        changed = {c.path for c in await forge.compare_files(org, repo, old, new)}
-        changed |= {c.path for c in await forge.compare_files(org, repo, new, old)}
-    except GatewayError as exc:
-        return "", exc.message
-    parts: list[str] = []
-    size = 0
-    limit = budget.max_file_bytes
-    for path in sorted(changed)[:MAX_FILES]:
-        before = await read_file(org, repo, old, path, max_bytes=limit)
-        after = await read_file(org, repo, new, path, max_bytes=limit)
-        if (before.sha if before else None) == (after.sha if after else None):
-            continue
-        big = max(before.size if before else 0, after.size if after else 0) > limit
-        part = "" if big else two_dot_diff(path, _text(before), _text(after))
-        if big or len(part.encode()) > limit:
-            part = too_large(path, (before.size if before else 0) + (after.size if after else 0), limit)
-        if size + len(part.encode()) > budget.left:
-            parts.append(cut_line(size, f"see the rest with: git diff {old[:12]} {new[:12]}"))
-            break
-        parts.append(part)
-        size += len(part.encode())
-    budget.left -= size
-    note = f"{len(changed) - MAX_FILES} more file(s) not shown" if len(changed) > MAX_FILES else ""
-    return "".join(parts), note
-
-
-def _text(found: RepoFile | None) -> str | None:
-    return found.text() if found is not None else None
-
-
 async def jobs_on(api: InternalApi, repo: str, shas: set[str]) -> dict[str, list[dict[str, Any]]]:
     if not shas or not has_route(api.app, "/api/jobs"):
         return {}
@@ -266,7 +180,7 @@ def build_pr_pages(ui: UiService) -> APIRouter:
             head["from"] = previous
             if forge is not None and previous and i >= len(heads) - MAX_PUSHES:
                 head["diff"], head["diff_note"] = await push_diff(
-                    forge, org, repo, previous, head["sha"], budget
+                    forge, org, repo, previous, head["sha"], budget, base=base or None
                 )
             elif not previous:
                 head["diff_note"] = f"the first head: the PR's diff from {base[:10] or 'the base'} is below"

@@ -5,6 +5,7 @@ the gateway's git over HTTP with her own token, the operator opens the PR's page
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -18,6 +19,7 @@ from gateway.forge.settings import ForgeSettings
 from gateway.plugin import Plugin
 
 REPO = "kswarm/bigdiff"
+REBASED = "kswarm/rebased"
 CAP = 128 * 1024
 FILE_CAP = 32 * 1024
 LINE = "0123456789abcdef" * 4 + "\n"
@@ -43,6 +45,13 @@ def heads(gw: MonitorGateway, branch: str) -> list[str]:
     with gw.client(gw.operator_token) as op:
         got = op.get("/api/monitor/heads", params={"repo": REPO, "branch": branch}).json()
     return [h["sha"] for h in got]
+
+
+def pr_state(gw: MonitorGateway, number: int) -> str:
+    with gw.client(gw.operator_token) as op:
+        reply = op.get(f"/api/forge/repos/{REBASED}/pulls/{number}")
+    assert reply.status_code == 200, reply.text
+    return str(reply.json()["state"])
 
 
 def page(gw: MonitorGateway, number: int) -> str:
@@ -78,3 +87,61 @@ def test_attack_a_pr_of_megabytes_renders_a_bounded_page(capped_gw: CappedGatewa
     assert "more file(s) not shown" in html  # the push's: over the files a push diff shows
     assert html.count('data-path="kernels/t/k007.py"') == 2  # small files are shown, in both diffs
     assert len(html.encode()) < 40 * CAP, len(html.encode())  # the HTML of ~2 caps of diff, not of megabytes
+
+
+def push_section(html: str, sha: str, following: str | None) -> str:
+    """The HTML of head ``sha``'s push on the page, up to the next (older) head's."""
+    ids = re.findall(r'<details class="push" id="push-([0-9a-f]+)"', html)
+    mine = next(i for i in ids if sha.startswith(i))
+    start = html.index(f'id="push-{mine}"')
+    nxt = next((i for i in ids if following and following.startswith(i)), None)
+    return html[start : html.index(f'id="push-{nxt}"')] if nxt else html[start:]
+
+
+def test_a_push_after_a_rebase_shows_only_the_prs_own_change(
+    mon_gateway: MonitorGateway, short_tmp: Path
+) -> None:
+    """PR A is pushed; PR B is merged into main; A is rebased onto main, fixed and pushed again: the
+    second push's diff is A's fix alone, not B's file that the rebase brought in (issue 24)."""
+    gw = mon_gateway
+    alice, bob = gw.add_principal("alice"), gw.add_principal("bob")
+    number, first = open_pr(gw, short_tmp, alice, "alice", REBASED, "docs/alice.md")
+    with gw.client(gw.operator_token) as op:
+        reply = op.put(
+            f"/api/forge/repos/{REBASED}/policy", json={"required_approvals": 1, "required_checks": []}
+        )
+        assert reply.status_code == 200, reply.text
+    other, other_sha = open_pr(gw, short_tmp, bob, "bob", REBASED, "docs/bob.md")
+    with gw.client(alice) as c:
+        reply = c.post(
+            f"/api/forge/repos/{REBASED}/pulls/{other}/reviews",
+            json={"event": "APPROVED", "head_sha": other_sha},
+        )
+        assert reply.status_code == 201, reply.text
+    wait_for(  # the gate merges B on the review's event (or its sweep): a patience, not a timing
+        lambda: pr_state(gw, other) == "merged", timeout=60, what="the gate merges B"
+    )
+
+    work, home = short_tmp / "work-alice-docs-alice.md", short_tmp / "git-home"
+    git(home, alice, "alice", "fetch", "-q", "origin", cwd=work)
+    git(home, alice, "alice", "rebase", "-q", "origin/main", cwd=work)
+    (work / "docs" / "alice.md").write_text("docs/alice.md by alice\nthe reviewer's fix\n")
+    git(home, alice, "alice", "commit", "-q", "-am", "the fix", cwd=work)
+    git(home, alice, "alice", "push", "-q", "-f", "origin", "alice/alice", cwd=work)
+    second = git(home, alice, "alice", "rev-parse", "HEAD", cwd=work).strip()
+    assert (work / "docs" / "bob.md").exists(), "the rebase brought B's file into A's branch"
+
+    def heads() -> list[str]:
+        with gw.client(gw.operator_token) as op:
+            got = op.get("/api/monitor/heads", params={"repo": REBASED, "branch": "alice/alice"}).json()
+        return [h["sha"] for h in got]
+
+    wait_for(lambda: heads() == [first, second], what="both pushes recorded")
+    with httpx.Client(base_url=gw.url, timeout=60) as browser:
+        log_in(gw, browser)
+        html = browser.get(f"/ui/prs/{REBASED}/{number}", headers={"Accept": "text/html"}).text
+    newest = push_section(html, second, first)
+    assert 'data-path="docs/alice.md"' in newest
+    assert "docs/bob.md" not in newest, "B's merged file shows as added by A's push"
+    assert "1 file(s) that came with the base branch" in newest
+    assert "the reviewer" in newest  # the fix itself is shown
