@@ -42,7 +42,7 @@ class ForgeSettings(BaseSettings):
     gate_lock_ttl_s: float = Field(60.0, gt=0, description="Longest a merge may hold its base's lock.")
     diff_max_chars: int = Field(
         20_000,
-        ge=1,
+        ge=0,
         description="Longest diff MCP pr_view returns to an agent (bytes; within diff_max_bytes).",
     )
     # Every path that renders a diff (REST, /api/v1 .diff, MCP pr_view, the UI) cuts it while reading.
