@@ -15,6 +15,8 @@ from pathlib import Path
 from gateway.errors import ForgeError
 from gateway.forge.embedded_content import RepositoryContent
 from gateway.forge.models import (
+    DIFF_MAX_BYTES,
+    DIFF_MAX_FILE_BYTES,
     STATUS_STATES,
     ChangedFile,
     Comment,
@@ -29,6 +31,7 @@ from gateway.forge.names import SHA_RE, check_branch, check_name, check_text
 from gateway.forge.policy import ReviewPolicy, evaluate
 from gateway.forge.store import ForgeStore, emit_event
 from gateway.git.aio import BareRepo
+from gateway.git.diffcut import CutDiff
 from gateway.principals import Principal, PrincipalError, PrincipalKind, PrincipalStore
 from gateway.redis_facade import StrRedis
 
@@ -282,11 +285,31 @@ class EmbeddedForge(RepositoryContent):
         await self._fill_mergeable(pr)
         return pr
 
-    async def pr_diff(self, org: str, repo: str, number: int) -> str:
+    async def pr_diff(
+        self,
+        org: str,
+        repo: str,
+        number: int,
+        max_bytes: int = DIFF_MAX_BYTES,
+        max_file_bytes: int = DIFF_MAX_FILE_BYTES,
+    ) -> CutDiff:
         pr = await self._fill_shas(await self._stored(org, repo, number))
         if not pr.head_sha or not pr.base_sha:
-            return ""
-        return await self.bare(org, repo).diff(pr.base_sha, pr.head_sha)
+            return CutDiff()
+        span = f"{pr.base_sha[:12]}...{pr.head_sha[:12]}"
+        hint = f"see the rest with: git fetch origin {pr.head} && git diff {span}"
+        return await self.bare(org, repo).diff(pr.base_sha, pr.head_sha, max_bytes, max_file_bytes, hint)
+
+    async def pr_patch(
+        self, org: str, repo: str, number: int, max_bytes: int, max_file_bytes: int
+    ) -> CutDiff:
+        """The PR's commits as ``git format-patch`` mail (Gitea's ``.patch``; not in the protocol)."""
+        pr = await self._fill_shas(await self._stored(org, repo, number))
+        if not pr.head_sha or not pr.base_sha:
+            return CutDiff()
+        span = f"{pr.base_sha[:12]}..{pr.head_sha[:12]}"
+        hint = f"see the rest with: git fetch origin {pr.head} && git format-patch {span}"
+        return await self.bare(org, repo).patch(pr.base_sha, pr.head_sha, max_bytes, max_file_bytes, hint)
 
     async def pr_files(self, org: str, repo: str, number: int) -> list[ChangedFile]:
         pr = await self._fill_shas(await self._stored(org, repo, number))

@@ -87,12 +87,16 @@ class RepositoryContent:
             raise ForgeError(f"no commit {sha!r} in {org}/{repo}", 404)
         return commit_info(meta)
 
-    async def read_file(self, org: str, repo: str, ref: str, path: str) -> RepoFile | None:
+    async def read_file(
+        self, org: str, repo: str, ref: str, path: str, max_bytes: int | None = None
+    ) -> RepoFile | None:
         bare = await self._repo(org, repo)
         sha = await self._commit_of(bare, org, repo, ref)
         entry = await bare.entry(sha, path.strip("/"))
         if entry is None or entry.mode == "120000":  # a symlink is not a regular file
             return None
+        if max_bytes is not None and entry.size > max_bytes:
+            return RepoFile(path=entry.path, sha=entry.sha, size=entry.size)
         (content,) = await bare.read_blobs([entry.sha])
         return RepoFile(path=entry.path, sha=entry.sha, size=entry.size, content=content)
 

@@ -22,6 +22,9 @@ from gateway.forge.gitea_content import GiteaContent
 from gateway.forge.gitea_policy import PolicyExtensions
 from gateway.forge.hooks_out import HOOK_EVENTS
 from gateway.forge.models import (
+    DIFF_MAX_BYTES,
+    DIFF_MAX_FILE_BYTES,
+    DIFF_TRUNCATED_HEADER,
     ChangedFile,
     Comment,
     CommitStatus,
@@ -34,6 +37,7 @@ from gateway.forge.models import (
 from gateway.forge.names import check_text
 from gateway.forge.policy import ReviewPolicy
 from gateway.forge.webhook import repo_secret
+from gateway.git.diffcut import CHUNK, CutDiff, DiffCutter
 from gateway.redis_facade import StrRedis
 
 TOKEN_SCOPES = ["write:repository", "write:issue", "read:user", "read:organization"]
@@ -245,8 +249,32 @@ class GiteaForge(GiteaContent):
             pr.statuses = [shapes.parse_status(x, pr.head_sha) for x in combined.get("statuses") or []]
         return pr
 
-    async def pr_diff(self, org: str, repo: str, number: int) -> str:
-        return (await self.call("GET", f"/repos/{org}/{repo}/pulls/{number}.diff")).text
+    async def pr_diff(
+        self,
+        org: str,
+        repo: str,
+        number: int,
+        max_bytes: int = DIFF_MAX_BYTES,
+        max_file_bytes: int = DIFF_MAX_FILE_BYTES,
+    ) -> CutDiff:
+        """Gitea's ``.diff``, read streamed and cut as it comes: the connection is dropped once the
+        cap is reached (or after ``DiffCutter.max_read`` bytes), never read whole."""
+        hint = f"see the rest with: git fetch origin pull/{number}/head (or the PR's branch) and git diff"
+        cutter = DiffCutter(max_bytes, max_file_bytes, hint)
+        headers = {"Authorization": f"token {self.admin_token}"}
+        async with self.http.stream(
+            "GET", f"/repos/{org}/{repo}/pulls/{number}.diff", headers=headers
+        ) as reply:
+            if reply.status_code != 200:
+                await reply.aread()  # an error body is small (Gitea's JSON message)
+                raise ForgeError(error_message(reply), reply.status_code)
+            cut_upstream = reply.headers.get(DIFF_TRUNCATED_HEADER, "").lower() == "true"
+            async for chunk in reply.aiter_bytes(CHUNK):
+                if not cutter.feed(chunk):
+                    break
+        diff = cutter.finish()
+        diff.truncated = diff.truncated or cut_upstream
+        return diff
 
     async def pr_files(self, org: str, repo: str, number: int) -> list[ChangedFile]:
         out: list[ChangedFile] = []

@@ -24,10 +24,13 @@ from gateway.forge import gitea_shapes as shapes
 from gateway.forge.embedded import EmbeddedForge
 from gateway.forge.gitea_api_content import add_content_routes
 from gateway.forge.gitea_auth import BASIC_CHALLENGE, Actor, Admin, Basic
+from gateway.forge.models import DIFF_TRUNCATED_HEADER
 from gateway.forge.notices import notify_review_request
 from gateway.forge.policy import ReviewPolicy
 from gateway.forge.service import check_may_request_reviewers
+from gateway.git.diffcut import CutDiff
 from gateway.principals import Principal, PrincipalKind
+from gateway.services import FORGE_SETTINGS
 
 
 class _Body(BaseModel):
@@ -110,6 +113,10 @@ class Protection(_Body):
 class Merge(_Body):
     Do: str = "merge"
     head_commit_id: str = ""
+
+
+def cut_response(cut: CutDiff) -> PlainTextResponse:
+    return PlainTextResponse(cut.text, headers={DIFF_TRUNCATED_HEADER: "true" if cut.truncated else "false"})
 
 
 def build_gitea_router(forge: EmbeddedForge) -> APIRouter:
@@ -229,8 +236,20 @@ def build_gitea_router(forge: EmbeddedForge) -> APIRouter:
         return shapes.pr_json(pr, base_url)
 
     @r.get(R + "/pulls/{index}.diff", response_class=PlainTextResponse)
-    async def pull_diff(owner: str, repo: str, index: int, _: Actor) -> str:
-        return await forge.pr_diff(owner, repo, index)
+    async def pull_diff(owner: str, repo: str, index: int, _: Actor, ctx: Ctx) -> PlainTextResponse:
+        """The PR's diff, cut while it is read (``X-Kswarm-Diff-Truncated: true`` when it was)."""
+        settings = ctx.services.get(FORGE_SETTINGS)
+        return cut_response(
+            await forge.pr_diff(owner, repo, index, settings.diff_max_bytes, settings.diff_max_file_bytes)
+        )
+
+    @r.get(R + "/pulls/{index}.patch", response_class=PlainTextResponse)
+    async def pull_patch(owner: str, repo: str, index: int, _: Actor, ctx: Ctx) -> PlainTextResponse:
+        """The PR's commits as ``git format-patch`` mail, cut as the diff is."""
+        settings = ctx.services.get(FORGE_SETTINGS)
+        return cut_response(
+            await forge.pr_patch(owner, repo, index, settings.diff_max_bytes, settings.diff_max_file_bytes)
+        )
 
     @r.get(R + "/pulls/{index}/files")
     async def pull_files(

@@ -80,8 +80,21 @@ class GiteaContent:
         )
         return cshapes.parse_commit(reply.json())
 
-    async def read_file(self, org: str, repo: str, ref: str, path: str) -> RepoFile | None:
+    async def read_file(
+        self, org: str, repo: str, ref: str, path: str, max_bytes: int | None = None
+    ) -> RepoFile | None:
         sha = await self._sha(org, repo, ref)
+        if max_bytes is not None:  # the directory's listing has sizes and no content
+            folder, _, _ = path.strip("/").rpartition("/")
+            where = f"/repos/{org}/{repo}/contents" + (f"/{path_part(folder)}" if folder else "")
+            listing = await self.call("GET", where, params={"ref": sha}, ok=(200, 404))
+            found = listing.json() if listing.status_code == 200 else []
+            for item in found if isinstance(found, list) else []:
+                if item.get("path") == path.strip("/") and item.get("type") == "file":
+                    if int(item.get("size") or 0) > max_bytes:
+                        return RepoFile(
+                            path=item["path"], sha=str(item.get("sha") or ""), size=int(item["size"])
+                        )
         reply = await self.call(
             "GET", f"/repos/{org}/{repo}/contents/{path_part(path)}", params={"ref": sha}, ok=(200, 404)
         )

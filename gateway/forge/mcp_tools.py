@@ -54,13 +54,14 @@ def register_pr_tools(mcp: GatewayMCP, ctx: GatewayContext) -> None:
 
     @mcp.tool(
         name="pr_view",
-        description="A PR: diff, reviews, checks, comments and why the gate will or won't merge.",
+        description="A PR: diff (cut when long: diff_truncated), reviews, checks, comments, why the gate "
+        "will or won't merge.",
     )
     async def pr_view_tool(number: int, repo: str | None = None, diff: bool = True) -> dict[str, Any]:
         caller()
-        diff_chars = ctx.services.get(FORGE_SETTINGS).diff_max_chars if diff else 0
+        diff_bytes = ctx.services.get(FORGE_SETTINGS).diff_max_chars if diff else 0
         org, name = await resolve_repo(ctx, repo)
-        return await pr_view(ctx, org, name, number, diff_chars=diff_chars, audit=3)
+        return await pr_view(ctx, org, name, number, diff_bytes=diff_bytes, audit=3)
 
     @mcp.tool(
         name="pr_review",

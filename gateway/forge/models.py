@@ -13,6 +13,10 @@ STATUS_STATES: tuple[str, ...] = ("pending", "success", "error", "failure", "war
 REVIEW_EVENTS: tuple[str, ...] = ("APPROVED", "REQUEST_CHANGES", "COMMENT", "PENDING")
 VERDICT_EVENTS: tuple[str, ...] = ("APPROVED", "REQUEST_CHANGES")
 MAX_FILE_BYTES = 512 * 1024  # the largest file read_tree returns (larger ones are left out)
+# A rendered diff's caps (ForgeSettings.diff_max_bytes / diff_max_file_bytes default to these).
+DIFF_MAX_BYTES = 1024 * 1024
+DIFF_MAX_FILE_BYTES = 256 * 1024
+DIFF_TRUNCATED_HEADER = "X-Kswarm-Diff-Truncated"  # "true" on a .diff answer that left something out
 
 
 class ForgeUser(BaseModel):

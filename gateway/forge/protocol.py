@@ -17,6 +17,8 @@ from collections.abc import Mapping, Sequence
 from typing import Protocol, runtime_checkable
 
 from gateway.forge.models import (
+    DIFF_MAX_BYTES,
+    DIFF_MAX_FILE_BYTES,
     MAX_FILE_BYTES,
     ChangedFile,
     Comment,
@@ -30,6 +32,7 @@ from gateway.forge.models import (
     Review,
 )
 from gateway.forge.policy import ReviewPolicy
+from gateway.git.diffcut import CutDiff
 
 
 @runtime_checkable
@@ -74,7 +77,19 @@ class Forge(Protocol):
         """One PR with head/base sha, mergeable, reviews and the head's latest statuses."""
         ...
 
-    async def pr_diff(self, org: str, repo: str, number: int) -> str: ...
+    async def pr_diff(
+        self,
+        org: str,
+        repo: str,
+        number: int,
+        max_bytes: int = DIFF_MAX_BYTES,
+        max_file_bytes: int = DIFF_MAX_FILE_BYTES,
+    ) -> CutDiff:
+        """The PR's diff (merge base .. head), cut while it is read: at most ``max_bytes`` (then a
+        trailing ``... diff cut at`` marker), a file over ``max_file_bytes`` as its ``diff --git``
+        line and a ``... file diff too large`` marker; ``truncated`` says whether anything was left out.
+        Never reads the whole diff first (``gateway/git/diffcut.py``)."""
+        ...
 
     async def pr_files(self, org: str, repo: str, number: int) -> list[ChangedFile]:
         """Every path the PR's head changes since its merge base with the base (renames split into a
@@ -130,9 +145,12 @@ class Forge(Protocol):
         """One commit (its parents: none for a branch's initial commit); 404 when missing."""
         ...
 
-    async def read_file(self, org: str, repo: str, ref: str, path: str) -> RepoFile | None:
+    async def read_file(
+        self, org: str, repo: str, ref: str, path: str, max_bytes: int | None = None
+    ) -> RepoFile | None:
         """The regular file ``path`` at ``ref`` (a branch or a sha); None when there is none there (a
-        missing path, a directory, a submodule); 404 when ``ref`` names no commit."""
+        missing path, a directory, a submodule); 404 when ``ref`` names no commit. With ``max_bytes``,
+        a larger file comes with its size and blob sha but no content (it is never read)."""
         ...
 
     async def read_tree(

@@ -22,6 +22,7 @@ from gateway.forge.service import (
     review_event,
     summary,
 )
+from gateway.services import FORGE_SETTINGS
 
 
 class _Body(BaseModel):
@@ -155,6 +156,7 @@ def build_forge_router() -> APIRouter:
     async def pull(
         org: str, repo: str, number: int, ctx: Ctx, _: AnyPrincipal, diff: Annotated[bool, Query()] = False
     ) -> dict[str, Any]:
-        return await pr_view(ctx, org, repo, number, diff_chars=2_000_000 if diff else 0, audit=50)
+        max_bytes = ctx.services.get(FORGE_SETTINGS).diff_max_bytes
+        return await pr_view(ctx, org, repo, number, diff_bytes=max_bytes if diff else 0, audit=50)
 
     return r

@@ -93,9 +93,10 @@ def summary(pr: PullRequest, decision: GateDecision | None = None) -> dict[str, 
 
 
 async def pr_view(
-    ctx: GatewayContext, org: str, repo: str, number: int, diff_chars: int = 0, audit: int = 10
+    ctx: GatewayContext, org: str, repo: str, number: int, diff_bytes: int = 0, audit: int = 10
 ) -> dict[str, Any]:
-    """A PR with reviews, checks, comments, the gate's verdict (and reasons) and optionally its diff."""
+    """A PR with reviews, checks, comments, the gate's verdict (and reasons) and optionally its diff,
+    at most ``diff_bytes`` (and never over the forge settings' caps), cut while it is read."""
     forge, gate = forge_of(ctx), gate_of(ctx)
     pr, decision = await gate.decide(org, repo, number)
     view = summary(pr, decision)
@@ -139,8 +140,16 @@ async def pr_view(
     )
     if audit:
         view["audit"] = await gate.audit(pr.full_name, number, audit)
-    if diff_chars:
-        diff = await forge.pr_diff(org, repo, number)
-        view["diff"] = diff[:diff_chars]
-        view["diff_truncated"] = len(diff) > diff_chars
+    if diff_bytes:
+        settings = ctx.services.get(FORGE_SETTINGS)
+        cut = await forge.pr_diff(
+            org,
+            repo,
+            number,
+            max_bytes=min(diff_bytes, settings.diff_max_bytes),
+            max_file_bytes=settings.diff_max_file_bytes,
+        )
+        view["diff"] = cut.text
+        view["diff_truncated"] = cut.truncated  # the text ends with or holds a "... " marker saying what
+        view["diff_too_large"] = cut.too_large
     return view

@@ -7,6 +7,8 @@ from pathlib import Path
 from pydantic import Field
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
+from gateway.forge.models import DIFF_MAX_BYTES, DIFF_MAX_FILE_BYTES
+
 MIB = 1024 * 1024
 
 
@@ -38,7 +40,22 @@ class ForgeSettings(BaseSettings):
         30.0, gt=0, description="Re-evaluate every open PR this often (missed events)."
     )
     gate_lock_ttl_s: float = Field(60.0, gt=0, description="Longest a merge may hold its base's lock.")
-    diff_max_chars: int = Field(20_000, description="Longest diff pr_view returns to an agent.")
+    diff_max_chars: int = Field(
+        20_000,
+        ge=0,
+        description="Longest diff MCP pr_view returns to an agent (bytes; within diff_max_bytes).",
+    )
+    # Every path that renders a diff (REST, /api/v1 .diff, MCP pr_view, the UI) cuts it while reading.
+    diff_max_bytes: int = Field(
+        DIFF_MAX_BYTES,
+        ge=1024,
+        description="Most bytes of one rendered diff; the rest is cut with a trailing '... diff cut' line.",
+    )
+    diff_max_file_bytes: int = Field(
+        DIFF_MAX_FILE_BYTES,
+        ge=1024,
+        description="Most bytes of one file's diff; a larger one shows as 'file diff too large, N bytes'.",
+    )
     # Push limits of the embedded forge's receive path (agents and workers; operators are exempt).
     # 0 turns a limit off.
     push_max_pack_bytes: int = Field(

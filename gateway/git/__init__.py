@@ -5,7 +5,8 @@
 - ``sync``: GitPython, for the synchronous side: the worker's checkout of one exact sha, the dataset
   build's mirror, tests' clones;
 - ``aio``: asyncio subprocesses, only where the gateway must not block: the embedded forge's bare
-  repositories, smart HTTP, the KB's reads.
+  repositories, smart HTTP, the KB's reads;
+- ``diffcut``: a diff cut while it streams (per file and in total), from git's stdout or an HTTP body.
 
 The embedded forge's receive hook (``gateway/forge/receive.py``) stays standard-library only: git
 runs it with a bare interpreter (``python -I -S``).

@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from gateway.git.core import GitError, git_env
+from gateway.git.diffcut import CutDiff, DiffCutter, stream_git
 
 ZERO_SHA = "0" * 40
 RECEIVE_SCRIPT = Path(__file__).resolve().parents[1] / "forge" / "receive.py"
@@ -198,9 +199,51 @@ class BareRepo:
                 changes.append(("M" if status[0] == "T" else status[0], path))
         return changes
 
-    async def diff(self, base: str, head: str, max_bytes: int = 2_000_000) -> str:
-        text = await self.git("diff", "--no-color", "--no-ext-diff", f"{base}...{head}")
-        return text[:max_bytes]
+    async def diff(
+        self, base: str, head: str, max_bytes: int, max_file_bytes: int, hint: str = ""
+    ) -> CutDiff:
+        """What ``head`` changed since its merge base with ``base``, cut while git writes it
+        (``gateway/git/diffcut.py``): git is killed once ``max_bytes`` are kept, never read whole.
+        Files over ``max_file_bytes`` are never diffed (``core.bigFileThreshold`` makes git show
+        them as binary, which costs nothing) and are shown as too large with their blobs' size."""
+        hint = hint or f"see the rest with: git diff {base[:12]}...{head[:12]}"
+        argv = ["diff", "--no-color", "--no-ext-diff", "--full-index", f"{base}...{head}"]
+        return await self._cut(argv, max_bytes, max_file_bytes, hint)
+
+    async def patch(self, base: str, head: str, max_bytes: int, max_file_bytes: int, hint: str) -> CutDiff:
+        """``git format-patch --stdout`` of the commits ``head`` has since its merge base with ``base``
+        (Gitea's ``.patch``), cut as ``diff`` is (binary contents are never inlined)."""
+        fork = await self.merge_base(base, head)
+        if fork is None:
+            return CutDiff()
+        argv = ["format-patch", "--stdout", "--no-color", "--no-binary", "--full-index", f"{fork}..{head}"]
+        return await self._cut(argv, max_bytes, max_file_bytes, hint)
+
+    async def _cut(self, argv: list[str], max_bytes: int, max_file_bytes: int, hint: str) -> CutDiff:
+        cutter = DiffCutter(max_bytes, max_file_bytes, hint)
+        big = f"core.bigFileThreshold={max(max_file_bytes, 1)}"
+        await stream_git(["-c", big, *argv], self.path, cutter.feed)
+        binary = cutter.binary_blobs()
+        if binary:
+            wanted = sorted({b for _, _, *blobs in binary for b in blobs if b != ZERO_SHA})
+            sizes = await self.blob_sizes(wanted)
+            for index, path, old, new in binary:
+                size = sizes.get(old, 0) + sizes.get(new, 0)
+                if max(sizes.get(old, 0), sizes.get(new, 0)) > max_file_bytes:
+                    cutter.replace(index, path, size)
+        return cutter.finish()
+
+    async def blob_sizes(self, shas: list[str]) -> dict[str, int]:
+        """The size of each blob in ``shas`` that exists (one ``git cat-file --batch-check``)."""
+        if not shas:
+            return {}
+        listing = await self.git("cat-file", "--batch-check", stdin="".join(f"{s}\n" for s in shas).encode())
+        sizes = {}
+        for line in listing.splitlines():
+            parts = line.split()
+            if len(parts) == 3 and parts[1] == "blob":
+                sizes[parts[0]] = int(parts[2])
+        return sizes
 
     async def resolve(self, ref: str) -> str | None:
         """The commit ``ref`` names, a branch first (``refs/heads/<ref>``), then a tag or a sha, as a

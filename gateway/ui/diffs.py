@@ -19,6 +19,8 @@ from pygments.lexer import Lexer
 from pygments.lexers import get_lexer_for_filename
 from pygments.util import ClassNotFound
 
+from gateway.git.diffcut import MARK
+
 HUNK_RE = re.compile(r"^@@ -(\d+)(?:,(\d+))? \+(\d+)(?:,(\d+))? @@(.*)$")
 MAX_LINES = 20_000  # diff lines rendered; the rest is counted, not shown
 MAX_LINE_CHARS = 2_000
@@ -51,6 +53,7 @@ class DiffFile:
     hunks: list[Hunk] = field(default_factory=list)
     added: int = 0
     deleted: int = 0
+    note: str = ""  # the cutter's "file diff too large, N bytes, not shown"
 
     @property
     def path(self) -> str:
@@ -61,6 +64,7 @@ class DiffFile:
 class SplitDiff:
     files: list[DiffFile] = field(default_factory=list)
     cut_lines: int = 0  # lines not rendered (MAX_LINES)
+    note: str = ""  # the cutter's "diff cut at N bytes; see ..." (gateway/git/diffcut.py)
 
 
 class LineHighlighter:
@@ -127,6 +131,14 @@ def split_diff(text: str, highlighter: LineHighlighter | None = None) -> SplitDi
             old = parts[0][len("diff --git a/") :] if parts[0].startswith("diff --git a/") else new
             current = DiffFile(old_path=old, new_path=new)
             out.files.append(current)
+            continue
+        if line.startswith(MARK):  # a cutter's marker: no diff line starts so (hunk lines never with '.')
+            flush()
+            hunk = None
+            if current is not None and not current.hunks and "file diff too large" in line:
+                current.note, current.status = line[len(MARK) :], "too large"
+            else:
+                out.note = line[len(MARK) :]
             continue
         if current is None:
             continue

@@ -6,7 +6,6 @@ Also the resolvers the rendered links point to: ``/ui/pr/<n>`` (the repo that ha
 ``/ui/commit/[<org>/<repo>/]<sha>`` (one commit's diff).
 """
 
-import difflib
 from typing import Annotated, Any
 
 from fastapi import APIRouter, Depends, Path, Request
@@ -14,17 +13,16 @@ from fastapi.responses import HTMLResponse, RedirectResponse, Response
 
 from gateway.errors import GatewayError, NotFound
 from gateway.forge.evidence import EVIDENCE_MEANS, evidence_rank
-from gateway.services import FORGE
+from gateway.services import FORGE, FORGE_SETTINGS
 from gateway.ui.auth import UiUser
 from gateway.ui.internal import InternalApi, has_route, segment
+from gateway.ui.push_diffs import DiffBudget, push_diff
 from gateway.ui.service import UiService
 
 FORGE_PULLS = "/api/forge/pulls"
 Sha = Annotated[str, Path(pattern=r"^[0-9a-f]{7,40}$")]
 Segment = Annotated[str, Path(pattern=r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,99}$")]
 MAX_PUSHES = 10  # per-push diffs computed for the newest pushes
-MAX_FILES = 60  # files per push diff
-MAX_FILE_CHARS = 400_000
 
 
 def gate_kernels(gate: dict[str, Any]) -> list[dict[str, Any]]:
@@ -126,48 +124,6 @@ def pr_heads(pr: dict[str, Any], pushes: list[dict[str, Any]]) -> list[dict[str,
     return [h for h in heads if h["sha"] != merge_sha]
 
 
-def two_dot_diff(old_path: str, old: str | None, new: str | None) -> str:
-    a = (old or "").splitlines(keepends=True)
-    b = (new or "").splitlines(keepends=True)
-    head = f"diff --git a/{old_path} b/{old_path}\n"
-    if old is None:
-        head += "new file mode 100644\n"
-    elif new is None:
-        head += "deleted file mode 100644\n"
-    lines = difflib.unified_diff(
-        a,
-        b,
-        fromfile="/dev/null" if old is None else f"a/{old_path}",
-        tofile="/dev/null" if new is None else f"b/{old_path}",
-        lineterm="\n",
-    )
-    body = "".join(line if line.endswith("\n") else line + "\n" for line in lines)
-    return head + body if body else ""
-
-
-async def push_diff(forge: Any, org: str, repo: str, old: str, new: str) -> tuple[str, str]:
-    """The diff from head ``old`` to head ``new`` (two dots: what the push changed, force-pushes too),
-    read through the forge's protocol (the embedded forge and Gitea alike); ('', why) when it cannot."""
-    read_file = getattr(forge, "read_file", None)
-    if read_file is None:
-        return "", "this forge cannot read files at a commit"
-    try:
-        changed = {c.path for c in await forge.compare_files(org, repo, old, new)}
-        changed |= {c.path for c in await forge.compare_files(org, repo, new, old)}
-    except GatewayError as exc:
-        return "", exc.message
-    parts = []
-    for path in sorted(changed)[:MAX_FILES]:
-        before = await read_file(org, repo, old, path)
-        after = await read_file(org, repo, new, path)
-        text_a = before.text()[:MAX_FILE_CHARS] if before is not None else None
-        text_b = after.text()[:MAX_FILE_CHARS] if after is not None else None
-        if text_a != text_b:
-            parts.append(two_dot_diff(path, text_a, text_b))
-    note = f"{len(changed) - MAX_FILES} more file(s) not shown" if len(changed) > MAX_FILES else ""
-    return "".join(parts), note
-
-
 async def jobs_on(api: InternalApi, repo: str, shas: set[str]) -> dict[str, list[dict[str, Any]]]:
     if not shas or not has_route(api.app, "/api/jobs"):
         return {}
@@ -214,14 +170,18 @@ def build_pr_pages(ui: UiService) -> APIRouter:
         heads = pr_heads(view, pushes)
         by_sha = await jobs_on(api, full, {h["sha"] for h in heads})
         forge = ui.ctx.services.find(FORGE)
+        budget = DiffBudget.of(ui.ctx.services.find(FORGE_SETTINGS))
         base = view.get("base_sha") or ""
-        for i, head in enumerate(heads):
+        for i in reversed(range(len(heads))):  # the newest pushes first: they get the page's diff budget
+            head = heads[i]
             head["jobs"] = by_sha.get(head["sha"], [])
             head["diff"], head["diff_note"] = "", ""
             previous = heads[i - 1]["sha"] if i else None
             head["from"] = previous
             if forge is not None and previous and i >= len(heads) - MAX_PUSHES:
-                head["diff"], head["diff_note"] = await push_diff(forge, org, repo, previous, head["sha"])
+                head["diff"], head["diff_note"] = await push_diff(
+                    forge, org, repo, previous, head["sha"], budget, base=base or None
+                )
             elif not previous:
                 head["diff_note"] = f"the first head: the PR's diff from {base[:10] or 'the base'} is below"
         actions: list[dict[str, Any]] = []
@@ -280,7 +240,8 @@ def build_pr_pages(ui: UiService) -> APIRouter:
         parent = info.parents[0] if info.parents else None
         diff, note = ("", "the repository's first commit")
         if parent:
-            diff, note = await push_diff(forge, org, repo, parent, full_sha)
+            budget = DiffBudget.of(ui.ctx.services.find(FORGE_SETTINGS))
+            diff, note = await push_diff(forge, org, repo, parent, full_sha, budget)
         return ui.page(
             "commit.html", request, user, "prs", repo=f"{org}/{repo}", commit=info, diff=diff, note=note
         )

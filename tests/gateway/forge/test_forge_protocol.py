@@ -96,7 +96,7 @@ async def test_pull_request_lifecycle(forge: Forge, quiet_gw: ForgeGateway, shor
     assert exc.value.status == 409
     listed = await forge.list_prs("proto", name)
     assert [(p.number, p.head_sha) for p in listed] == [(1, sha)]
-    assert "+def kernel(): return 1" in await forge.pr_diff("proto", name, 1)
+    assert "+def kernel(): return 1" in (await forge.pr_diff("proto", name, 1)).text
     assert (await forge.get_pr("proto", name, 1)).mergeable is True
     # changed files since the merge base: a file added then renamed within the PR is one added file
     changed = {(f.path, f.status) for f in await forge.pr_files("proto", name, 1)}

@@ -65,6 +65,13 @@ async def test_refs_commits_files_and_trees(forge: Forge, quiet_gw: ForgeGateway
     everything = {f.path for f in await forge.read_tree("proto", name, sha)}
     assert {"README.md", "notes/c.txt", "code/x.py", "notes/a.md"} <= everything
     assert [f.path for f in await forge.read_tree("proto", name, sha, max_bytes=6)] == ["code/x.py"]
+    # max_bytes: a larger file comes with its size and blob sha, never its content (a diff's per-file cap)
+    big = await forge.read_file("proto", name, sha, "notes/c.txt", max_bytes=6)
+    assert big is not None and (big.size, big.content, len(big.sha)) == (14, b"", 40)
+    small = await forge.read_file("proto", name, sha, "code/x.py", max_bytes=6)
+    assert small is not None and small.content == b"x = 1\n"
+    top = await forge.read_file("proto", name, sha, "README.md", max_bytes=1)
+    assert top is not None and top.content == b"" and top.size > 1
     assert await forge.read_tree("proto", name, "main", prefix="notes/") == [], "main has no notes yet"
     commit = await forge.get_commit("proto", name, sha)
     assert commit.author_email == f"alice@agents.{quiet_gw.swarm}" and len(commit.parents) == 1
