@@ -280,7 +280,7 @@ def build_gitea_router(forge: EmbeddedForge) -> APIRouter:
     async def request_reviewers(
         owner: str, repo: str, index: int, body: Reviewers, actor: Actor, ctx: Ctx
     ) -> list[dict[str, Any]]:
-        check_may_request_reviewers(actor, await forge.get_pr(owner, repo, index))
+        await check_may_request_reviewers(ctx, actor, await forge.get_pr(owner, repo, index))
         pr = await forge.request_reviewers(actor.name, owner, repo, index, body.reviewers)
         await notify_review_request(ctx, actor, pr, body.reviewers)
         return [shapes.review_request_json(n) for n in body.reviewers]

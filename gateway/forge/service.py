@@ -12,7 +12,7 @@ from gateway.forge.models import PullRequest
 from gateway.forge.policy import GateDecision
 from gateway.forge.protocol import Forge
 from gateway.principals import Principal, PrincipalKind
-from gateway.services import FORGE, FORGE_SETTINGS, REVIEW_GATE
+from gateway.services import FORGE, FORGE_SETTINGS, REVIEW_GATE, TASK_BOARD
 
 
 def forge_of(ctx: GatewayContext) -> Forge:
@@ -23,15 +23,19 @@ def gate_of(ctx: GatewayContext) -> ReviewGate:
     return ctx.services.get(REVIEW_GATE)
 
 
-def check_may_request_reviewers(actor: Principal, pr: PullRequest) -> None:
-    """Asking for reviewers is the PR's author's act (or the operator's): requested reviewers may
-    read the PR's job records and logs (gateway/jobs/access.py), so nobody may nominate themselves
-    or others onto someone else's PR."""
+async def check_may_request_reviewers(ctx: GatewayContext, actor: Principal, pr: PullRequest) -> None:
+    """Asking for reviewers is the PR's author's act, the operator's or a lead agent's: requested
+    reviewers may read the PR's job records and logs (gateway/jobs/access.py), so nobody else may
+    nominate themselves or others onto someone else's PR. Leads are the task board's (looked up when
+    asked, so the forge does not depend on the tasks plugin; without it there are none)."""
     if actor.kind == PrincipalKind.operator or actor.name == pr.author:
         return
+    board = ctx.services.find(TASK_BOARD)
+    if board is not None and await board.is_lead(actor):
+        return
     raise ForgeError(
-        f"{actor.name} may not request reviewers on #{pr.number}: only its author (@{pr.author}) "
-        "or an operator may",
+        f"{actor.name} may not request reviewers on #{pr.number}: only its author (@{pr.author}), "
+        "a lead agent or an operator may",
         403,
     )
 

@@ -37,12 +37,14 @@ class BoardService:
 
     # -- permissions ------------------------------------------------------------------------
 
-    async def check_poster(self, who: Principal) -> None:
-        if who.kind == PrincipalKind.operator:
-            return
-        if who.kind == PrincipalKind.agent and (
+    async def is_lead(self, who: Principal) -> bool:
+        """A lead agent: named in the spec's ``tasks.leads`` or made one by an operator."""
+        return who.kind == PrincipalKind.agent and (
             who.name in self.settings.leads or who.name in await self.board.leads()
-        ):
+        )
+
+    async def check_poster(self, who: Principal) -> None:
+        if who.kind == PrincipalKind.operator or await self.is_lead(who):
             return
         raise BoardError(f"{who.name} may not post tasks (operators and lead agents may)", 403)
 

@@ -277,6 +277,30 @@ def test_self_nomination_grants_no_access_to_a_prs_jobs(gw: GatedGateway, short_
         assert c.get(f"/api/jobs/{job['id']}").status_code == 200
 
 
+def test_a_lead_may_request_reviewers_on_anothers_pr(gw: GatedGateway, short_tmp: Path) -> None:
+    """The lead (made one by the operator on the task board) may ask reviewers onto alice's PR, who then
+    read its jobs; once no longer a lead, the same request is refused like anyone's."""
+    kernel = "kernels/add/alice_led.py"
+    sha = push_kernels(gw, short_tmp, REPO, "alice", "alice/led", {kernel: "k\n"})
+    number = open_pr(gw, "alice", "alice/led", reviewers=("bob",))
+    job = submit(gw, "alice", kernel, sha)
+    url = f"/repos/{REPO}/pulls/{number}/requested_reviewers"
+    with gw.as_("operator") as op:
+        assert op.put("/api/tasks/leads/mallory").status_code == 204
+    try:
+        with gw.gitea("mallory") as api:
+            asked = api.post(url, json={"reviewers": ["carol"]})
+            assert asked.status_code == 201, asked.text
+        with gw.as_("carol") as c:
+            assert c.get(f"/api/jobs/{job['id']}").status_code == 200
+    finally:
+        with gw.as_("operator") as op:
+            assert op.delete("/api/tasks/leads/mallory").status_code == 204
+    with gw.gitea("mallory") as api:
+        refused = api.post(url, json={"reviewers": ["mallory"]})
+        assert refused.status_code == 403 and "a lead agent" in refused.json()["message"], refused.text
+
+
 def test_a_review_by_someone_not_asked_grants_no_access(gw: GatedGateway, short_tmp: Path) -> None:
     """Anyone may review (a COMMENT, even an approval): none of it opens the author's evidence."""
     kernel = "kernels/add/alice_reviewed.py"
