@@ -33,8 +33,7 @@ def test_up_agents_dm_tail_and_clean_stop(short_tmp: Path) -> None:
         token_file = home / "operator.token"
         operator_token = token_file.read_text().strip()
         assert oct(token_file.stat().st_mode & 0o777) == "0o600"
-        banner = up.output()
-        assert f"http://127.0.0.1:{port}" in banner and operator_token in banner
+        up.wait_output(f"http://127.0.0.1:{port}", operator_token)
 
         second = kswarm(home, "up", "--port", str(free_port()))
         assert second.returncode == 1 and "already up" in second.stderr

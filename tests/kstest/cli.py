@@ -67,6 +67,19 @@ class Up:
     def output(self) -> str:
         return self.log.read_text() if self.log.exists() else ""
 
+    def wait_output(self, *needles: str, timeout: float = 60) -> str:
+        """The output once it holds every one of ``needles`` (the gateway answers before the banner
+        is printed: a test reading the banner waits for it)."""
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            out = self.output()
+            if all(n in out for n in needles):
+                return out
+            if self.proc.poll() is not None:
+                break
+            time.sleep(0.1)
+        raise AssertionError(f"kswarm up never printed {needles!r}:\n{self.output()}")
+
     def stop(self, timeout: float = 60) -> int:
         if self.proc.poll() is None:
             os.kill(self.proc.pid, signal.SIGTERM)
