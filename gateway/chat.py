@@ -16,6 +16,7 @@ from collections.abc import Awaitable, Callable
 from contextlib import nullcontext
 
 from gateway import keys
+from gateway.chat_post import PostContext, check_text, message_fields, recipients
 from gateway.chat_scripts import POST_SCRIPT
 from gateway.config import GatewaySettings
 from gateway.errors import ChatError, Unauthorized
@@ -234,21 +235,23 @@ class ChatService:
         """Post ``text``; with ``dedupe``, a key (scoped to the sender) that makes retries of the same
         post after a crash land once: a repeat returns the first post's id and writes nothing.
 
-        Two round trips to Redis: one pipeline reads everything the checks need (the channel, the
-        mentioned names, the parent, the members for @all), then one script checks the sender's rate
-        and writes the post everywhere (``chat_scripts.POST_SCRIPT``)."""
-        size = len(text.encode())
-        if size > self.settings.max_message_bytes:
-            raise ChatError(
-                f"message is {size} bytes; the limit is {self.settings.max_message_bytes}", status=413
-            )
-        if not text.strip():
-            raise ChatError("empty message")
+        Check the text, read what the checks need (one pipeline: the channel, the mentioned names, the
+        parent, the members for @all), resolve the recipients (``gateway.chat_post``), then one script
+        checks the sender's rate and writes the post everywhere (``chat_scripts.POST_SCRIPT``)."""
+        check_text(text, self.settings.max_message_bytes)
         reply_to = client_id(reply_to, "reply_to")
         mentions = parse_mentions(text)
-        mention_all = "all" in mentions
         named = [m for m in mentions if m != "all"]
+        context = await self._post_context(principal, channel, named, reply_to, "all" in mentions)
+        reasons = recipients(principal.name, dm_members(channel), named, context, kind)
+        fields = message_fields(channel, principal.name, text, reply_to, context, mentions, kind)
+        return await self._write_post(principal, context.meta, fields, reasons, dedupe)
 
+    async def _post_context(
+        self, principal: Principal, channel: str, named: list[str], reply_to: str | None, mention_all: bool
+    ) -> PostContext:
+        """One pipelined read, then the refusals it decides: no such channel (or a DM of others: the
+        same 404, no existence oracle), an unknown mention, a parent that is not in the channel."""
         async with self.redis.pipeline(transaction=False) as pipe:
             pipe.hget(keys.CHANNELS, channel)
             for name in named:
@@ -264,47 +267,29 @@ class ChatService:
         members: set[str] = rest.pop(0) if mention_all else set()
 
         meta = Channel.model_validate_json(raw_meta) if raw_meta else None
-        # A DM someone else is in answers exactly like a missing channel: no existence oracle.
         if meta is None or not self.can_read(principal, channel):
             raise ChatError(f"no channel {channel!r}", status=404)
         unknown = [n for n, ok in zip(named, known, strict=True) if not ok]
         if unknown:
             raise ChatError("unknown mention(s): " + ", ".join(f"@{n}" for n in unknown))
-        thread = ""
-        parent_sender = None
+        context = PostContext(meta=meta, members=members)
         if reply_to:
             if not parent:
                 raise ChatError(f"no message {reply_to} in {channel!r}", status=404)
             parent_fields = parent[0][1]
-            thread = parent_fields.get("thread") or reply_to
-            parent_sender = parent_fields["sender"]
+            context.thread = parent_fields.get("thread") or reply_to
+            context.parent_sender = parent_fields["sender"]
+        return context
 
-        reasons: dict[str, str] = {}
-        for member in members:
-            reasons[member] = "mention"
-        for name in named:
-            reasons[name] = "mention"
-        if parent_sender:
-            reasons.setdefault(parent_sender, "reply")
-        peers = dm_members(channel)
-        if peers:
-            for name in peers:
-                reasons[name] = "dm"
-        reasons.pop(principal.name, None)
-        if kind == "notice":
-            reasons = {name: "notice" for name in reasons}
-
-        stored_mentions = sorted(set(named) | ({"all"} if mention_all else set()))
-        fields = {
-            "channel": channel,
-            "sender": principal.name,
-            "text": text,
-            "ts": repr(time.time()),
-            "reply_to": reply_to or "",
-            "thread": thread,
-            "mentions": ",".join(stored_mentions),
-            "kind": kind,
-        }
+    async def _write_post(
+        self,
+        principal: Principal,
+        meta: Channel,
+        fields: dict[str, str],
+        reasons: dict[str, str],
+        dedupe: str | None,
+    ) -> Message:
+        channel = meta.name
         flat = [x for pair in fields.items() for x in pair]
         recipients = sorted(reasons)
         settings = self.settings
@@ -312,7 +297,7 @@ class ChatService:
             keys=[
                 keys.channel_stream(channel),
                 keys.EVENTS,
-                keys.thread_index(channel, thread or "none"),
+                keys.thread_index(channel, fields["thread"] or "none"),
                 keys.dedupe(principal.name, dedupe or "-"),
                 keys.rate(principal.name),
                 keys.channel_members(channel),

@@ -16,7 +16,6 @@ from fastapi import FastAPI
 from fastapi.testclient import TestClient
 from pydantic import BaseModel, Field
 
-from gateway.context import RedisBusy
 from gateway.error_shapes import VALIDATION_CODE, install_error_handler
 from gateway.errors import (
     CODES,
@@ -35,9 +34,11 @@ from gateway.errors import (
     PrincipalError,
     ProxyError,
     RuleViolation,
+    TooManyWaits,
     UiAuthError,
     Unauthorized,
 )
+from gateway.redis_pool import RedisBusy
 
 ROOT = Path(__file__).resolve().parents[2]
 SECRET = "ksw_" + "S3cr3t" * 7  # what a token looks like
@@ -63,6 +64,7 @@ CASES: list[tuple[GatewayError, int, str]] = [
     (ProxyError("upstream unreachable", 502), 502, "bad_gateway"),
     (ProxyError("upstream took too long", 504), 504, "timeout"),
     (BudgetRefused("over the daily budget", "agent", "daily"), 429, "budget_exhausted"),
+    (TooManyWaits("alice holds 8 open waits", headers={"Retry-After": "1"}), 429, "rate_limited"),
     (UiAuthError("log in", 401), 401, "unauthorized"),
     (RedisBusy(8, 2.0), 503, "redis_busy"),
     (GatewayError("no monitor is registered", 501), 501, "not_implemented"),

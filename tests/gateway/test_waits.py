@@ -17,9 +17,9 @@ import pytest
 import redis as redis_sync
 from redis.asyncio import Redis
 
-from gateway.context import RedisBusy, RedisPool
 from gateway.metrics import GatewayMetrics
 from gateway.principals import PrincipalKind, PrincipalStore
+from gateway.redis_pool import RedisBusy, RedisPool
 from kstest.gateway import GatewayThread
 
 WAITERS = 160  # above redis-py's default pool of 100, which one blocked wait each used to exhaust

@@ -23,8 +23,8 @@ from gateway.client.errors import (
     error_for,
     raise_for,
 )
-from gateway.context import RedisBusy
 from gateway.errors import CODES, GatewayError
+from gateway.redis_pool import RedisBusy
 
 
 def failed(reply: httpx.Response) -> GatewayCallError:
