@@ -155,13 +155,10 @@ def ensure_dirs(layout: SwarmLayout, agent: AgentSpec, swarm: str, uid: int | No
     """Create the agent's dirs, banner and git config; owned by ``uid`` (when root), mode 700.
 
     The agent owns these dirs and may have planted symlinks in them: nothing here follows one
-    (``orchestrator.agent_files``). Where the orchestrator may mount, the data dir is first the mount
-    point of the agent's disk image (``orchestrator.disk``: ``resources.disk``)."""
+    (``orchestrator.agent_files``)."""
     data_root = layout.root / "data"
     data_root.mkdir(parents=True, exist_ok=True)
     name = agent.name
-    if disk.mount_unavailable() is None:
-        disk.attach(layout.disk_image(name), layout.agent_data(name), agent.resources.disk_bytes(), name)
     for which in DIRS:
         with agent_dir(data_root, name, which, uid=uid):
             pass
@@ -232,9 +229,20 @@ def read_token(layout: SwarmLayout, name: str) -> str | None:
 def provision(
     client: GatewayClient, layout: SwarmLayout, agent: AgentSpec, swarm: str, uid: int | None
 ) -> str:
-    """Dirs, banner, git config and identity for one agent; returns its token. Idempotent."""
+    """Disk, dirs, banner, git config and identity for one agent; returns its token. Idempotent."""
+    attach_disk(layout, agent)  # first: the dirs are made inside the image
     ensure_dirs(layout, agent, swarm, uid)
     return ensure_identity(client, layout, agent, swarm, uid)
+
+
+def attach_disk(layout: SwarmLayout, agent: AgentSpec) -> None:
+    """Where the orchestrator may mount: the agent's disk image (``resources.disk``) mounted on its
+    data dir, before its dirs are provisioned and it starts (``orchestrator.disk``); else nothing (the
+    reconcile loop's watchdog bounds it). Undone by ``release_disk`` when the agent is removed."""
+    if disk.mount_unavailable() is None:
+        name = agent.name
+        (layout.root / "data").mkdir(parents=True, exist_ok=True)
+        disk.attach(layout.disk_image(name), layout.agent_data(name), agent.resources.disk_bytes(), name)
 
 
 def release_disk(layout: SwarmLayout, name: str) -> None:
