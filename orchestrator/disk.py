@@ -29,6 +29,7 @@ import re
 import shutil
 import stat
 import subprocess
+from collections.abc import Iterator
 from pathlib import Path
 
 MKFS = "mkfs.ext4"
@@ -200,6 +201,21 @@ def detach(point: Path) -> None:
         _tool("umount", str(point))
     except DiskError:
         _tool("umount", "-l", str(point))
+
+
+@contextlib.contextmanager
+def visible(image: Path, point: Path) -> Iterator[None]:
+    """The agent's files at ``point`` for a read or an edit from outside while it is removed (``kswarm
+    agent memory show`` or ``rollback`` after ``kswarm down``): its image is mounted for that time."""
+    if not image.exists() or mounted(point) or mount_unavailable() is not None:
+        yield
+        return
+    point.mkdir(parents=True, exist_ok=True, mode=0o700)
+    _mount(image, point)
+    try:
+        yield
+    finally:
+        detach(point)
 
 
 def discard(image: Path, point: Path) -> None:

@@ -245,6 +245,11 @@ def attach_disk(layout: SwarmLayout, agent: AgentSpec) -> None:
         disk.attach(layout.disk_image(name), layout.agent_data(name), agent.resources.disk_bytes(), name)
 
 
+def files_visible(layout: SwarmLayout, name: str) -> contextlib.AbstractContextManager[None]:
+    """The agent's dirs readable at their paths meanwhile, its disk image mounted if it was not."""
+    return disk.visible(layout.disk_image(name), layout.agent_data(name))
+
+
 def release_disk(layout: SwarmLayout, name: str) -> None:
     """Unmount the agent's disk image, if mounted (the agent is removed; its files stay in the image)."""
     disk.detach(layout.agent_data(name))

@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 from orch_kit import wait_for
 
-from orchestrator import disk
+from orchestrator import disk, memory
 from orchestrator.sandbox.bubblewrap import BubblewrapSandbox
 from orchestrator.supervisor import stop_swarm
 
@@ -98,6 +98,9 @@ def test_an_agent_cannot_write_past_its_disk_bound(swarm_factory) -> None:
     stop_swarm(swarm.layout, swarm.supervisor.runtime, purge=False)
     assert not disk.mounted(data) and image.exists()
     assert loop_devices_of(image) == []
+    # Its files are still there for the operator (`kswarm agent memory show` mounts it meanwhile).
+    assert "# Memory of d-1" in memory.show(swarm.layout, "d-1").memory_md
+    assert not disk.mounted(data) and loop_devices_of(image) == []
 
 
 def test_without_mounts_the_watchdog_quarantines_an_agent_over_its_bound(
