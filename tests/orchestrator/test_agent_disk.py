@@ -19,6 +19,7 @@ import pytest
 from orch_kit import wait_for
 
 from orchestrator import disk, memory
+from orchestrator.operations import agent_rows
 from orchestrator.sandbox.bubblewrap import BubblewrapSandbox
 from orchestrator.supervisor import stop_swarm
 
@@ -120,6 +121,8 @@ def test_without_mounts_the_watchdog_quarantines_an_agent_over_its_bound(
     assert not disk.mounted(swarm.layout.agent_data("d-1"))
     assert "bounded by a watchdog" in (swarm.supervisor.warning or "")  # what `kswarm up` says once
     assert any("d-1 is quarantined: over its disk bound" in t for t in swarm.ops_texts())
+    row = agent_rows(swarm.layout, swarm.supervisor.runtime, {})[0]  # what `kswarm ps` shows
+    assert row["state"] == "quarantined" and "over its disk bound" in row["reason"]
 
 
 def loop_devices_of(image: Path) -> list[str]:
