@@ -60,7 +60,7 @@ def mount_unavailable() -> str | None:
         return "not root (no CAP_SYS_ADMIN)"
     if not Path("/dev/loop-control").exists():
         return "no loop devices (/dev/loop-control)"
-    for tool in (MKFS, "mount", "umount", "resize2fs", "e2fsck"):
+    for tool in (MKFS, "mount", "umount", "losetup", "resize2fs", "e2fsck"):
         if shutil.which(tool, path=os.environ.get("PATH", "") + ":/usr/sbin:/sbin") is None:
             return f"{tool} is not installed"
     return None
@@ -125,8 +125,20 @@ def _make(image: Path, size: int) -> None:
         raise
 
 
+def _loop_of(image: Path) -> str | None:
+    """The loop device still backing ``image`` (a lazily unmounted filesystem a leftover process
+    holds), if any."""
+    found = _tool("losetup", "-j", str(image)).stdout.split(":", 1)[0].strip()
+    return found or None
+
+
 def _resize(image: Path, size: int, name: str) -> None:
     """Grow or shrink an unmounted image to ``size``; a shrink below what it holds is refused."""
+    if _loop_of(image):  # resizing under a live filesystem would corrupt it
+        raise DiskError(
+            f"agent {name}'s disk is still in use (a process of its last run holds it): its new size "
+            "applies once that has exited"
+        )
     _tool("e2fsck", "-f", "-p", str(image), ok=(0, 1))  # resize2fs wants a freshly checked filesystem
     if size > image.stat().st_size:
         os.truncate(image, size)
@@ -143,7 +155,13 @@ def _resize(image: Path, size: int, name: str) -> None:
 
 
 def _mount(image: Path, point: Path) -> None:
-    _tool("mount", "-o", "loop,nosuid,nodev", str(image), str(point))
+    # A loop device that still backs the image is mounted again (the same filesystem, one superblock):
+    # a second loop device on the same image would be two filesystems writing one file.
+    device = _loop_of(image)
+    if device is not None:
+        _tool("mount", "-o", "nosuid,nodev", device, str(point))
+    else:
+        _tool("mount", "-o", "loop,nosuid,nodev", str(image), str(point))
 
 
 def _clear(directory: Path) -> None:
@@ -181,7 +199,7 @@ def attach(image: Path, point: Path, size: int, name: str) -> None:
     if mounted(point):
         if image.exists() and image.stat().st_size == size:
             return
-        detach(point)  # the agent is down (a start is due): resized below, mounted again
+        _tool("umount", str(point))  # the agent is down (a start is due): resized below, mounted again
     image.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
     if not image.exists():
         _make(image, size)

@@ -178,3 +178,27 @@ def test_the_watchdog_walk_stops_at_the_bound(tmp_path: Path) -> None:
     assert disk.used_beyond(tmp_path, 10 * MIB) is None
     over = disk.used_beyond(tmp_path, 64 * 1024)
     assert over is not None and 64 * 1024 < over < 50 * 8192  # stopped before walking everything
+
+
+def test_an_image_a_leftover_process_still_holds_is_never_mounted_twice_nor_resized(image_dir: Path) -> None:
+    """A process of the agent's last run keeps its lazily unmounted filesystem alive: the next start
+    mounts that same loop device again (two loop devices on one image would be two filesystems
+    writing one file), and a resize waits until it has exited."""
+    image, point = image_dir / "disks" / "c.img", image_dir / "data" / "c"
+    try:
+        disk.attach(image, point, 32 * MIB, "c")
+        held = open(point / "held.txt", "w")  # the leftover process's open file
+        disk.detach(point)  # busy: unmounted lazily
+        assert not disk.mounted(point) and len(loop_devices_of(image)) == 1
+        disk.attach(image, point, 32 * MIB, "c")
+        assert disk.mounted(point) and len(loop_devices_of(image)) == 1 and (point / "held.txt").exists()
+        disk.detach(point)
+        with pytest.raises(disk.DiskError, match="still in use"):
+            disk.attach(image, point, 64 * MIB, "c")
+        held.close()
+        wait_for(lambda: loop_devices_of(image) == [], 10, "the loop device's autoclear")
+        disk.attach(image, point, 64 * MIB, "c")
+        assert (point / "held.txt").exists()
+    finally:
+        disk.discard(image, point)
+    assert loop_devices_of(image) == []
