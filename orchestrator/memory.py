@@ -8,18 +8,39 @@ points at ``/etc/shadow`` is shown as a link, never read through.
 
 from __future__ import annotations
 
+import functools
 import os
 import shutil
 import stat
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Concatenate, ParamSpec, TypeVar
 
 from gateway.swarm.models import MemorySummary
 from orchestrator import agent_files
 from orchestrator.agent_files import agent_dir, real_dir
-from orchestrator.provision import SwarmLayout, chown_tree, identity_banner
+from orchestrator.provision import SwarmLayout, chown_tree, files_visible, identity_banner
 from orchestrator.spec import AgentSpec
+
+P = ParamSpec("P")
+R = TypeVar("R")
+Who = TypeVar("Who", str, AgentSpec)
+Op = Callable[Concatenate[SwarmLayout, Who, P], R]
+
+
+def _files_visible(op: Op[Who, P, R]) -> Op[Who, P, R]:
+    """Run ``op`` with the agent's dirs at their paths: after ``kswarm down`` they are in its unmounted
+    disk image (orchestrator/disk.py), mounted for the time of the operation."""
+
+    @functools.wraps(op)
+    def run(layout: SwarmLayout, who: Who, /, *args: P.args, **kwargs: P.kwargs) -> R:
+        with files_visible(layout, who.name if isinstance(who, AgentSpec) else who):
+            return op(layout, who, *args, **kwargs)
+
+    return run
+
 
 # What the supervisor publishes of each memory on every pass: the agent writes it, so it is bounded.
 SUMMARY_MD_BYTES = 64 * 1024
@@ -101,6 +122,7 @@ def first_files(root_fd: int, limit: int) -> tuple[list[tuple[str, int]], bool]:
     return sorted(found), False
 
 
+@_files_visible
 def summary(layout: SwarmLayout, name: str) -> MemorySummary:
     """What the supervisor publishes of an agent's memory (the UI's memory page), read like ``show``."""
     try:
@@ -128,6 +150,7 @@ def snapshots(layout: SwarmLayout, name: str) -> list[str]:
     return sorted(p.name for p in root.iterdir() if p.is_dir()) if root.exists() else []
 
 
+@_files_visible
 def show(layout: SwarmLayout, name: str) -> MemoryView:
     mem = layout.agent_dir(name, "memory")
     if not mem.exists():
@@ -142,6 +165,7 @@ def show(layout: SwarmLayout, name: str) -> MemoryView:
     return MemoryView(name, memory_md, list_files(mem), snapshots(layout, name))
 
 
+@_files_visible
 def snapshot(layout: SwarmLayout, name: str, label: str = "") -> str:
     """Copy the memory dir (links copied as links) to a new snapshot; returns its id."""
     mem = layout.agent_dir(name, "memory")
@@ -177,6 +201,7 @@ def _replace_memory(layout: SwarmLayout, name: str, source: Path | None) -> None
         chown_tree(mem, owner.st_uid)
 
 
+@_files_visible
 def rollback(layout: SwarmLayout, name: str, snap_id: str | None = None) -> str:
     """Restore a snapshot (default: the latest); the current memory is snapshotted first."""
     available = snapshots(layout, name)
@@ -190,6 +215,7 @@ def rollback(layout: SwarmLayout, name: str, snap_id: str | None = None) -> str:
     return target
 
 
+@_files_visible
 def reset(layout: SwarmLayout, agent: AgentSpec, swarm: str) -> str:
     """Snapshot, then empty the memory dir down to the identity banner; returns the snapshot id."""
     snap_id = snapshot(layout, agent.name, "before-reset")

@@ -212,6 +212,7 @@ def agent_rows(
                 "uptime_s": round(now - started, 1) if status.running and started else None,
                 "restarts": rec.restarts,
                 "last_heartbeat_s": round(now - beat, 1) if beat else None,
+                "reason": rec.last_error if state in ("backoff", "crash-loop", "quarantined") else "",
             }
         )
     return rows

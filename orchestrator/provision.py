@@ -6,6 +6,7 @@ Everything lives under ``$KSWARM_HOME/swarm/``::
     uids.json                   agent name -> uid (stable across restarts and spec edits)
     agents/<name>.json          runtime state: pid + start time, restarts, crashes, state
     data/<name>/{home,work,memory,history}   the agent's own dirs (owned by its uid, mode 700)
+    disks/<name>.img            the agent's disk image, mounted on data/<name> (orchestrator/disk.py)
     snapshots/<name>/<id>/      memory snapshots (root-owned: an agent cannot forge its past)
     logs/<name>.log             process-backend output
 
@@ -25,7 +26,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from gateway.client.http import GatewayCallError, GatewayClient, GatewayTarget
-from orchestrator import agent_files
+from orchestrator import agent_files, disk
 from orchestrator.agent_files import agent_dir
 from orchestrator.spec import AgentSpec
 from orchestrator.uid_ranges import BLOCK
@@ -64,6 +65,9 @@ class SwarmLayout:
 
     def snapshots(self, name: str) -> Path:
         return self.root / "snapshots" / name
+
+    def disk_image(self, name: str) -> Path:
+        return self.root / "disks" / f"{name}.img"
 
     def log_file(self, name: str) -> Path:
         return self.root / "logs" / f"{name}.log"
@@ -171,7 +175,7 @@ def ensure_dirs(layout: SwarmLayout, agent: AgentSpec, swarm: str, uid: int | No
     # Agents traverse these to reach their own dir, but may not list them.
     layout.root.chmod(0o711)
     data_root.chmod(0o711)
-    for d in (layout.root / "agents", layout.root / "logs", layout.root / "snapshots"):
+    for d in [layout.root / kind for kind in ("agents", "logs", "snapshots", "disks")]:
         d.mkdir(parents=True, exist_ok=True)
         d.chmod(0o700)  # the orchestrator's bookkeeping: root only
 
@@ -225,13 +229,35 @@ def read_token(layout: SwarmLayout, name: str) -> str | None:
 def provision(
     client: GatewayClient, layout: SwarmLayout, agent: AgentSpec, swarm: str, uid: int | None
 ) -> str:
-    """Dirs, banner, git config and identity for one agent; returns its token. Idempotent."""
+    """Disk, dirs, banner, git config and identity for one agent; returns its token. Idempotent."""
+    attach_disk(layout, agent)  # first: the dirs are made inside the image
     ensure_dirs(layout, agent, swarm, uid)
     return ensure_identity(client, layout, agent, swarm, uid)
 
 
+def attach_disk(layout: SwarmLayout, agent: AgentSpec) -> None:
+    """Where the orchestrator may mount: the agent's disk image (``resources.disk``) mounted on its
+    data dir, before its dirs are provisioned and it starts (``orchestrator.disk``); else nothing (the
+    reconcile loop's watchdog bounds it). Undone by ``release_disk`` when the agent is removed."""
+    if disk.mount_unavailable() is None:
+        name = agent.name
+        (layout.root / "data").mkdir(parents=True, exist_ok=True)
+        disk.attach(layout.disk_image(name), layout.agent_data(name), agent.resources.disk_bytes(), name)
+
+
+def files_visible(layout: SwarmLayout, name: str) -> contextlib.AbstractContextManager[None]:
+    """The agent's dirs readable at their paths meanwhile, its disk image mounted if it was not."""
+    return disk.visible(layout.disk_image(name), layout.agent_data(name))
+
+
+def release_disk(layout: SwarmLayout, name: str) -> None:
+    """Unmount the agent's disk image, if mounted (the agent is removed; its files stay in the image)."""
+    disk.detach(layout.agent_data(name))
+
+
 def purge_agent(layout: SwarmLayout, name: str) -> None:
-    """Remove every file of the agent: data, snapshots, state and log."""
+    """Remove every file of the agent: data (its disk image too), snapshots, state and log."""
+    disk.discard(layout.disk_image(name), layout.agent_data(name))
     shutil.rmtree(layout.agent_data(name), ignore_errors=True)
     shutil.rmtree(layout.snapshots(name), ignore_errors=True)
     layout.state_file(name).unlink(missing_ok=True)

@@ -8,7 +8,9 @@ One pass (``Reconciler.reconcile_once``):
   after an exponential backoff; too many crashes within a window make the state ``crash-loop``
   (still retried, at the longest delay, and announced in #ops);
 - a running agent whose last heartbeat (or start) is older than ``stall_after_s`` is ``stalled`` and
-  announced in #ops, once; a later heartbeat clears it.
+  announced in #ops, once; a later heartbeat clears it;
+- where no mount bounds agents' disks (``orchestrator.disk``), a running agent whose dirs hold more
+  than ``resources.disk`` (measured every ``disk_check_s``) is quarantined, the reason in its record.
 
 Only the orchestrator writes the records in ``swarm/agents/<name>.json``. Changes are asked for through
 marker files (``swarm/requests/<name>.restart``, ``swarm/quarantine/<name>``): the supervisor writes them
@@ -29,6 +31,7 @@ from pydantic import BaseModel, Field
 
 from gateway.client.http import GatewayCallError, GatewayClient
 from gateway.swarm.models import AgentState
+from orchestrator import disk
 from orchestrator.provision import SwarmLayout, allocate_uid, provision
 from orchestrator.runtime.base import AgentRuntime, LaunchSpec, RuntimeStatus
 from orchestrator.spec import AgentSpec, SwarmSpec
@@ -122,6 +125,7 @@ class Reconciler:
         self.lc = spec.lifecycle
         # What the backend said of each agent at the last pass (after its starts): pid/container, running.
         self.observed: dict[str, RuntimeStatus] = {}
+        self.disk_checked: dict[str, float] = {}  # the watchdog's last measurement of each agent
 
     # -- helpers ----------------------------------------------------------------------------
     def notice(self, text: str) -> None:
@@ -206,6 +210,8 @@ class Reconciler:
                 restart_marker.unlink(missing_ok=True)
                 rec.restarts += 1
                 starts.append((agent, rec))
+            elif status.running and self._over_disk(agent, rec, now):
+                self.observed[name] = RuntimeStatus(name, False)
             elif status.running:
                 self._running(rec, now)
             elif rec.state in ("starting", "running", "stalled"):  # it was up and is gone: a crash
@@ -257,6 +263,28 @@ class Reconciler:
                 rec.state, rec.started_at, rec.next_start_at = "new", None, None  # not a crash
                 save_record(self.layout, rec)
         return names
+
+    def _over_disk(self, agent: AgentSpec, rec: AgentRecord, now: float) -> bool:
+        """The watchdog (no mount bounds the disk here): quarantine an agent whose dirs hold more than
+        ``resources.disk``; True if it did. A mount, where there is one, fails the write instead."""
+        if disk.mount_unavailable() is None:
+            return False
+        if now - self.disk_checked.get(agent.name, 0.0) < self.lc.disk_check_s:
+            return False
+        self.disk_checked[agent.name] = now
+        bound = agent.resources.disk_bytes()
+        used = disk.used_beyond(self.layout.agent_data(agent.name), bound)
+        if used is None:
+            return False
+        hold(self.layout, agent.name)
+        self.runtime.stop(agent.name)
+        rec.state, rec.started_at, rec.next_start_at = "quarantined", None, None
+        rec.last_error = (
+            f"over its disk bound: its dirs hold more than {used >> 20} MiB, resources.disk is "
+            f"{agent.resources.disk}; free space there, then `kswarm agent release {agent.name}`"
+        )
+        self.notice(f"agent {agent.name} is quarantined: {rec.last_error}")
+        return True
 
     def _running(self, rec: AgentRecord, now: float) -> None:
         if rec.started_at is None:

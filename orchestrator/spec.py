@@ -45,6 +45,7 @@ FORBIDDEN_ENV = {"ANTHROPIC_API_KEY", "ANTHROPIC_AUTH_TOKEN", "KSWARM_TOKEN", "K
 Role = Literal["lead", "developer", "reviewer"]
 RuntimeKind = Literal["loop", "claude-code"]
 DEFAULT_CPUS = 1.0
+MIN_DISK = 32 * 1024 * 1024  # an ext4 image smaller than this holds little more than its journal
 # Keys of earlier spec versions: refused like any unknown key, with what to write instead.
 RENAMED = {
     ("review", "approvals"): "renamed required_approvals",
@@ -79,6 +80,11 @@ class Resources(_Model):
     pids: int = Field(256, ge=8, description="Maximum processes/threads (RLIMIT_NPROC or pids cgroup).")
     cpu_time_s: int | None = Field(None, ge=1, description="CPU-seconds limit (RLIMIT_CPU); none by default.")
     disk_files: int = Field(4096, ge=64, description="Open file limit (RLIMIT_NOFILE).")
+    disk: int | str = Field(
+        "1g",
+        description="Disk bound of the agent's dirs (home, work, memory, history): a loop-mounted image "
+        "of this size where the orchestrator may mount, else a watchdog; RLIMIT_FSIZE for any one file.",
+    )
 
     @field_validator("memory")
     @classmethod
@@ -87,8 +93,18 @@ class Resources(_Model):
             raise ValueError("memory below 64m cannot run the agent")
         return value
 
+    @field_validator("disk")
+    @classmethod
+    def _disk(cls, value: int | str) -> int | str:
+        if parse_size(value) < MIN_DISK:
+            raise ValueError(f"disk {value!r} is below the smallest bound, 32m (e.g. disk: 1g)")
+        return value
+
     def memory_bytes(self) -> int:
         return parse_size(self.memory)
+
+    def disk_bytes(self) -> int:
+        return parse_size(self.disk)
 
 
 class RuntimeOptions(_Model):
@@ -199,6 +215,12 @@ class Lifecycle(_Model):
     stable_after_s: float = Field(60.0, gt=0, description="Uptime after which the crash count resets.")
     stall_after_s: float = Field(
         120.0, gt=0, description="Silence (no heartbeat) that marks an agent stalled."
+    )
+    disk_check_s: float = Field(
+        10.0,
+        gt=0,
+        description="Seconds between measurements of an agent's disk use where no mount bounds it "
+        "(the watchdog; docs/orchestrator.md).",
     )
 
 

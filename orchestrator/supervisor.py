@@ -26,6 +26,7 @@ from pathlib import Path
 from gateway.client.http import GatewayCallError, GatewayClient, GatewayTarget
 from orchestrator.control import ControlHandler, SwarmSeam
 from orchestrator.control_link import seam_redis_url
+from orchestrator.disk import disk_warning
 from orchestrator.operations import (
     SupervisorError,
     SupervisorLock,
@@ -118,8 +119,10 @@ class Supervisor:
 
     @property
     def warning(self) -> str | None:
-        """A line for ``kswarm up`` to print (e.g. the process backend cannot isolate files here)."""
-        return getattr(self.runtime, "warning", None)
+        """A line for ``kswarm up`` to print (e.g. the process backend cannot isolate files here, or
+        only a watchdog bounds agents' disks)."""
+        lines = [getattr(self.runtime, "warning", None), disk_warning()]
+        return "; ".join(line for line in lines if line) or None
 
     def _setup(self) -> None:
         for channel in self.spec.channels:

@@ -54,7 +54,20 @@ def short_tmp() -> Iterator[Path]:
     """A short temporary dir (for unix sockets), removed afterwards."""
     path = Path(tempfile.mkdtemp(prefix="kst"))
     yield path
+    _unmount_under(path)
     shutil.rmtree(path, ignore_errors=True)
+
+
+def _unmount_under(path: Path) -> None:
+    """A test that failed before its swarm's ``down`` leaves agents' disk images mounted in its tmp dir
+    (orchestrator/disk.py): unmounted here, deepest first, so that no loop device outlives the test."""
+    if os.geteuid() != 0:
+        return
+    from orchestrator.disk import detach
+    from orchestrator.sandbox.mounts import mount_points_under
+
+    for point in reversed(mount_points_under(str(path.resolve()))):
+        detach(Path(point))
 
 
 @pytest.fixture

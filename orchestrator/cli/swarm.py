@@ -22,7 +22,7 @@ from gateway.client import GatewayInfo, NoGateway, kswarm_home
 from gateway.client.home import ensure_home
 from orchestrator.cli import complete
 from orchestrator.cli.commands import HomeOpt, JsonOpt, command, connect
-from orchestrator.cli.output import age, console, fail, fail_each, print_json, warn
+from orchestrator.cli.output import age, console, fail, fail_each, print_json, safe, warn
 from orchestrator.operations import SwarmInfo, agent_rows, make_runtime
 from orchestrator.provision import SwarmLayout
 from orchestrator.runtime.base import AgentRuntime
@@ -159,6 +159,9 @@ def print_agents(rows: list[dict[str, Any]]) -> None:
             f"{r['agent']:<20} {r['backend']:<8} {r['state']:<12} {age(r['uptime_s']):>8} "
             f"{r['restarts']:>8} {beat:>10} {r['tokens']:>9} {'$' + format(r['cost_usd'], '.4f'):>8}"
         )
+    for r in rows:  # why a start failed, or why it is held (over its disk bound): below the table
+        if r.get("reason"):
+            typer.echo(f"{r['agent']}: {safe(r['reason'], markup=False)}")
 
 
 def register(app: typer.Typer) -> None:

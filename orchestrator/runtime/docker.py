@@ -40,7 +40,7 @@ import docker
 from docker.errors import APIError, DockerException, ImageNotFound, NotFound
 from docker.types import Mount
 
-from orchestrator.provision import DIRS, SwarmLayout, purge_agent
+from orchestrator.provision import DIRS, SwarmLayout, purge_agent, release_disk
 from orchestrator.runtime.base import (
     LABEL_AGENT,
     LABEL_SWARM,
@@ -306,7 +306,12 @@ class DockerRuntime:
             mem_limit=res.memory_bytes(),
             nano_cpus=int(res.cpus * 1e9),
             pids_limit=res.pids,
-            ulimits=[docker.types.Ulimit(name="nofile", soft=res.disk_files, hard=res.disk_files)]
+            # The disk bound: the agent's dirs are inside its mounted disk image (orchestrator/disk.py),
+            # and no single file grows past resources.disk (here the watchdog's only per-write limit).
+            ulimits=[
+                docker.types.Ulimit(name="nofile", soft=res.disk_files, hard=res.disk_files),
+                docker.types.Ulimit(name="fsize", soft=res.disk_bytes(), hard=res.disk_bytes()),
+            ]
             + (
                 [docker.types.Ulimit(name="cpu", soft=res.cpu_time_s, hard=res.cpu_time_s)]
                 if res.cpu_time_s
@@ -387,6 +392,7 @@ class DockerRuntime:
             except NotFound:
                 pass
         self.errors.pop(name, None)
+        release_disk(self.layout, name)  # after the container: it no longer binds dirs inside the image
         if purge:
             purge_agent(self.layout, name)
 

@@ -3,7 +3,8 @@
 Runs as the orchestrator's user in the freshly spawned (single-threaded) child, so none of this happens
 in a ``preexec_fn`` of a threaded parent. Steps, in order:
 
-1. rlimits (address space, CPU seconds, open files, no core dumps; processes when it has its own uid);
+1. rlimits (address space, CPU seconds, open files, file size, no core dumps; processes when it has
+   its own uid);
 2. with a uid: a network namespace of its own (only ``lo``, up: the gateway is reached by its unix
    socket, nothing by TCP) and a private mount namespace with its own read-only ``/sys`` (only ``lo``)
    and a ``/proc`` that shows only its uid's processes (``hidepid=2``), in which
@@ -129,6 +130,7 @@ def set_limits(limits: dict[str, int | None], own_uid: bool) -> None:
         "memory": resource.RLIMIT_AS,
         "cpu_time_s": resource.RLIMIT_CPU,
         "files": resource.RLIMIT_NOFILE,
+        "file_size": resource.RLIMIT_FSIZE,  # resources.disk: no one file past the agent's disk bound
     }
     if own_uid:  # RLIMIT_NPROC counts every process of the uid: only meaningful with a uid of its own
         table["pids"] = resource.RLIMIT_NPROC

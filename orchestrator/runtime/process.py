@@ -23,6 +23,7 @@ same start time and the agent's ``KSWARM_AGENT`` in its environment (pids get re
 from __future__ import annotations
 
 import builtins
+import contextlib
 import functools
 import json
 import os
@@ -34,7 +35,7 @@ import time
 from collections.abc import Iterator
 from pathlib import Path
 
-from orchestrator.provision import SwarmLayout, purge_agent
+from orchestrator.provision import SwarmLayout, purge_agent, release_disk
 from orchestrator.runtime.base import (
     SAFE_PATH,
     ExecResult,
@@ -240,6 +241,7 @@ class ProcessRuntime:
                 "memory": res.memory_bytes(),
                 "cpu_time_s": res.cpu_time_s,
                 "files": res.disk_files,
+                "file_size": res.disk_bytes(),
                 "pids": res.pids,
             },
             "needed": [
@@ -265,6 +267,11 @@ class ProcessRuntime:
             self._check_uid_free(name, config["uid"])
         log_path = self.layout.log_file(name)
         log_path.parent.mkdir(parents=True, exist_ok=True)
+        # The agent's output is bounded by RLIMIT_FSIZE too (resources.disk): a log halfway there is
+        # kept as <name>.log.1 and a new one begun, so that a long-lived agent never reaches it.
+        with contextlib.suppress(FileNotFoundError):
+            if log_path.stat().st_size > config["limits"]["file_size"] // 2:
+                log_path.replace(log_path.with_name(log_path.name + ".1"))
         with open(log_path, "ab") as log:
             proc = subprocess.Popen(
                 [sys.executable, "-m", "orchestrator.runtime.launch", json.dumps(config)],
@@ -402,5 +409,6 @@ class ProcessRuntime:
         self.stop(name)
         self._record_path(name).unlink(missing_ok=True)
         self.children.pop(name, None)
+        release_disk(self.layout, name)
         if purge:
             purge_agent(self.layout, name)

@@ -108,6 +108,7 @@ def test_sixteen_agents_stopped_or_purged_leave_no_container_and_no_volume(swarm
     """Ctrl-C of `kswarm up`/`kswarm demo` ends in ``shutdown(purge=False)``: no container and no
     volume of the swarm remains (the volumes only pointed at the agents' dirs, which stay); `kswarm
     down --purge` then leaves nothing at all, files included."""
+    from orchestrator import memory
     from orchestrator.supervisor import stop_swarm
 
     swarm = swarm_factory("  - pattern: dev-{i}\n    count: 16\n    resources: {memory: 256m}\n")
@@ -117,7 +118,9 @@ def test_sixteen_agents_stopped_or_purged_leave_no_container_and_no_volume(swarm
     swarm.stop_thread()
     swarm.supervisor.shutdown(purge=False)
     assert labelled(swarm.spec.swarm) == ([], [])
-    assert (swarm.layout.agent_dir("dev-3", "memory") / "MEMORY.md").exists()  # the files stay
+    # The files stay: in the agent's disk image where one is mounted (orchestrator/disk.py), read the
+    # way `kswarm agent memory show` reads them while the swarm is down.
+    assert "# Memory of dev-3" in memory.show(swarm.layout, "dev-3").memory_md
 
     swarm.start_thread()  # the same home again: volumes are made anew, bound to the same dirs
     swarm.wait_heartbeating(SIXTEEN, since=time.time(), timeout=120)

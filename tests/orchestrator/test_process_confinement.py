@@ -44,6 +44,7 @@ def test_agent_runs_with_its_own_uid_and_rlimits(swarm_factory) -> None:
     assert limits["Max processes"] == "64"
     assert limits["Max cpu time"] == "3600"
     assert limits["Max open files"] == "512"
+    assert limits["Max file size"] == str(1024**3)  # resources.disk's default
     assert limits["Max core file size"] == "0"
     data = swarm.layout.agent_data("a-1")
     assert data.stat().st_uid == uids["a-1"] and (data.stat().st_mode & 0o777) == 0o700

@@ -252,3 +252,24 @@ def test_the_specs_task_rules_reach_the_board() -> None:
     settings = tasks_settings(spec)
     assert (settings.max_claims_per_agent, settings.done_needs_merged_pr) == (5, False)
     assert tasks_settings(parse_spec("swarm: k\nagents: [{name: a}]\n")).max_claims_per_agent == 2
+
+
+def test_every_agent_gets_a_disk_bound_by_default_and_its_own_when_given() -> None:
+    spec = parse_spec(
+        "swarm: k\nagents:\n  - name: a\n  - name: b\n    resources: {disk: 64m}\n"
+        "  - name: c\n    resources: {disk: 2GiB}\n"
+    )
+    disks = {a.name: a.resources.disk_bytes() for a in spec.expand()}
+    assert disks == {"a": 1024**3, "b": 64 * 1024**2, "c": 2 * 1024**3}
+
+
+@pytest.mark.parametrize(
+    ("disk", "expected"),
+    [
+        ("lots", "swarm.yaml:4: agents[0].resources.disk: bad size 'lots': use bytes or a number with k"),
+        ("1m", "swarm.yaml:4: agents[0].resources.disk: disk '1m' is below the smallest bound, 32m"),
+        ("-5g", "swarm.yaml:4: agents[0].resources.disk: bad size '-5g'"),
+    ],
+)
+def test_a_bad_disk_bound_is_refused_naming_the_field(disk: str, expected: str) -> None:
+    assert expected in error_of(f"swarm: k\nagents:\n  - name: a\n    resources: {{disk: {disk}}}\n")
