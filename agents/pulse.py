@@ -17,7 +17,7 @@ import logging
 import time
 from typing import Protocol
 
-from gateway.client.text import visible
+from gateway.client import visible
 
 log = logging.getLogger("kswarm.agent.pulse")
 

@@ -21,8 +21,7 @@ from collections import deque
 from typing import Any, Protocol
 
 from agents.prompt import describe
-from gateway.client import BadInput, GatewayCallError
-from gateway.client.text import visible
+from gateway.client import BadInput, GatewayCallError, visible
 
 log = logging.getLogger("kswarm.agent.timeline")
 

@@ -6,6 +6,7 @@
   running gateway (``--home``/``KSWARM_HOME``, ``KSWARM_URL``/``KSWARM_TOKEN``);
 - ``http``: ``GatewayClient`` / ``AsyncGatewayClient`` (REST and the SSE stream);
 - ``errors``: one exception class per kind of failure, each with one wording and one exit code;
+- ``text``: control characters, refused by the gateway and shown as escapes by its readers;
 - ``jobs``: the worker's side of ``/api/jobs``, typed with the job runner's wire models. It is the one
   module that imports more of ``gateway``, so it is not imported here.
 
@@ -26,6 +27,7 @@ from gateway.client.errors import (
 from gateway.client.home import GatewayInfo, find_gateway, kswarm_home, target_from_env
 from gateway.client.http import AsyncGatewayClient, GatewayClient
 from gateway.client.target import UDS_BASE_URL, GatewayTarget, auth_headers
+from gateway.client.text import visible
 
 __all__ = [
     "UDS_BASE_URL",
@@ -45,4 +47,5 @@ __all__ = [
     "find_gateway",
     "kswarm_home",
     "target_from_env",
+    "visible",
 ]

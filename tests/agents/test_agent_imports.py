@@ -17,7 +17,7 @@ ROOT = Path(__file__).resolve().parents[2]
 CLIENT_MODULES = {
     "gateway",
     "gateway.client",
-    *(f"gateway.client.{m}" for m in ("errors", "home", "http", "target")),
+    *(f"gateway.client.{m}" for m in ("errors", "home", "http", "target", "text")),
 }
 FORBIDDEN_TOP = {
     "fastapi",
