@@ -29,6 +29,7 @@ import re
 import shutil
 import stat
 import subprocess
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -60,7 +61,7 @@ def mount_unavailable() -> str | None:
         return "not root (no CAP_SYS_ADMIN)"
     if not Path("/dev/loop-control").exists():
         return "no loop devices (/dev/loop-control)"
-    for tool in (MKFS, "mount", "umount", "losetup", "resize2fs", "e2fsck"):
+    for tool in (MKFS, "mount", "umount", "findmnt", "losetup", "resize2fs", "e2fsck"):
         if shutil.which(tool, path=os.environ.get("PATH", "") + ":/usr/sbin:/sbin") is None:
             return f"{tool} is not installed"
     return None
@@ -215,10 +216,26 @@ def detach(point: Path) -> None:
     and the loop device is freed then); the image and its files stay."""
     if not mounted(point):
         return
+    device = _tool("findmnt", "-n", "-o", "SOURCE", "--mountpoint", str(point), ok=(0, 1)).stdout.strip()
     try:
         _tool("umount", str(point))
     except DiskError:
         _tool("umount", "-l", str(point))
+        return
+    _released(device)
+
+
+def _released(device: str, bound_s: float = 10.0) -> None:
+    """Wait (bounded) until the unmounted filesystem's loop device lets its image go: the kernel clears
+    an autoclear device after the last close, asynchronously, so without this a removed agent's image
+    is still attached for a moment after ``down`` returns."""
+    name = Path(device).name
+    if not name.startswith("loop"):
+        return
+    backing = Path("/sys/block") / name / "loop" / "backing_file"
+    deadline = time.monotonic() + bound_s
+    while backing.exists() and time.monotonic() < deadline:
+        time.sleep(0.05)
 
 
 @contextlib.contextmanager
