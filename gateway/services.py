@@ -18,8 +18,8 @@ from typing import TYPE_CHECKING, Any, Generic, TypeVar, cast
 from gateway.errors import PluginError
 
 if TYPE_CHECKING:
-    from gateway.forge.gate import ReviewGate
-    from gateway.forge.ledger import EvidenceLedger
+    from gateway.forge.gate.gate import ReviewGate
+    from gateway.forge.gate.ledger import EvidenceLedger
     from gateway.forge.protocol import Forge
     from gateway.forge.settings import ForgeSettings
     from gateway.jobs.service import JobService

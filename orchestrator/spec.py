@@ -28,8 +28,8 @@ from pydantic import (
     model_validator,
 )
 
-from gateway.forge.evidence import parse_check_context
-from gateway.forge.policy import ReviewPolicy
+from gateway.forge.gate.evidence import parse_check_context
+from gateway.forge.gate.policy import ReviewPolicy
 from gateway.jobs.pools import PoolConfig
 from gateway.llm.config import BudgetSettings
 from gateway.tasks.models import TaskRules

@@ -29,7 +29,7 @@ from gateway.dataset.sources import (
     booked_models,
     provenance_models,
 )
-from gateway.forge.evidence import EVIDENCE_LEVELS, EvidenceLevel, implied_evidence
+from gateway.forge.gate.evidence import EVIDENCE_LEVELS, EvidenceLevel, implied_evidence
 from gateway.git.sync import Mirror
 
 VERDICT_REVIEWS = ("APPROVED", "REQUEST_CHANGES")

@@ -9,7 +9,7 @@ from typing import Any
 
 from gateway.dataset.markdown import md_code, md_text
 from gateway.dataset.schema import COLUMNS, SCHEMA_VERSION, type_name
-from gateway.forge.evidence import EVIDENCE_LEVELS, evidence_rank
+from gateway.forge.gate.evidence import EVIDENCE_LEVELS, evidence_rank
 
 
 def _rate(part: int, whole: int) -> float:

@@ -49,7 +49,7 @@ def password(user: str) -> str:
 
 
 def verifications(repo: str, sha: str) -> str:
-    return f"{PREFIX}verify:{repo}:{sha}"  # hash job id -> Verification json (gateway/forge/evidence.py)
+    return f"{PREFIX}verify:{repo}:{sha}"  # hash job id -> Verification json (gateway/forge/gate/evidence.py)
 
 
 def audit(repo: str, number: int) -> str:

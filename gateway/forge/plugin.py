@@ -17,20 +17,20 @@ from fastapi import FastAPI
 
 from gateway.context import GatewayContext
 from gateway.errors import ForgeError
-from gateway.forge import gitea_shapes as shapes
 from gateway.forge.defaults import DefaultRepo
-from gateway.forge.embedded import EmbeddedForge
-from gateway.forge.gate import ReviewGate
-from gateway.forge.git_http import build_git_router
-from gateway.forge.gitea import GiteaForge
-from gateway.forge.gitea_api import build_gitea_router
+from gateway.forge.embedded.forge import EmbeddedForge
+from gateway.forge.embedded.git_http import build_git_router
+from gateway.forge.gate.gate import ReviewGate
+from gateway.forge.gate.ledger import EvidenceLedger
+from gateway.forge.gitea import shapes
+from gateway.forge.gitea.forge import GiteaForge
+from gateway.forge.gitea.webhook import build_webhook_router
+from gateway.forge.gitea_api.routes import build_gitea_router
 from gateway.forge.hooks_out import HookDeliverer
-from gateway.forge.ledger import EvidenceLedger
 from gateway.forge.mcp_tools import register_pr_tools
 from gateway.forge.protocol import Forge
 from gateway.forge.routes import build_forge_router
 from gateway.forge.settings import ForgeSettings
-from gateway.forge.webhook import build_webhook_router
 from gateway.mcp_server import GatewayMCP
 from gateway.plugin import Lifespan, Plugin, background
 from gateway.principals import PrincipalKind

@@ -14,7 +14,7 @@ embedded forge touches a repository on disk, so every component works the same w
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from typing import Protocol, runtime_checkable
+from typing import TYPE_CHECKING, Protocol, runtime_checkable
 
 from gateway.forge.models import (
     DIFF_MAX_BYTES,
@@ -31,8 +31,10 @@ from gateway.forge.models import (
     RepoInfo,
     Review,
 )
-from gateway.forge.policy import ReviewPolicy
 from gateway.git.diffcut import CutDiff
+
+if TYPE_CHECKING:  # annotations only: the gate's package imports this protocol
+    from gateway.forge.gate.policy import ReviewPolicy
 
 
 @runtime_checkable

@@ -11,8 +11,8 @@ from pydantic import BaseModel, ConfigDict, Field
 from gateway.deps import AnyPrincipal, Ctx, OperatorOnly
 from gateway.errors import ForgeError
 from gateway.forge.defaults import DefaultRepo
+from gateway.forge.gate.policy import ReviewPolicy
 from gateway.forge.models import ForgeUser, RepoInfo
-from gateway.forge.policy import ReviewPolicy
 from gateway.forge.service import (
     default_repo,
     forge_of,

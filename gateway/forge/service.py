@@ -7,9 +7,9 @@ from typing import Any
 from gateway.context import GatewayContext
 from gateway.errors import ForgeError
 from gateway.forge.defaults import DefaultRepo
-from gateway.forge.gate import ReviewGate
+from gateway.forge.gate.gate import ReviewGate
+from gateway.forge.gate.policy import GateDecision
 from gateway.forge.models import PullRequest
-from gateway.forge.policy import GateDecision
 from gateway.forge.protocol import Forge
 from gateway.principals import Principal, PrincipalKind
 from gateway.services import FORGE, FORGE_SETTINGS, REVIEW_GATE, TASK_BOARD

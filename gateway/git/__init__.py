@@ -8,6 +8,6 @@
   repositories, smart HTTP, the KB's reads;
 - ``diffcut``: a diff cut while it streams (per file and in total), from git's stdout or an HTTP body.
 
-The embedded forge's receive hook (``gateway/forge/receive.py``) stays standard-library only: git
+The embedded forge's receive hook (``gateway/forge/embedded/receive.py``) stays standard-library only: git
 runs it with a bare interpreter (``python -I -S``).
 """

@@ -20,7 +20,7 @@ from gateway.git.core import GitError, git_env
 from gateway.git.diffcut import CutDiff, DiffCutter, stream_git
 
 ZERO_SHA = "0" * 40
-RECEIVE_SCRIPT = Path(__file__).resolve().parents[1] / "forge" / "receive.py"
+RECEIVE_SCRIPT = Path(__file__).resolve().parents[1] / "forge" / "embedded" / "receive.py"
 
 
 @dataclass(frozen=True)

@@ -15,8 +15,8 @@ from __future__ import annotations
 import logging
 
 from gateway.context import GatewayContext
-from gateway.forge.evidence import Verification
-from gateway.forge.ledger import EvidenceLedger
+from gateway.forge.gate.evidence import Verification
+from gateway.forge.gate.ledger import EvidenceLedger
 from gateway.jobs.models import Job, JobState
 from gateway.jobs.queue import JobQueue
 from gateway.principals import Principal

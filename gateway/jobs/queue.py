@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from gateway.errors import RuleViolation
-from gateway.forge.evidence import implied_evidence
+from gateway.forge.gate.evidence import implied_evidence
 from gateway.jobs import scripts
 from gateway.jobs.fairness import LaneHead, choose_lane
 from gateway.jobs.models import Job, JobState

@@ -19,8 +19,8 @@ from redis.exceptions import RedisError
 from gateway import keys as gateway_keys
 from gateway.context import GatewayContext
 from gateway.errors import JobError, RuleViolation
-from gateway.forge.evidence import derive_evidence
-from gateway.forge.kernels import task_of_kernel
+from gateway.forge.gate.evidence import derive_evidence
+from gateway.forge.gate.kernels import task_of_kernel
 from gateway.jobs.access import JobAccess
 from gateway.jobs.models import (
     Assignment,

@@ -23,11 +23,11 @@ from string import Template
 
 from gateway.context import GatewayContext
 from gateway.errors import BoardError, ForgeError
+from gateway.forge.gate.policy import ReviewPolicy
+from gateway.forge.gate.vouched import OperatorHeads
 from gateway.forge.models import RepoInfo
 from gateway.forge.notices import notify_review_request
-from gateway.forge.policy import ReviewPolicy
 from gateway.forge.protocol import Forge
-from gateway.forge.vouched import OperatorHeads
 from gateway.principals import Principal
 from gateway.services import FORGE
 from gateway.tasks.catalogue import TASKS_DIR, TEMPLATE_DIR, task_info_from_source

@@ -14,7 +14,7 @@ from typing import Any
 
 from gateway.errors import BoardError
 from gateway.forge.defaults import DefaultRepo
-from gateway.forge.policy import ReviewPolicy
+from gateway.forge.gate.policy import ReviewPolicy
 from gateway.forge.protocol import Forge
 from gateway.forge.seed import seed_branch
 from gateway.principals import Principal

@@ -14,7 +14,7 @@ from fastapi import APIRouter, Depends, Query, Request
 from fastapi.responses import HTMLResponse
 
 from gateway.errors import BadRequest, GatewayError
-from gateway.forge.evidence import EVIDENCE_MEANS
+from gateway.forge.gate.evidence import EVIDENCE_MEANS
 from gateway.jobs.models import JOB_ID_RE, TERMINAL_STATES
 from gateway.ui.auth import UiUser
 from gateway.ui.internal import InternalApi, has_route, segment

@@ -12,7 +12,7 @@ from fastapi import APIRouter, Depends, Path, Request
 from fastapi.responses import HTMLResponse, RedirectResponse, Response
 
 from gateway.errors import GatewayError, NotFound
-from gateway.forge.evidence import EVIDENCE_MEANS, evidence_rank
+from gateway.forge.gate.evidence import EVIDENCE_MEANS, evidence_rank
 from gateway.services import FORGE, FORGE_SETTINGS
 from gateway.ui.auth import UiUser
 from gateway.ui.internal import InternalApi, has_route, segment

@@ -19,7 +19,7 @@ import typer
 from rich.table import Table
 
 from gateway.client import BadInput, GatewayClient, Missing
-from gateway.forge.evidence import evidence_rank
+from gateway.forge.gate.evidence import evidence_rank
 from orchestrator.cli.commands import HomeOpt, JsonOpt, command, connect
 from orchestrator.cli.output import console, print_json, safe
 

@@ -16,7 +16,7 @@ from gateway.app import create_app
 from gateway.config import GatewaySettings
 from gateway.context import GatewayContext
 from gateway.errors import PluginError
-from gateway.forge.embedded import EmbeddedForge
+from gateway.forge.embedded.forge import EmbeddedForge
 from gateway.forge.plugin import ForgePlugin
 from gateway.jobs.plugin import JobsPlugin
 from gateway.kb.plugin import KBPlugin

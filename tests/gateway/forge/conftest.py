@@ -14,8 +14,8 @@ import pytest
 from forgekit import ForgeGateway, Swarm, running_gateway
 from redis.asyncio import Redis
 
-from gateway.forge.embedded import EmbeddedForge
-from gateway.forge.gitea import GiteaForge
+from gateway.forge.embedded.forge import EmbeddedForge
+from gateway.forge.gitea.forge import GiteaForge
 from gateway.forge.protocol import Forge
 from gateway.forge.settings import ForgeSettings
 from gateway.principals import PrincipalStore

@@ -19,8 +19,8 @@ import httpx
 import redis as redis_sync
 from redis.asyncio import Redis
 
-from gateway.forge.evidence import Verification, derive_evidence
-from gateway.forge.ledger import EvidenceLedger
+from gateway.forge.gate.evidence import Verification, derive_evidence
+from gateway.forge.gate.ledger import EvidenceLedger
 from gateway.forge.plugin import ForgePlugin
 from gateway.forge.settings import ForgeSettings
 from gateway.plugin import Plugin

@@ -16,7 +16,7 @@ import pytest
 from forgekit import ForgeGateway, Swarm, running_gateway
 from redis.asyncio import Redis
 
-from gateway.forge.gitea import GiteaForge
+from gateway.forge.gitea.forge import GiteaForge
 from gateway.forge.settings import ForgeSettings
 from kstest.mcp_client import call, mcp_session
 

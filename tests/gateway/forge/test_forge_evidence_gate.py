@@ -14,16 +14,16 @@ from pydantic import ValidationError
 from redis.asyncio import Redis
 
 from gateway.forge import keys
-from gateway.forge.evidence import (
+from gateway.forge.gate.evidence import (
     EVIDENCE_LEVELS,
     Verification,
     derive_evidence,
     implied_evidence,
 )
-from gateway.forge.kernels import ChangedFile, classify
-from gateway.forge.ledger import EvidenceLedger
+from gateway.forge.gate.kernels import ChangedFile, classify
+from gateway.forge.gate.ledger import EvidenceLedger
+from gateway.forge.gate.policy import ReviewPolicy, evaluate
 from gateway.forge.models import PullRequest, Review
-from gateway.forge.policy import ReviewPolicy, evaluate
 from orchestrator.verify.models import EVIDENCE_ORDER
 
 HEAD, BASE = "a" * 40, "b" * 40

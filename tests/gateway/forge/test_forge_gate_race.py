@@ -10,10 +10,10 @@ from redis.asyncio import Redis
 
 from gateway.config import GatewaySettings
 from gateway.context import GatewayContext
-from gateway.forge.embedded import EmbeddedForge
-from gateway.forge.gate import ReviewGate
-from gateway.forge.ledger import EvidenceLedger
-from gateway.forge.policy import ReviewPolicy
+from gateway.forge.embedded.forge import EmbeddedForge
+from gateway.forge.gate.gate import ReviewGate
+from gateway.forge.gate.ledger import EvidenceLedger
+from gateway.forge.gate.policy import ReviewPolicy
 
 
 async def test_racing_gates_merge_each_pr_once_and_keep_main_linear(

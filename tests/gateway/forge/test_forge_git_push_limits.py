@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 from forgekit import ForgeGateway, Git, Swarm, running_gateway
 
-from gateway.forge import receive
+from gateway.forge.embedded import receive
 from gateway.forge.settings import ForgeSettings
 
 PACK_LIMIT = 256 * 1024

@@ -25,12 +25,12 @@ from forgekit import ForgeGateway, Git, wait_for
 from redis.asyncio import Redis
 
 from gateway.forge import keys
-from gateway.forge.evidence import Verification
+from gateway.forge.gate.evidence import Verification
+from gateway.forge.gate.ledger import EvidenceLedger
+from gateway.forge.gate.vouched import OperatorHeads, operator_heads
+from gateway.forge.gitea.webhook import HOOK_PATH, repo_secret
 from gateway.forge.hooks_out import signature
-from gateway.forge.ledger import EvidenceLedger
 from gateway.forge.settings import ForgeSettings
-from gateway.forge.vouched import OperatorHeads, operator_heads
-from gateway.forge.webhook import HOOK_PATH, repo_secret
 from kstest.mcp_client import call, mcp_session
 
 SECRET = "test-webhook-master-secret"

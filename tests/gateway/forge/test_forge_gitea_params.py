@@ -3,7 +3,7 @@
 ``GET /api/v1/repos/{owner}/{repo}/contents/%00`` answered 500 for any token (a NUL reached git's argv);
 so did a NUL branch or blob sha, ``contents/..%2F..%2Fetc``, and NULs in change-files' branch, path and
 from_path or a PR's head and base. Every path and query parameter now goes through the forge's one set
-of checks (``gateway/forge/names.py``, applied by ``gitea_params.py`` in the routes' auth dependencies):
+of checks (``gateway/forge/names.py``, applied by ``gitea_api/params.py`` in the routes' auth dependencies):
 bad input is a 400 naming the parameter (a body field: Gitea's 422), in Gitea's ``{"message", "url"}``
 shape; nothing a client sends is a 5xx.
 """
@@ -21,8 +21,8 @@ from fastapi.dependencies.models import Dependant
 from fastapi.routing import APIRoute, iter_route_contexts
 from forgekit import ForgeGateway
 
-from gateway.forge.gitea_auth import acting, admin, basic_credentials
-from gateway.forge.gitea_params import PATH_CHECKS
+from gateway.forge.gitea_api.auth import acting, admin, basic_credentials
+from gateway.forge.gitea_api.params import PATH_CHECKS
 
 # What a misbehaving client puts in a path segment (already percent-encoded for the URL; a bare ".."
 # is resolved away by the client itself). A value that spans segments ("%2F") or holds a newline matches

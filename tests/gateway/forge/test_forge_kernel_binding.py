@@ -7,10 +7,10 @@ nothing cannot flip it; trusted paths block; a reviewer's reproduction must cove
 
 from __future__ import annotations
 
-from gateway.forge.evidence import Verification
-from gateway.forge.kernels import ChangedFile, classify
+from gateway.forge.gate.evidence import Verification
+from gateway.forge.gate.kernels import ChangedFile, classify
+from gateway.forge.gate.policy import ReviewPolicy, evaluate
 from gateway.forge.models import PullRequest, Review
-from gateway.forge.policy import ReviewPolicy, evaluate
 
 HEAD, BASE, OLD = "a" * 40, "b" * 40, "c" * 40
 CHECK = "kswarm/verify:cpu"
@@ -173,7 +173,7 @@ def test_reproduction_needs_the_reviewers_own_pass_on_every_kernel() -> None:
 
 
 def test_rename_is_a_new_kernel() -> None:
-    from gateway.forge.gitea_shapes import parse_changed_file
+    from gateway.forge.gitea.shapes import parse_changed_file
 
     moved = parse_changed_file({"filename": SOFTMAX, "previous_filename": "kernels/softmax/alice_v0.py",
                                 "status": "renamed"})  # fmt: skip
@@ -201,7 +201,7 @@ def test_a_compare_without_files_fails_closed() -> None:
     import pytest
 
     from gateway.errors import ForgeError
-    from gateway.forge.gitea_shapes import parse_compare_files
+    from gateway.forge.gitea.shapes import parse_compare_files
 
     listed = {"commits": [{"sha": "a", "files": [{"filename": SOFTMAX, "status": "modified"}]}]}
     assert [(f.path, f.status) for f in parse_compare_files(listed)] == [(SOFTMAX, "modified")]

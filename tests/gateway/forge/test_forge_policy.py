@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
+from gateway.forge.gate.policy import ReviewPolicy, evaluate
 from gateway.forge.models import CommitStatus, PullRequest, Review
-from gateway.forge.policy import ReviewPolicy, evaluate
 
 HEAD, OLD = "a" * 40, "b" * 40
 CHECK = "kswarm/verify:cpu"

@@ -17,7 +17,7 @@ import pytest
 from forgekit import ForgeGateway, Git
 
 from gateway.errors import ForgeError
-from gateway.forge.policy import ReviewPolicy
+from gateway.forge.gate.policy import ReviewPolicy
 from gateway.forge.protocol import Forge
 
 
@@ -69,7 +69,7 @@ async def test_branch_protection_round_trip(forge: Forge) -> None:
     )
     got = await forge.get_protection("proto", name, "release")
     assert got is not None and got.required_approvals == 1 and got.required_checks == []
-    assert got.require_reproduction  # kswarm's rule: kept beside Gitea's protection (gitea_policy.py)
+    assert got.require_reproduction  # kswarm's rule: kept beside Gitea's protection (gitea/policy.py)
     await forge.protect_branch("proto", name, "release", ReviewPolicy(dataset=True, human_approvals=2))
     got = await forge.get_protection("proto", name, "release")
     assert got is not None and got.dataset and got.human_approvals == 2 and not got.require_reproduction

@@ -14,7 +14,7 @@ from forgekit import ForgeGateway, Git
 from redis.asyncio import Redis
 
 from gateway.errors import ForgeError
-from gateway.forge.policy import ReviewPolicy
+from gateway.forge.gate.policy import ReviewPolicy
 from gateway.forge.protocol import Forge
 from gateway.forge.seed import seed_branch
 

@@ -1,4 +1,4 @@
-"""The review gate's rules, each on its own (``gateway/forge/gate_rules.py``), and how they fold.
+"""The review gate's rules, each on its own (``gateway/forge/gate/rules.py``), and how they fold.
 
 Every test builds a ``GateContext`` directly and calls one rule: no forge, no Redis, no gateway. A new
 rule gets its test here, beside the others.
@@ -10,10 +10,12 @@ from typing import Any
 
 import pytest
 
-from gateway.forge import policy
-from gateway.forge.coverage import KernelCheck, KernelCoverage
-from gateway.forge.evidence import Verification
-from gateway.forge.gate_rules import (
+from gateway.forge.gate import policy
+from gateway.forge.gate.coverage import KernelCheck, KernelCoverage
+from gateway.forge.gate.evidence import Verification
+from gateway.forge.gate.kernels import BlockedPath, PRChanges, classify
+from gateway.forge.gate.policy import ReviewPolicy, evaluate
+from gateway.forge.gate.rules import (
     FINAL_RULES,
     RULES,
     GateContext,
@@ -31,9 +33,7 @@ from gateway.forge.gate_rules import (
     state,
     trusted_paths,
 )
-from gateway.forge.kernels import BlockedPath, PRChanges, classify
 from gateway.forge.models import ChangedFile, CommitStatus, PullRequest, Review
-from gateway.forge.policy import ReviewPolicy, evaluate
 
 HEAD, BASE, OLD = "a" * 40, "b" * 40, "c" * 40
 CPU, LINT = "kswarm/verify:cpu", "ci/lint"

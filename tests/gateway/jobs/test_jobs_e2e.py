@@ -11,7 +11,7 @@ from typer.testing import CliRunner
 
 from gateway import keys as gateway_keys
 from gateway.forge import keys as forge_keys
-from gateway.forge.evidence import Verification
+from gateway.forge.gate.evidence import Verification
 from kstest.jobkit import CHEAT_ADD, HONEST_ADD, JobsGateway, wait_for
 
 FINAL = ("succeeded", "failed", "error", "timeout", "cancelled")

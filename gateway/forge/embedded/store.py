@@ -1,31 +1,16 @@
-"""The embedded forge's metadata in Redis: repos, PRs, reviews, comments, statuses, protections, events."""
+"""The embedded forge's metadata in Redis: repos, PRs, reviews, comments, statuses, protections."""
 
 from __future__ import annotations
 
 import hashlib
 import secrets
 import time
-from typing import Any
 
 from gateway.forge import keys
+from gateway.forge.event_feed import EVENTS_MAXLEN, event_fields
+from gateway.forge.gate.policy import ReviewPolicy
 from gateway.forge.models import STORED_PR_FIELDS, Comment, CommitStatus, PullRequest, RepoInfo, Review
-from gateway.forge.policy import ReviewPolicy
 from gateway.redis_facade import StrRedis
-
-EVENTS_MAXLEN = 100_000
-
-
-async def emit_event(redis: StrRedis, type_: str, repo: str, **fields: Any) -> str:
-    """Append a forge event for the gate (and anyone tailing ``ks:forge:events``)."""
-    return await redis.xadd(
-        keys.EVENTS, event_fields(type_, repo, **fields), maxlen=EVENTS_MAXLEN, approximate=True
-    )
-
-
-def event_fields(type_: str, repo: str, **fields: Any) -> dict[str, str]:
-    flat = {"type": type_, "repo": repo, "ts": repr(time.time())}
-    flat.update({k: "" if v is None else str(v) for k, v in fields.items()})
-    return flat
 
 
 def _hash_password(password: str, salt: str) -> str:

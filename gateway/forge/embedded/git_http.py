@@ -24,7 +24,7 @@ from fastapi.responses import StreamingResponse
 
 from gateway.auth import token_from_headers
 from gateway.errors import ForgeError, Unauthorized
-from gateway.forge.embedded import EmbeddedForge
+from gateway.forge.embedded.forge import EmbeddedForge
 from gateway.forge.settings import ForgeSettings
 from gateway.git.core import git_env
 from gateway.principals import Principal

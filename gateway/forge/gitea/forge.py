@@ -17,9 +17,11 @@ from typing import Any
 import httpx
 
 from gateway.errors import ForgeError
-from gateway.forge import gitea_shapes as shapes
-from gateway.forge.gitea_content import GiteaContent
-from gateway.forge.gitea_policy import PolicyExtensions
+from gateway.forge.gate.policy import ReviewPolicy
+from gateway.forge.gitea import shapes
+from gateway.forge.gitea.content import GiteaContent
+from gateway.forge.gitea.policy import PolicyExtensions
+from gateway.forge.gitea.webhook import repo_secret
 from gateway.forge.hooks_out import HOOK_EVENTS
 from gateway.forge.models import (
     DIFF_MAX_BYTES,
@@ -35,8 +37,6 @@ from gateway.forge.models import (
     Review,
 )
 from gateway.forge.names import check_text
-from gateway.forge.policy import ReviewPolicy
-from gateway.forge.webhook import repo_secret
 from gateway.git.diffcut import CHUNK, CutDiff, DiffCutter
 from gateway.redis_facade import StrRedis
 

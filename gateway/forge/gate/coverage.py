@@ -19,7 +19,7 @@ from typing import Literal
 
 from pydantic import BaseModel, Field
 
-from gateway.forge.evidence import (
+from gateway.forge.gate.evidence import (
     EVIDENCE_LEVELS,
     EVIDENCE_MEANS,
     EvidenceLevel,
@@ -29,7 +29,7 @@ from gateway.forge.evidence import (
     evidence_rank,
     parse_check_context,
 )
-from gateway.forge.kernels import Candidate
+from gateway.forge.gate.kernels import Candidate
 
 CoverageState = Literal["success", "failure", "pending", "missing", "insufficient"]
 STATUS_OF_COVERAGE: dict[str, str] = {

@@ -16,7 +16,7 @@ from fastapi import Depends, Request
 from gateway.auth import current_principal
 from gateway.deps import ctx_of
 from gateway.errors import ForgeError
-from gateway.forge.gitea_params import check_gitea_params
+from gateway.forge.gitea_api.params import check_gitea_params
 from gateway.principals import Principal, PrincipalKind
 
 

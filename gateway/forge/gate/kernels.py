@@ -3,7 +3,7 @@
 A **candidate kernel** is exactly ``kernels/<task>/<file>.py``: the directory names the task the file is
 verified as, so a job's task is a function of its kernel's path and nothing else (there is no way to
 verify file X "as" task Y). Every changed candidate of a PR needs its own passing verification on the
-head sha (``gateway/forge/policy.py``).
+head sha (``gateway/forge/gate/policy.py``).
 
 In a **dataset** branch (``ReviewPolicy.dataset``) some paths are the operators' alone: the task
 definitions the workers load (``tasks/``), references, CI and configuration files. A PR touching

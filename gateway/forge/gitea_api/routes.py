@@ -5,7 +5,7 @@ endpoints kswarm uses, so the Gitea adapter (and any Gitea client) talks to the 
 unchanged; every path and query parameter is checked once the caller is known (``gitea_params.py``:
 a 400 naming it);
 repository content (branches, commits, contents, trees, blobs, change-files) and webhooks are in
-``gitea_api_content.py``. Auth: ``Authorization: token|Bearer``, ``Sudo: <user>`` for
+``content.py``. Auth: ``Authorization: token|Bearer``, ``Sudo: <user>`` for
 operators (Gitea's admins), Basic user:password for token creation only. Where kswarm is stricter
 than Gitea (docs/forge.md lists it) the stricter rule wins.
 """
@@ -20,13 +20,13 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from gateway.deps import Ctx
 from gateway.errors import ForgeError
-from gateway.forge import gitea_shapes as shapes
-from gateway.forge.embedded import EmbeddedForge
-from gateway.forge.gitea_api_content import add_content_routes
-from gateway.forge.gitea_auth import BASIC_CHALLENGE, Actor, Admin, Basic
+from gateway.forge.embedded.forge import EmbeddedForge
+from gateway.forge.gate.policy import ReviewPolicy
+from gateway.forge.gitea import shapes
+from gateway.forge.gitea_api.auth import BASIC_CHALLENGE, Actor, Admin, Basic
+from gateway.forge.gitea_api.content import add_content_routes
 from gateway.forge.models import DIFF_TRUNCATED_HEADER
 from gateway.forge.notices import notify_review_request
-from gateway.forge.policy import ReviewPolicy
 from gateway.forge.service import check_may_request_reviewers
 from gateway.git.diffcut import CutDiff
 from gateway.principals import Principal, PrincipalKind

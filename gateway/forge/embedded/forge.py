@@ -1,6 +1,6 @@
 """The embedded forge (the default): bare repositories on disk, PR metadata in Redis.
 
-It implements the Forge protocol in-process (repository content in ``embedded_content.py``);
+It implements the Forge protocol in-process (repository content in ``content.py``);
 ``git_http.py`` serves the repositories over smart HTTP and ``gitea_api*.py`` serve this class through
 Gitea-shaped REST routes. Nothing outside the embedded forge touches its bare repositories.
 """
@@ -13,7 +13,10 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from gateway.errors import ForgeError
-from gateway.forge.embedded_content import RepositoryContent
+from gateway.forge.embedded.content import RepositoryContent
+from gateway.forge.embedded.store import ForgeStore
+from gateway.forge.event_feed import emit_event
+from gateway.forge.gate.policy import ReviewPolicy, evaluate
 from gateway.forge.models import (
     DIFF_MAX_BYTES,
     DIFF_MAX_FILE_BYTES,
@@ -28,8 +31,6 @@ from gateway.forge.models import (
     Review,
 )
 from gateway.forge.names import SHA_RE, check_branch, check_name, check_text
-from gateway.forge.policy import ReviewPolicy, evaluate
-from gateway.forge.store import ForgeStore, emit_event
 from gateway.git.aio import BareRepo
 from gateway.git.diffcut import CutDiff
 from gateway.principals import Principal, PrincipalError, PrincipalKind, PrincipalStore

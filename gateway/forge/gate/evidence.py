@@ -4,10 +4,10 @@ The job runner records one ``Verification`` per job (queued at submission, final
 records the worker's result) through ``ledger.EvidenceLedger``; nobody else writes there, and no
 request field reaches it. The gate
 reads a sha's records to decide, per changed kernel and required pool, whether the PR is covered
-(``gateway/forge/policy.py``), and publishes the per-kernel and aggregate commit statuses from them.
+(``gateway/forge/gate/policy.py``), and publishes the per-kernel and aggregate commit statuses from them.
 
 A verdict counts only for the exact (sha, kernel path, task, pool, kind) it was produced on; the task
-is always the one the kernel's path names (``gateway/forge/kernels.py``). ``outcome`` says what a job
+is always the one the kernel's path names (``gateway/forge/gate/kernels.py``). ``outcome`` says what a job
 proves: ``pass``; ``fail`` (the harness judged the kernel: fail or unverifiable — a property of the
 kernel, whoever submitted the job); ``pending``; or ``none`` (error, timeout, cancellation: the job
 proved nothing about the kernel, so another agent's short-timeout or cancelled job cannot flip a PR).

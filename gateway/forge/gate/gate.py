@@ -26,17 +26,17 @@ from typing import Any
 from gateway.chat import ChatService
 from gateway.errors import ForgeError
 from gateway.forge import keys
-from gateway.forge.coverage import STATUS_OF_COVERAGE
-from gateway.forge.coverage import coverage as kernel_coverage
-from gateway.forge.evidence import kernel_context, parse_check_context
-from gateway.forge.gate_rules import Reason, short
-from gateway.forge.kernels import PRChanges, classify
-from gateway.forge.ledger import EvidenceLedger
+from gateway.forge.gate.coverage import STATUS_OF_COVERAGE
+from gateway.forge.gate.coverage import coverage as kernel_coverage
+from gateway.forge.gate.evidence import kernel_context, parse_check_context
+from gateway.forge.gate.kernels import PRChanges, classify
+from gateway.forge.gate.ledger import EvidenceLedger
+from gateway.forge.gate.policy import GateDecision, ReviewPolicy, evaluate
+from gateway.forge.gate.rules import Reason, short
+from gateway.forge.gate.vouched import OperatorHeads
 from gateway.forge.locks import branch_lock
 from gateway.forge.models import ChangedFile, PullRequest
-from gateway.forge.policy import GateDecision, ReviewPolicy, evaluate
 from gateway.forge.protocol import Forge
-from gateway.forge.vouched import OperatorHeads
 from gateway.metrics import GatewayMetrics
 from gateway.principals import Principal, PrincipalKind, PrincipalStore
 from gateway.redis_compat import stream_gone, xautoclaim
@@ -114,7 +114,7 @@ class ReviewGate:
 
     async def operator_head(self, pr: PullRequest, operators: set[str]) -> bool:
         """Whether the PR may change trusted paths: an operator's PR whose head kswarm committed for an
-        operator (``gateway/forge/vouched.py``): who opened it is not enough, as anyone who can push
+        operator (``gateway/forge/gate/vouched.py``): who opened it is not enough, as anyone who can push
         to its branch (any writer, in Gitea) could have moved its head since."""
         if pr.author not in operators or not pr.head_sha or pr.state != "open":
             return False

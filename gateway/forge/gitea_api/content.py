@@ -19,9 +19,9 @@ from fastapi import APIRouter, Query, Response
 from pydantic import BaseModel, ConfigDict, Field
 
 from gateway.errors import ForgeError
-from gateway.forge import gitea_content_shapes as cshapes
-from gateway.forge.embedded import EmbeddedForge
-from gateway.forge.gitea_auth import Actor, Admin
+from gateway.forge.embedded.forge import EmbeddedForge
+from gateway.forge.gitea import content_shapes as cshapes
+from gateway.forge.gitea_api.auth import Actor, Admin
 from gateway.forge.hooks_out import HOOK_EVENTS, HookStore
 from gateway.forge.names import check_branch, check_path
 

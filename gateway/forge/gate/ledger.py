@@ -8,8 +8,8 @@ whose head is that sha and republishes their statuses.
 from __future__ import annotations
 
 from gateway.forge import keys
-from gateway.forge.evidence import PENDING_STATES, Verification, implied_evidence
-from gateway.forge.store import emit_event
+from gateway.forge.event_feed import emit_event
+from gateway.forge.gate.evidence import PENDING_STATES, Verification, implied_evidence
 from gateway.redis_facade import StrRedis
 
 

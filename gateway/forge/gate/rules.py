@@ -21,17 +21,17 @@ from typing import TYPE_CHECKING
 
 from pydantic import BaseModel, Field
 
-from gateway.forge.coverage import KernelCoverage, reproduced_by
-from gateway.forge.coverage import coverage as kernel_coverage
-from gateway.forge.coverage import kernel_checks as kswarm_checks
-from gateway.forge.evidence import EVIDENCE_MEANS, Verification, parse_check_context
-from gateway.forge.kernels import Candidate, PRChanges
+from gateway.forge.gate.coverage import KernelCoverage, reproduced_by
+from gateway.forge.gate.coverage import coverage as kernel_coverage
+from gateway.forge.gate.coverage import kernel_checks as kswarm_checks
+from gateway.forge.gate.evidence import EVIDENCE_MEANS, Verification, parse_check_context
+from gateway.forge.gate.kernels import Candidate, PRChanges
 from gateway.forge.models import CommitStatus, PullRequest, Review
 
 if TYPE_CHECKING:
     # The rules only read the policy; policy.py imports this module to fold them, so importing it
     # back at run time would be a cycle between siblings (lint-imports refuses those).
-    from gateway.forge.policy import ReviewPolicy
+    from gateway.forge.gate.policy import ReviewPolicy
 
 
 class Reason(BaseModel):

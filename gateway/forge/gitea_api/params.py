@@ -71,7 +71,7 @@ def check_gitea_params(request: Request) -> None:
     for param, value in request.path_params.items():
         check = PATH_CHECKS.get(param)
         if check is None:  # a route with a parameter nobody checks: refused, not served unchecked
-            raise ForgeError(f"{param}: this parameter has no check (gateway/forge/gitea_params.py)", 500)
+            raise ForgeError(f"{param}: this parameter has no check (gateway/forge/gitea_api/params.py)", 500)
         check(str(value), param)
     for param, check in QUERY_CHECKS.items():
         for value in request.query_params.getlist(param):

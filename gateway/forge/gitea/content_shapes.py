@@ -11,9 +11,9 @@ import binascii
 from typing import Any
 
 from gateway.errors import ForgeError
-from gateway.forge.gitea_shapes import from_iso, iso
+from gateway.forge.gate.policy import ReviewPolicy
+from gateway.forge.gitea.shapes import from_iso, iso
 from gateway.forge.models import CommitInfo, RepoFile
-from gateway.forge.policy import ReviewPolicy
 from gateway.git.aio import TreeEntry
 
 TYPE_OF_MODE = {

@@ -3,7 +3,7 @@
 Both the embedded forge (refusing a merge while protection is unmet, as Gitea does) and the gate bot
 (deciding to merge) call ``evaluate``; only the gate passes the PR's classified changes and its head's
 verification records, so only the gate decides kswarm checks per changed kernel. The rules themselves,
-one function each, are ``gate_rules.py``; ``evaluate`` folds them into a ``GateDecision``.
+one function each, are ``rules.py``; ``evaluate`` folds them into a ``GateDecision``.
 """
 
 from __future__ import annotations
@@ -13,10 +13,10 @@ from typing import Literal
 
 from pydantic import BaseModel, Field
 
-from gateway.forge.coverage import KernelCoverage
-from gateway.forge.evidence import EVIDENCE_LEVELS, Verification, evidence_rank
-from gateway.forge.gate_rules import FINAL_RULES, RULES, GateContext, Reason
-from gateway.forge.kernels import DEFAULT_TRUSTED_PATHS, BlockedPath, PRChanges
+from gateway.forge.gate.coverage import KernelCoverage
+from gateway.forge.gate.evidence import EVIDENCE_LEVELS, Verification, evidence_rank
+from gateway.forge.gate.kernels import DEFAULT_TRUSTED_PATHS, BlockedPath, PRChanges
+from gateway.forge.gate.rules import FINAL_RULES, RULES, GateContext, Reason
 from gateway.forge.models import PullRequest
 
 # The levels a policy may require: those a pass can reach. "none" and "unverifiable-on-cpu" never prove a
@@ -129,7 +129,7 @@ def evaluate(
     status_setters: set[str] | None = None,
     operators: set[str] | None = None,
 ) -> GateDecision:
-    """Why ``pr`` may or may not be merged now: the reasons of every rule in ``gate_rules.RULES``, in
+    """Why ``pr`` may or may not be merged now: the reasons of every rule in ``rules.RULES``, in
     that order (``mergeable`` when there are none).
 
     With ``changes`` and ``evidence`` (the gate), every kswarm check (``kswarm/<kind>:<pool>``) is

@@ -10,7 +10,7 @@ does not protect is unprotected, whatever is stored here.
 from __future__ import annotations
 
 from gateway.forge import keys
-from gateway.forge.policy import ReviewPolicy
+from gateway.forge.gate.policy import ReviewPolicy
 from gateway.redis_facade import StrRedis
 
 

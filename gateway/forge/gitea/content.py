@@ -18,7 +18,7 @@ from urllib.parse import quote
 import httpx
 
 from gateway.errors import ForgeError
-from gateway.forge import gitea_content_shapes as cshapes
+from gateway.forge.gitea import content_shapes as cshapes
 from gateway.forge.models import MAX_FILE_BYTES, CommitInfo, RepoFile
 
 TREE_PAGE = 1000

@@ -24,8 +24,8 @@ from fastapi import APIRouter, Request
 from gateway.deps import Ctx
 from gateway.errors import ForgeError
 from gateway.forge import keys
+from gateway.forge.event_feed import emit_event
 from gateway.forge.protocol import Forge
-from gateway.forge.store import emit_event
 from gateway.redis_facade import StrRedis
 from gateway.services import FORGE
 

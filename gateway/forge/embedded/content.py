@@ -15,9 +15,9 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 from gateway.errors import ForgeError
+from gateway.forge.embedded.store import ForgeStore
 from gateway.forge.models import MAX_FILE_BYTES, CommitInfo, RepoFile, RepoInfo
 from gateway.forge.names import check_branch
-from gateway.forge.store import ForgeStore
 from gateway.git.aio import BareRepo, CommitMeta, check_tree_path
 from gateway.principals import Principal, PrincipalKind
 

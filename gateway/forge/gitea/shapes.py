@@ -12,8 +12,8 @@ from datetime import UTC, datetime
 from typing import Any
 
 from gateway.errors import ForgeError
+from gateway.forge.gate.policy import ReviewPolicy
 from gateway.forge.models import ChangedFile, Comment, CommitStatus, PullRequest, RepoInfo, Review
-from gateway.forge.policy import ReviewPolicy
 
 
 def iso(ts: float | None) -> str | None:
