@@ -23,7 +23,6 @@ from typing import Any
 
 from fastapi import APIRouter, Request
 from fastapi.responses import JSONResponse
-from mcp.server._otel import OpenTelemetryMiddleware
 from mcp.server.auth.middleware.auth_context import AuthContextMiddleware, get_access_token
 from mcp.server.auth.middleware.bearer_auth import AuthenticatedUser
 from mcp.server.auth.provider import AccessToken
@@ -67,10 +66,14 @@ def tool_message(exc: GatewayError | ValidationError) -> str:
 class GatewayMCP(MCPServer):
     """The gateway's MCP server: the one place a refusal raised in a tool becomes a tool error."""
 
+    tool_names: frozenset[str] | None = None  # every tool is registered before the first call
+
     async def call_tool(
         self, name: str, arguments: dict[str, Any], context: Context[Any, Any] | None = None
     ) -> CallToolResult | InputRequiredResult:
-        if self._tool_manager.get_tool(name) is None:
+        if self.tool_names is None:
+            self.tool_names = frozenset(tool.name for tool in await self.list_tools())
+        if name not in self.tool_names:
             # The spec's protocol error for an unknown tool, not a tool result an agent could mistake
             # for the tool's own failure.
             raise MCPError(code=INVALID_PARAMS, message=f"Unknown tool: {name}")
@@ -215,8 +218,9 @@ def build_mcp(ctx: GatewayContext) -> GatewayMCP:
     )
     # The SDK wraps every message in an OpenTelemetry span by default; the gateway exports no traces
     # (it has Prometheus metrics), so the span is pure per-call cost. The SDK documents dropping it
-    # from the middleware list as the way to opt out; the request-state boundary stays.
-    server.middleware[:] = [m for m in server.middleware if not isinstance(m, OpenTelemetryMiddleware)]
+    # from the middleware list as the way to opt out; the request-state boundary stays. By its class's
+    # name: the class lives in a private module of the SDK (mcp.server._otel), not imported here.
+    server.middleware[:] = [m for m in server.middleware if type(m).__name__ != "OpenTelemetryMiddleware"]
     chat = ctx.chat
 
     @server.tool(name="whoami", description="Your identity: name, kind, git e-mail.")
