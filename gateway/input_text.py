@@ -34,6 +34,9 @@ MCP_PATH = "/mcp"
 # No write of text comes near this (a chat message is 16 KiB, a PR body 64 KiB; the largest body is a
 # file upload through the Gitea contents API, base64 of at most a push's pack): past it, a 413.
 MAX_BODY = 48 * 1024 * 1024
+# Past this many brackets a body may nest deeper than Python's parser recurses (a RecursionError): such
+# a body is parsed here first, and refused with a 400 if it does.
+MAX_OPENINGS = 500
 # A superset of the bodies holding a control character: raw C0 bytes but tab and newline, DEL, C1 as
 # UTF-8, and the JSON escapes and percent-encodings that spell them.
 _SUSPECT_JSON = re.compile(
@@ -43,17 +46,22 @@ _SUSPECT_FORM = re.compile(rb"%(?:[01][0-9a-fA-F]|7[fF]|[cC]2%[89][0-9a-fA-F])")
 
 
 def _strings(value: Any, path: str) -> Iterator[tuple[str, str]]:
-    """Every string in a JSON value (keys included) with the path that names it."""
-    if isinstance(value, str):
-        yield path, value
-    elif isinstance(value, dict):
-        for key, item in value.items():
-            where = f"{path}.{key}" if path else str(key)
-            yield where, str(key)
-            yield from _strings(item, where)
-    elif isinstance(value, list):
-        for index, item in enumerate(value):
-            yield from _strings(item, f"{path}[{index}]")
+    """Every string in a JSON value (keys included) with the path that names it, in document order
+    (a stack, not recursion: a document may nest as deep as the parser allowed)."""
+    stack: list[tuple[Any, str]] = [(value, path)]
+    while stack:
+        item, where = stack.pop()
+        if isinstance(item, str):
+            yield where, item
+        elif isinstance(item, dict):
+            children = []
+            for key, child in item.items():
+                inner = f"{where}.{key}" if where else str(key)
+                children.append((str(key), inner))
+                children.append((child, inner))
+            stack.extend(reversed(children))
+        elif isinstance(item, list):
+            stack.extend(reversed([(child, f"{where}[{i}]") for i, child in enumerate(item)]))
 
 
 def _offence(pairs: Iterator[tuple[str, str]]) -> tuple[str, str] | None:
@@ -69,6 +77,8 @@ def _json_offence(body: bytes) -> tuple[str, str, Any] | None:
         document = json.loads(body, strict=False)
     except ValueError:  # not JSON after all: the route refuses it in its own words
         return None
+    except RecursionError:  # nested past what any route takes (and what the routes' parser survives)
+        return "body", "nesting", None
     call = document if isinstance(document, dict) and document.get("jsonrpc") else None
     if call is not None and call.get("method") == "tools/call" and isinstance(call.get("params"), dict):
         found = _offence(_strings(call["params"].get("arguments"), "arguments"))
@@ -84,6 +94,8 @@ def _form_offence(raw: bytes, where: str) -> tuple[str, str] | None:
 
 
 def _message(field: str, char: str) -> str:
+    if char == "nesting":
+        return f"{field}: JSON nested too deeply"
     return f"{field}: control character {char} is not allowed in text (only newline and tab are)"
 
 
@@ -128,7 +140,8 @@ class ControlCharGuard:
             if _SUSPECT_FORM.search(body) and (found := _form_offence(body, "form")):
                 return self.refuse(path, _message(*found), None)
             return None
-        if not _SUSPECT_JSON.search(body) or (offence := _json_offence(body)) is None:
+        suspect = _SUSPECT_JSON.search(body) or body.count(b"[") + body.count(b"{") > MAX_OPENINGS
+        if not suspect or (offence := _json_offence(body)) is None:
             return None
         field, char, call = offence
         return self.refuse(path, _message(field, char), call)

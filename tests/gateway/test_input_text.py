@@ -143,3 +143,20 @@ def test_mcp_request_that_is_not_a_tool_call_gets_a_json_rpc_error(gateway: Gate
     error = reply.json()
     assert error["id"] == 7 and error["error"]["code"] == -32602
     assert error["error"]["message"].startswith("params.clientInfo.name: control character U+001B")
+
+
+def test_a_body_nested_past_the_parser_is_a_400_not_a_500(
+    gateway: GatewayThread, mallory: httpx.Client
+) -> None:
+    """100,000 brackets deep: Python's JSON parser gives up with a RecursionError; the guard, which
+    parses such a body first, refuses it with a 400 naming why (never a 500 from its own parse), with
+    or without a control character inside; a nested field is named by its path."""
+    headers = {"content-type": "application/json"}
+    for inner in (b'"\\u001b"', b"1"):
+        body = b'{"text": ' + b"[" * 100_000 + inner + b"]" * 100_000 + b"}"
+        reply = mallory.post("/api/channels/general/messages", content=body, headers=headers)
+        assert reply.status_code == 400, reply.text
+        assert reply.json()["detail"] == "body: JSON nested too deeply"
+    nested = {"text": "x", "deep": [[[["fine", ["b\x1b"]]]]]}
+    refused(mallory.post("/api/channels/general/messages", json=nested), "deep[0][0][0][1][0]")
+    assert general(gateway) == []
