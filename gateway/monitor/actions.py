@@ -26,6 +26,7 @@ from typing import Any
 
 from gateway.context import GatewayContext
 from gateway.errors import GatewayError, NotFound
+from gateway.forge.gate.policy import ReviewPolicy, operator_approval_counts
 from gateway.jobs.models import JobRequest
 from gateway.monitor import keys
 from gateway.monitor.models import ActionRecord, ActionResult, ReassignBody, ReviewBody
@@ -159,6 +160,9 @@ class OperatorActions:
             f": {_quote(body.body)}" if body.body.strip() else ""
         )
         message = f"{operator.name} {words}"
+        if body.event == "approve":
+            policy = await forge.get_protection(org, repo, pr.base) or ReviewPolicy()
+            message += f"; your approval is recorded: {operator_approval_counts(policy)}"
         await self._audit(
             operator, f"review:{body.event}", target, _quote(body.body), "done", message,
             self.settings.review_channel, text,

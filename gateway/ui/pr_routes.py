@@ -13,6 +13,7 @@ from fastapi.responses import HTMLResponse, RedirectResponse, Response
 
 from gateway.errors import GatewayError, NotFound
 from gateway.forge.gate.evidence import EVIDENCE_MEANS, evidence_rank
+from gateway.forge.gate.policy import ReviewPolicy, operator_approval_counts
 from gateway.services import FORGE, FORGE_SETTINGS
 from gateway.ui.auth import UiUser
 from gateway.ui.internal import InternalApi, has_route, segment
@@ -135,6 +136,14 @@ async def jobs_on(api: InternalApi, repo: str, shas: set[str]) -> dict[str, list
     return out
 
 
+async def approval_counts(forge: Any, org: str, repo: str, base: str) -> str:
+    """What the operator's approval would count for on this PR (its base branch's policy), said by the
+    review form before they approve (and by the action's answer after)."""
+    if forge is None or not base:
+        return ""
+    return operator_approval_counts(await forge.get_protection(org, repo, base) or ReviewPolicy())
+
+
 def build_pr_pages(ui: UiService) -> APIRouter:
     router = APIRouter(prefix="/ui")
     User = Annotated[UiUser, Depends(ui.auth.user)]
@@ -201,6 +210,7 @@ def build_pr_pages(ui: UiService) -> APIRouter:
             heads=list(reversed(heads)),
             operator_actions=actions,
             can_act=has_route(ui.app, "/api/actions/prs/{org}/{repo}/{number}/review", "POST"),
+            approval_counts=await approval_counts(forge, org, repo, view.get("base") or ""),
         )
 
     @router.get("/pr/{number}", summary="The PR with this number (in the only repo that has it)")

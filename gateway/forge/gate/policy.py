@@ -41,6 +41,11 @@ class ReviewPolicy(BaseModel):
         description="Approvals on the head sha by operator principals (humans), counted apart from the "
         "agents' approvals.",
     )
+    operator_approvals_count: bool = Field(
+        False,
+        description="An operator's approval on the head also counts toward required_approvals (it always "
+        "counts toward human_approvals); off: only agents' approvals do.",
+    )
     required_checks: list[str] = Field(
         default_factory=list,
         description="Status contexts that must be success on the head sha. kswarm/<kind>:<pool> (e.g. "
@@ -154,3 +159,21 @@ def evaluate(
     decision.blocked_paths = list(changes.blocked) if changes is not None else []
     decision.mergeable = not decision.reasons
     return decision
+
+
+def operator_approval_counts(policy: ReviewPolicy) -> str:
+    """What an operator's approval counts for under ``policy``, in words for the operator (the review
+    action's answer, ``kswarm pr review``, the PR page)."""
+    toward = []
+    if policy.operator_approvals_count and policy.required_approvals:
+        toward.append(f"the {policy.required_approvals} required approval(s)")
+    if policy.human_approvals:
+        toward.append(f"the {policy.human_approvals} human approval(s)")
+    if toward:
+        return "it counts toward " + " and ".join(toward) + " the policy requires"
+    if not policy.required_approvals:
+        return "the policy requires no approval"
+    return (
+        f"it does not count toward merging: the policy requires {policy.required_approvals} approval(s) "
+        "from agents (review.operator_approvals_count: true counts an operator's too)"
+    )

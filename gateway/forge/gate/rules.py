@@ -250,13 +250,16 @@ def reproduction(ctx: GateContext) -> list[Reason]:
 
 
 def approvals(ctx: GateContext) -> list[Reason]:
-    """Enough agents other than the author approved the head (``required_approvals``)."""
+    """Enough agents other than the author approved the head (``required_approvals``); operators'
+    approvals count too where the policy says so (``operator_approvals_count``)."""
     have, need = ctx.approvals.agents, ctx.policy.required_approvals
+    if ctx.policy.operator_approvals_count:
+        have = [*have, *ctx.approvals.humans]
     if len(have) >= need:
         return []
     stale = [n for n in ctx.review_notes if "not the head" in n]
     extra = f" ({'; '.join(stale)})" if stale else ""
-    who = "agents" if ctx.operators is not None else "reviewers"
+    who = "agents" if ctx.operators is not None and not ctx.policy.operator_approvals_count else "reviewers"
     message = (
         f"{len(have)} of {need} approval(s) on head {short(ctx.head)} from {who} other than "
         f"@{ctx.pr.author}{extra}"

@@ -97,3 +97,32 @@ def test_an_operators_approval_is_not_an_agents(swarm: Swarm) -> None:
     swarm.set_policy(required_approvals=1, required_checks=[])
     assert rest_review(swarm, "bob", number, event="APPROVED", head_sha=sha)[0] == 201
     swarm.wait_merged(number)
+
+
+def cli_review(swarm: Swarm, number: int) -> str:
+    app = typer.Typer()
+    app.command("noop")(lambda: None)
+    forge_cli.register(app)
+    env = {"KSWARM_URL": swarm.gw.url, "KSWARM_TOKEN": swarm.gw.operator_token, "COLUMNS": "300"}
+    argv = ["pr", "review", str(number), "--approve", "--repo", swarm.full]
+    result = CliRunner().invoke(app, argv, env=env)
+    assert result.exit_code == 0, result.output
+    return " ".join(result.output.split())
+
+
+def test_kswarm_pr_review_says_what_an_operators_approval_counts_for(swarm: Swarm) -> None:
+    """By default an operator's approval is recorded but counts for nothing the policy asks: the CLI
+    says so (and what setting changes it). With ``operator_approvals_count`` it counts toward the
+    required approvals: the CLI says so and the gate merges on it."""
+    swarm.set_policy(required_approvals=1, required_checks=[])
+    swarm.push_branch("alice", "alice/counted", "docs/z.md", "z\n")
+    number = swarm.open_pr("alice", "alice/counted")
+    said = cli_review(swarm, number)
+    assert "your approval is recorded: it does not count toward merging" in said, said
+    assert "review.operator_approvals_count: true" in said
+    assert "from agents other than @alice" in why(swarm, number)
+
+    swarm.set_policy(required_approvals=1, operator_approvals_count=True, required_checks=[])
+    said = cli_review(swarm, number)
+    assert "your approval is recorded: it counts toward the 1 required approval(s)" in said, said
+    swarm.wait_merged(number)

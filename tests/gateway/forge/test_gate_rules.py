@@ -246,6 +246,26 @@ def test_an_operators_approval_is_not_an_agents() -> None:
     assert approvals(ctx(pr(review("op")))) == []  # without the operators known, as in Gitea
 
 
+def test_an_operators_approval_counts_toward_the_required_ones_where_the_policy_says_so() -> None:
+    counting = ReviewPolicy(operator_approvals_count=True)
+    assert approvals(ctx(pr(review("op")), policy=counting, operators={"op"})) == []
+    [reason] = approvals(ctx(pr(review("op", commit=OLD)), policy=counting, operators={"op"}))
+    assert "from reviewers other than" in reason.message  # agents and operators alike now
+
+
+def test_what_an_operators_approval_counts_for_is_said_in_words() -> None:
+    said = policy.operator_approval_counts
+    assert said(ReviewPolicy()) == (
+        "it does not count toward merging: the policy requires 1 approval(s) from agents "
+        "(review.operator_approvals_count: true counts an operator's too)"
+    )
+    assert said(ReviewPolicy(operator_approvals_count=True)) == (
+        "it counts toward the 1 required approval(s) the policy requires"
+    )
+    assert said(HUMAN) == "it counts toward the 1 human approval(s) the policy requires"
+    assert said(ReviewPolicy(required_approvals=0)) == "the policy requires no approval"
+
+
 # -- human approvals ------------------------------------------------------------------------------
 
 HUMAN = ReviewPolicy(required_approvals=0, human_approvals=1)

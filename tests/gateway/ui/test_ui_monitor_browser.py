@@ -136,9 +136,13 @@ def test_an_operator_approves_from_the_pr_page_and_the_gate_box_says_merged(
         expect(page.locator("#gate-reasons")).to_contain_text("human approval", timeout=10_000)
         shot(page, "pr-waiting-for-a-human")
         page.wait_for_selector("body[data-live=open]", timeout=30_000)  # the page's scripts are running
+        # Before: what an approval by the operator counts for; after: the answer says it again.
+        counts = "it counts toward the 1 human approval(s) the policy requires"
+        expect(page.locator("#approval-counts")).to_contain_text(counts)
         page.fill("#review-form textarea[name=body]", "**ok** by me, see #1")
         page.click("#review-approve")
         page.wait_for_selector("body[data-last-action=done]", timeout=30_000)
+        expect(page.locator("#toast")).to_contain_text(f"your approval is recorded: {counts}")
 
         def merged() -> bool:
             with mon_ui.client(mon_ui.operator_token) as op:
