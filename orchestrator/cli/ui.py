@@ -76,7 +76,7 @@ def register(app: typer.Typer) -> None:
         ] = False,
         home: HomeOpt = None,
     ) -> None:
-        """Print a one-time login link to the web UI (one use, 10 minutes; no token in it)."""
+        """Print a one-time login link to the web UI (one use, 10 minutes by default; no token in it)."""
         with connect(home) as gateway:
             link = link_of(gateway)
         typer.echo(link.url)
