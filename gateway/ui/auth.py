@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from typing import Literal
 from urllib.parse import parse_qs
 
-from fastapi import Request
+from fastapi import Request, Response
 from pydantic import Field
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
@@ -42,6 +42,9 @@ class UiSettings(BaseSettings):
     session_ttl_s: int = Field(12 * 3600, ge=60, description="Lifetime of a login (absolute, not sliding).")
     cookie_secure: bool = Field(
         False, description="Mark the cookie Secure (set when a TLS proxy fronts the gateway)."
+    )
+    login_link_ttl_s: int = Field(
+        600, ge=30, le=3600, description="How long a one-time login link (`kswarm ui`) stays usable."
     )
 
 
@@ -100,10 +103,14 @@ class SessionStore:
         self.ttl_s = ttl_s
 
     async def create(self, principal: Principal, token: str) -> tuple[str, Session]:
+        return await self.create_for(principal, hash_token(token))
+
+    async def create_for(self, principal: Principal, token_hash: str) -> tuple[str, Session]:
+        """A session bound to the token whose hash is ``token_hash`` (a login link holds only that)."""
         session_id = secrets.token_urlsafe(32)
         session = Session(
             name=principal.name,
-            token_hash=hash_token(token),
+            token_hash=token_hash,
             csrf=secrets.token_urlsafe(32),
             expires=time.time() + self.ttl_s,
         )
@@ -131,6 +138,19 @@ class SessionStore:
         if principal is None or principal.disabled or principal.kind != PrincipalKind.operator:
             return None
         return principal
+
+
+def set_session_cookie(reply: Response, session_id: str, settings: UiSettings, request: Request) -> None:
+    """The session cookie, the same for every way of logging in."""
+    reply.set_cookie(
+        COOKIE,
+        session_id,
+        max_age=settings.session_ttl_s,
+        path="/ui",
+        httponly=True,
+        samesite="strict",
+        secure=settings.cookie_secure or request.url.scheme == "https",
+    )
 
 
 class UiAuth:

@@ -4,6 +4,7 @@ It provides no service and uses none directly: the panels read the other compone
 gateway's own routes (``InternalApi``), so a component shows up when its routes exist. Routes:
 
 - ``/ui/login`` (GET form, POST token -> cookie session), ``/ui/logout`` (POST);
+- ``/ui/login/link/<code>`` (a one-time login link) and ``POST /api/ui/login-links`` (``login_links.py``);
 - ``/ui/attention`` (the landing page), ``/ui/chat``, ``/ui/agents``, ``/ui/tasks``, ``/ui/jobs``,
   ``/ui/prs``, ``/ui/dataset``, ``/ui/charts``: server-rendered panels;
 - ``/ui/agents/<name>`` (timeline, live), ``/ui/jobs/<id>``, ``/ui/prs/<org>/<repo>/<n>`` (per-push diffs),
@@ -29,11 +30,20 @@ from gateway.principals import PrincipalKind
 from gateway.services import FORGE
 from gateway.swarm.routes import build_swarm_router
 from gateway.ui.agent_routes import build_agent_pages
-from gateway.ui.auth import COOKIE, UiSettings, UiUser, form_fields, same_origin, wants_html
+from gateway.ui.auth import (
+    COOKIE,
+    UiSettings,
+    UiUser,
+    form_fields,
+    same_origin,
+    set_session_cookie,
+    wants_html,
+)
 from gateway.ui.chat_routes import build_chat_router
 from gateway.ui.dataset_routes import build_dataset_pages
 from gateway.ui.internal import MAX_BODY
 from gateway.ui.jobs_routes import build_jobs_router
+from gateway.ui.login_links import build_login_link_routes
 from gateway.ui.monitor_routes import build_monitor_pages
 from gateway.ui.panel_routes import build_panel_router
 from gateway.ui.pr_routes import build_pr_pages
@@ -85,15 +95,7 @@ def build_auth_router(ui: UiService) -> APIRouter:
         session_id, _ = await ui.sessions.create(principal, token)
         ui.metrics.logins.labels(outcome="ok").inc()
         reply = RedirectResponse(safe_next(next_url), status_code=303)
-        reply.set_cookie(
-            COOKIE,
-            session_id,
-            max_age=ui.settings.session_ttl_s,
-            path="/ui",
-            httponly=True,
-            samesite="strict",
-            secure=ui.settings.cookie_secure or request.url.scheme == "https",
-        )
+        set_session_cookie(reply, session_id, ui.settings, request)
         return reply
 
     @router.post("/logout", summary="End this browser's session")
@@ -196,6 +198,8 @@ def install_ui(app: FastAPI, ctx: GatewayContext, ui: UiService) -> None:
     ctx.error_pages["/ui/"] = ui_error_page(ui)
 
     app.include_router(build_auth_router(ui))
+    for router in build_login_link_routes(ui):
+        app.include_router(router)
     app.include_router(build_chat_router(ui))
     app.include_router(build_monitor_pages(ui))
     app.include_router(build_panel_router(ui))

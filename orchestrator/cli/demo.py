@@ -108,6 +108,7 @@ def run_demo(
     llm_url: str | None = None,
 ) -> int:
     from gateway.client.home import ensure_home
+    from orchestrator.cli.ui import banner_ui_lines
     from orchestrator.demo.flow import DemoError, DemoOptions, drive
     from orchestrator.demo.launcher import DemoLauncher, Running
     from orchestrator.demo.progress import ProgressView
@@ -159,7 +160,8 @@ def run_demo(
         except (DemoError, GatewayCallError) as exc:
             console.print(f"[red]error:[/red] {exc}")
             return 1
-        print_summary(console, summary, running, keep)
+        ui = await banner_ui_lines(running.url, running.operator_token) if keep else None
+        print_summary(console, summary, running, keep, ui)
         if not keep:
             console.print("stopping everything the demo started ...")
         return 0 if summary["ok"] else 1

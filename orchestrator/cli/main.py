@@ -11,7 +11,20 @@ import sys
 
 import typer
 
-from orchestrator.cli import agent, attention, chat, dataset, demo, images, jobs, prs, swarm, tasks, worker
+from orchestrator.cli import (
+    agent,
+    attention,
+    chat,
+    dataset,
+    demo,
+    images,
+    jobs,
+    prs,
+    swarm,
+    tasks,
+    ui,
+    worker,
+)
 from orchestrator.cli.commands import root_options
 
 
@@ -34,6 +47,7 @@ def build_app() -> typer.Typer:
     dataset.register(app)
     demo.register(app)
     images.register(app)
+    ui.register(app)
     worker.register(app)
     return app
 

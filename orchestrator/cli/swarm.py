@@ -7,6 +7,7 @@ supervisor), the gateway through ``commands.connect`` (``--home``/``KSWARM_HOME`
 
 from __future__ import annotations
 
+import asyncio
 import json
 import socket
 from dataclasses import dataclass
@@ -23,6 +24,7 @@ from gateway.client.home import ensure_home
 from orchestrator.cli import complete
 from orchestrator.cli.commands import HomeOpt, JsonOpt, command, connect
 from orchestrator.cli.output import age, console, fail, fail_each, print_json, safe, warn
+from orchestrator.cli.ui import banner_ui_lines, echo_lines
 from orchestrator.operations import SwarmInfo, agent_rows, make_runtime
 from orchestrator.provision import SwarmLayout
 from orchestrator.runtime.base import AgentRuntime
@@ -284,19 +286,20 @@ def register(app: typer.Typer) -> None:
                 fail(str(exc))
             token = (home_dir / "operator.token").read_text().strip()
             print_banner(info, token, launcher.warnings, launcher.spec, health_line(info.url))
+            echo_lines(asyncio.run(banner_ui_lines(info.url, token)))
             typer.echo(
                 f"running in the background (pid {pid}, log {up_log(home_dir)}); stop it with: "
                 f"kswarm down --home {home_dir}"
             )
             return
+
+        async def ready(info: GatewayInfo) -> None:
+            token = launcher.operator_token
+            print_banner(info, token, launcher.warnings, launcher.spec, launcher.degraded)
+            echo_lines(await banner_ui_lines(info.url, token))  # links outside the panel: never wrapped
+
         try:
-            uvloop.run(
-                launcher.run(
-                    on_ready=lambda info: print_banner(
-                        info, launcher.operator_token, launcher.warnings, launcher.spec, launcher.degraded
-                    )
-                )
-            )
+            uvloop.run(launcher.run(on_ready=ready))
         except LaunchError as exc:
             fail(str(exc))
 

@@ -40,7 +40,11 @@ def job_chain(jobs: list[dict[str, Any]]) -> str:
     return " → ".join(marks)
 
 
-def print_summary(console: Console, summary: dict[str, Any], running: Running, keep: bool) -> None:
+def print_summary(
+    console: Console, summary: dict[str, Any], running: Running, keep: bool, ui: list[str] | None = None
+) -> None:
+    """What the demo did; then, with ``--keep``, the UI's lines (``ui``: its URL and a one-time login
+    link), else how to keep it up: no link to a UI that is about to stop."""
     table = Table(title="What happened", title_justify="left")
     for column in ("task", "author", "PR", "reviews", "jobs (verdicts in order)", "merged as"):
         table.add_column(column)
@@ -76,10 +80,12 @@ def print_summary(console: Console, summary: dict[str, Any], running: Running, k
             expand=False,
         )
     )
-    login = f"{running.url}/ui/login#token={running.operator_token}"
-    console.print(f"UI: [bold]{running.url}/ui[/]  (log in with {login})")
     if keep:
+        for line in ui or [f"UI: {running.url}/ui  (`kswarm ui` makes a login link)"]:
+            console.print(line, soft_wrap=True, markup=False, highlight=False)  # a link is never wrapped
         print_explore(console, running.home)
+    else:
+        console.print("The UI stops with the demo; to keep it up and explore: ./kswarm demo --keep")
 
 
 def print_explore(console: Console, home: Path) -> None:

@@ -24,7 +24,7 @@ import os
 import signal
 import sys
 import time
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from contextlib import ExitStack
 from pathlib import Path
 from typing import Any
@@ -195,9 +195,9 @@ class Launcher:
         for sig in (signal.SIGINT, signal.SIGTERM):
             loop.add_signal_handler(sig, self._signalled)
 
-    async def run(self, on_ready: Callable[[GatewayInfo], None]) -> int:
-        """Start everything, call ``on_ready``, serve until signalled; then stop it all in order.
-        Returns 0 after a clean stop."""
+    async def run(self, on_ready: Callable[[GatewayInfo], Awaitable[None]]) -> int:
+        """Start everything, await ``on_ready`` (it may call the gateway: it runs in this loop), serve
+        until signalled; then stop it all in order. Returns 0 after a clean stop."""
         configure_logging()  # before the gateway's components are built (see gateway/logs.py)
         self._take_signals()
         began_stop = 0.0
@@ -241,7 +241,7 @@ class Launcher:
                 )
                 await child.start()
             self.degraded = await self._health(settings.url())
-            on_ready(info)
+            await on_ready(info)
             stopped = asyncio.create_task(self.stop_requested.wait())
             await asyncio.wait([server, stopped], return_when=asyncio.FIRST_COMPLETED)
             began_stop = time.monotonic()

@@ -47,6 +47,7 @@ GATEWAY_COMMANDS = [
     ("tasks", "lead", "zed"),
     ("tasks", "release", "t-1"),
     ("dataset", "build", "--out", "{out}"),
+    ("ui",),
 ]
 
 

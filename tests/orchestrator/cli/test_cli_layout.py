@@ -39,6 +39,7 @@ NOUNS = {
     "workers": "worker",
     "worker": "worker",
     "attention": "attention",
+    "ui": "ui",
 }
 # A verb of a noun that lives in a module of its own (registered by the noun's module).
 VERB_MODULES = {("agent", "timeline"): "timeline"}
