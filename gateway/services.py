@@ -28,6 +28,7 @@ if TYPE_CHECKING:
     from gateway.llm.usage import UsageStore
     from gateway.monitor.service import MonitorService
     from gateway.tasks.service import BoardService
+    from gateway.ui.service import UiService
 
 T = TypeVar("T")
 
@@ -93,3 +94,4 @@ JOB_SERVICE: ServiceKey[JobService] = ServiceKey("job service", "jobs")
 TASK_BOARD: ServiceKey[BoardService] = ServiceKey("task board", "tasks")
 KNOWLEDGE_BASE: ServiceKey[KnowledgeBase] = ServiceKey("knowledge base", "kb")
 MONITOR: ServiceKey[MonitorService] = ServiceKey("monitor", "monitor")
+UI: ServiceKey[UiService] = ServiceKey("ui", "ui")

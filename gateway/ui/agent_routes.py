@@ -11,7 +11,7 @@ import time
 from collections.abc import AsyncIterator
 from typing import Annotated, Any
 
-from fastapi import APIRouter, Depends, Path, Query, Request
+from fastapi import APIRouter, Path, Query, Request
 from fastapi.responses import HTMLResponse
 from markupsafe import Markup
 from sse_starlette import EventSourceResponse, ServerSentEvent
@@ -20,7 +20,7 @@ from gateway.errors import GatewayError, NotFound
 from gateway.events import resume_id
 from gateway.monitor.service import MONITOR
 from gateway.monitor.timeline import TimelineStore
-from gateway.ui.auth import UiUser
+from gateway.ui.deps import UiDep
 from gateway.ui.internal import InternalApi, has_route
 from gateway.ui.service import UiService
 
@@ -105,7 +105,6 @@ async def reported_recent(api: InternalApi, name: str, seconds: float = RECENT_S
 
 def build_agent_pages(ui: UiService) -> APIRouter:
     router = APIRouter(prefix="/ui")
-    User = Annotated[UiUser, Depends(ui.auth.user)]
 
     def render_entries(entries: list[dict[str, Any]]) -> str:
         return ui.renderer.render("_timeline.html", entries=entries, entry_tags=entry_tags)
@@ -124,7 +123,7 @@ def build_agent_pages(ui: UiService) -> APIRouter:
     async def agent(
         request: Request,
         name: AgentName,
-        user: User,
+        user: UiDep,
         q: Annotated[str, Query(max_length=200)] = "",
         kind: Annotated[str | None, Query(max_length=100)] = None,
     ) -> HTMLResponse:
@@ -189,7 +188,7 @@ def build_agent_pages(ui: UiService) -> APIRouter:
     @router.get("/agents/{name}/timeline", response_class=HTMLResponse, summary="Older timeline entries")
     async def older(
         name: AgentName,
-        user: User,
+        user: UiDep,
         before: Before = None,
         q: Annotated[str, Query(max_length=200)] = "",
         kind: Annotated[str | None, Query(max_length=100)] = None,
@@ -200,7 +199,7 @@ def build_agent_pages(ui: UiService) -> APIRouter:
         return HTMLResponse(render_entries(page["entries"]), headers={"X-More": "1" if page["more"] else "0"})
 
     @router.get("/agents/{name}/timeline/events", summary="The agent's new timeline entries (SSE)")
-    async def live(request: Request, name: AgentName, user: User) -> EventSourceResponse:
+    async def live(request: Request, name: AgentName, user: UiDep) -> EventSourceResponse:
         svc = ui.ctx.services.find(MONITOR)
         if svc is None:
             raise NotFound("no monitor is registered with this gateway")

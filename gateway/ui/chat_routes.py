@@ -5,7 +5,7 @@ import json
 from collections.abc import AsyncIterator
 from typing import Annotated, Any
 
-from fastapi import APIRouter, Depends, Query, Request
+from fastapi import APIRouter, Query, Request
 from fastapi.responses import HTMLResponse
 from redis.exceptions import RedisError
 from sse_starlette import EventSourceResponse, ServerSentEvent
@@ -24,6 +24,7 @@ from gateway.models import (
 )
 from gateway.monitor.kinds import KINDS, event_kind
 from gateway.ui.auth import UiUser
+from gateway.ui.deps import UiDep
 from gateway.ui.feed import PAGE, FeedFilter, FeedItem, SenderKinds, classify, feed
 from gateway.ui.internal import has_route, segment
 from gateway.ui.service import UiService
@@ -130,12 +131,11 @@ class ChatPages:
 
 def build_chat_router(ui: UiService) -> APIRouter:
     router = APIRouter(prefix="/ui")
-    User = Annotated[UiUser, Depends(ui.auth.user)]
 
     @router.get("/chat", response_class=HTMLResponse, summary="Chat: channels, DMs, live")
     async def chat(
         request: Request,
-        user: User,
+        user: UiDep,
         c: Annotated[str, Query(description="Channel, dm:<a>:<b>, or * for all")] = ALL,
         dm: Annotated[str | None, Query(description="Open a DM with this principal")] = None,
         at: Annotated[
@@ -199,7 +199,7 @@ def build_chat_router(ui: UiService) -> APIRouter:
 
     @router.get("/chat/history", response_class=HTMLResponse, summary="Older messages (a fragment)")
     async def history(
-        user: User,
+        user: UiDep,
         c: str,
         before: Annotated[
             str, Query(description="Message (or, for *, event) id", json_schema_extra=MESSAGE_ID_SCHEMA)
@@ -223,7 +223,7 @@ def build_chat_router(ui: UiService) -> APIRouter:
 
     @router.get("/chat/thread", response_class=HTMLResponse, summary="A thread (a fragment)")
     async def thread(
-        user: User, c: str, root: Annotated[str, Query(json_schema_extra=MESSAGE_ID_SCHEMA)]
+        user: UiDep, c: str, root: Annotated[str, Query(json_schema_extra=MESSAGE_ID_SCHEMA)]
     ) -> HTMLResponse:
         pages = ChatPages(ui, user)
         root = parse_message_id(root, "root")
@@ -246,7 +246,7 @@ def build_chat_router(ui: UiService) -> APIRouter:
     @router.get("/chat/search", response_class=HTMLResponse, summary="Search all history (ranked)")
     async def search(
         request: Request,
-        user: User,
+        user: UiDep,
         q: Annotated[str, Query(max_length=200)] = "",
         channel: Annotated[str | None, Query(max_length=200)] = None,
         sender: Annotated[str | None, Query(max_length=64)] = None,
@@ -297,7 +297,7 @@ def build_chat_router(ui: UiService) -> APIRouter:
     @router.get("/events", summary="Live events (SSE) for the UI session, with rendered messages")
     async def events(
         request: Request,
-        user: User,
+        user: UiDep,
         channel: Annotated[str | None, Query(description="Only events of this channel")] = None,
         last_event_id: Annotated[
             str | None, Query(description="Resume after this id", json_schema_extra=MESSAGE_ID_SCHEMA)

@@ -4,12 +4,12 @@ kernel's lineage (the attempts it refines), and the build's files to download.""
 
 from typing import Annotated, Any
 
-from fastapi import APIRouter, Depends, Path, Request
+from fastapi import APIRouter, Path, Request
 from fastapi.responses import FileResponse, HTMLResponse
 
 from gateway.dataset.plugin import FILES, dataset_root
 from gateway.errors import NotFound
-from gateway.ui.auth import UiUser
+from gateway.ui.deps import UiDep
 from gateway.ui.internal import has_route
 from gateway.ui.service import UiService
 
@@ -32,10 +32,9 @@ def lineage(
 
 def build_dataset_pages(ui: UiService) -> APIRouter:
     router = APIRouter(prefix="/ui")
-    User = Annotated[UiUser, Depends(ui.auth.user)]
 
     @router.get("/dataset", response_class=HTMLResponse, summary="Dataset: accepted kernels per task")
-    async def dataset(request: Request, user: User) -> HTMLResponse:
+    async def dataset(request: Request, user: UiDep) -> HTMLResponse:
         api = ui.api(user)
         available = has_route(ui.app, DATASET_ROUTE)
         data: dict[str, Any] = {}
@@ -78,7 +77,7 @@ def build_dataset_pages(ui: UiService) -> APIRouter:
 
     @router.get("/dataset/files/{name}", summary="Download a file of the last dataset build")
     async def download(
-        name: Annotated[str, Path(pattern=r"^[A-Za-z0-9_.-]{1,40}$")], user: User
+        name: Annotated[str, Path(pattern=r"^[A-Za-z0-9_.-]{1,40}$")], user: UiDep
     ) -> FileResponse:
         if name not in FILES:
             raise NotFound(f"no dataset file {name!r}: {', '.join(FILES)}")

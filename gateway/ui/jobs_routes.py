@@ -10,13 +10,13 @@ from dataclasses import dataclass, field
 from typing import Annotated, Any
 from urllib.parse import urlencode
 
-from fastapi import APIRouter, Depends, Query, Request
+from fastapi import APIRouter, Query, Request
 from fastapi.responses import HTMLResponse
 
 from gateway.errors import BadRequest, GatewayError
 from gateway.forge.gate.evidence import EVIDENCE_MEANS
 from gateway.jobs.models import JOB_ID_RE, TERMINAL_STATES
-from gateway.ui.auth import UiUser
+from gateway.ui.deps import UiDep
 from gateway.ui.internal import InternalApi, has_route, segment
 from gateway.ui.service import UiService
 from orchestrator.verify.models import ADVISORY_FLAGS, ERROR_FLAGS
@@ -178,7 +178,6 @@ def filter_links(
 
 def build_jobs_router(ui: UiService) -> APIRouter:
     router = APIRouter(prefix="/ui")
-    User = Annotated[UiUser, Depends(ui.auth.user)]
 
     def available() -> bool:
         return has_route(ui.app, POOLS_ROUTE)
@@ -186,7 +185,7 @@ def build_jobs_router(ui: UiService) -> APIRouter:
     @router.get("/jobs", response_class=HTMLResponse, summary="Jobs: depth per pool, running, results")
     async def jobs(
         request: Request,
-        user: User,
+        user: UiDep,
         pool: str | None = None,
         state: str | None = None,
         flagged: bool = False,
@@ -213,7 +212,7 @@ def build_jobs_router(ui: UiService) -> APIRouter:
         )
 
     @router.get("/jobs/{job_id}", response_class=HTMLResponse, summary="One job: fields, result, flags, log")
-    async def job(request: Request, job_id: str, user: User) -> HTMLResponse:
+    async def job(request: Request, job_id: str, user: UiDep) -> HTMLResponse:
         def missing(detail: str) -> HTMLResponse:
             return ui.page(
                 "job.html", request, user, "jobs", status=404, job=None, job_id=job_id, error=detail

@@ -13,9 +13,8 @@ expired gets the login form with a 401.
 import hashlib
 import json
 import secrets
-from typing import Annotated
 
-from fastapi import APIRouter, Depends, Request
+from fastapi import APIRouter, Request
 from fastapi.responses import HTMLResponse, RedirectResponse, Response
 from pydantic import BaseModel
 
@@ -24,7 +23,8 @@ from gateway.auth import token_from_headers
 from gateway.errors import UiAuthError
 from gateway.principals import hash_token
 from gateway.redis_facade import StrRedis
-from gateway.ui.auth import Session, UiUser, set_session_cookie
+from gateway.ui.auth import Session, set_session_cookie
+from gateway.ui.deps import UiDep
 from gateway.ui.service import LANDING, UiService
 
 LINK_PATH = "/ui/login/link/"
@@ -74,7 +74,7 @@ def build_login_link_routes(ui: UiService) -> list[APIRouter]:
     pages = APIRouter(prefix="/ui")
 
     @api.post("/login-links", summary="A one-time login link for the calling operator (bearer only)")
-    async def create_link(user: Annotated[UiUser, Depends(ui.auth.user)], request: Request) -> LoginLink:
+    async def create_link(user: UiDep, request: Request) -> LoginLink:
         if user.via != "bearer":
             raise UiAuthError("login links are made with an operator token (kswarm ui), not a session", 403)
         token = token_from_headers(request.headers) or ""  # ``user`` came from this very token

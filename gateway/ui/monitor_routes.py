@@ -9,11 +9,11 @@ SVGs, inlined into the page (no script, no image request); their numbers are als
 import time
 from typing import Annotated, Any
 
-from fastapi import APIRouter, Depends, Query, Request
+from fastapi import APIRouter, Query, Request
 from fastapi.responses import HTMLResponse
 from markupsafe import Markup
 
-from gateway.ui.auth import UiUser
+from gateway.ui.deps import UiDep
 from gateway.ui.internal import has_route
 from gateway.ui.service import UiService
 
@@ -24,10 +24,9 @@ CHART_ORDER = ("tokens", "cost", "messages", "queue", "jobs", "pass-rate", "gate
 
 def build_monitor_pages(ui: UiService) -> APIRouter:
     router = APIRouter(prefix="/ui")
-    User = Annotated[UiUser, Depends(ui.auth.user)]
 
     @router.get("/attention", response_class=HTMLResponse, summary="Attention: what needs a human now")
-    async def attention(request: Request, user: User) -> HTMLResponse:
+    async def attention(request: Request, user: UiDep) -> HTMLResponse:
         available = has_route(ui.app, ATTENTION_ROUTE)
         report: dict[str, Any] = {"items": [], "sources": {}}
         error = ""
@@ -54,7 +53,7 @@ def build_monitor_pages(ui: UiService) -> APIRouter:
     @router.get("/charts", response_class=HTMLResponse, summary="Charts: history over time")
     async def charts(
         request: Request,
-        user: User,
+        user: UiDep,
         window: Annotated[str, Query(pattern="^(1h|6h|24h|7d)$")] = "6h",
     ) -> HTMLResponse:
         available = has_route(ui.app, "/api/monitor/svg/{chart}")

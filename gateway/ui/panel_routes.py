@@ -2,14 +2,14 @@
 Jobs: ``jobs_routes``; Dataset: ``dataset_routes``; Tasks: ``tasks_routes``; Attention, Charts:
 ``monitor_routes``)."""
 
-from typing import Annotated, Any
+from typing import Any
 
-from fastapi import APIRouter, Depends, Request
+from fastapi import APIRouter, Request
 from fastapi.responses import HTMLResponse, JSONResponse
 from pydantic import BaseModel, Field, ValidationError
 
 from gateway.swarm.models import ControlAction, ControlBody
-from gateway.ui.auth import UiUser
+from gateway.ui.deps import ActingDep, UiDep
 from gateway.ui.internal import InternalApi, get_routes, has_route
 from gateway.ui.render import Table, tabulate
 from gateway.ui.service import UiService
@@ -74,11 +74,9 @@ async def agent_rows(api: InternalApi, view: SwarmView) -> tuple[list[dict[str, 
 
 def build_panel_router(ui: UiService) -> APIRouter:
     router = APIRouter(prefix="/ui")
-    User = Annotated[UiUser, Depends(ui.auth.user)]
-    Acting = Annotated[UiUser, Depends(ui.auth.csrf_user)]
 
     @router.get("/agents", response_class=HTMLResponse, summary="Agents: state, heartbeats, usage, actions")
-    async def agents(request: Request, user: User) -> HTMLResponse:
+    async def agents(request: Request, user: UiDep) -> HTMLResponse:
         view = await ui.control.view()
         rows, swarm_usage = await agent_rows(ui.api(user), view)
         return ui.page(
@@ -93,7 +91,7 @@ def build_panel_router(ui: UiService) -> APIRouter:
         )
 
     @router.get("/agents/{name}/memory", response_class=HTMLResponse, summary="An agent's memory")
-    async def memory(request: Request, name: str, user: User) -> HTMLResponse:
+    async def memory(request: Request, name: str, user: UiDep) -> HTMLResponse:
         try:
             view = await ui.control.memory(name)
             error = ""
@@ -110,7 +108,7 @@ def build_panel_router(ui: UiService) -> APIRouter:
         },
         summary="restart, quarantine, release, snapshot, rollback or reset (through the control stream)",
     )
-    async def act(request: Request, name: str, action: ControlAction, user: Acting) -> JSONResponse:
+    async def act(request: Request, name: str, action: ControlAction, user: ActingDep) -> JSONResponse:
         try:
             body = ControlBody.model_validate_json(await request.body() or b"{}")
         except ValidationError as exc:
@@ -140,7 +138,7 @@ def build_panel_router(ui: UiService) -> APIRouter:
 def make_source_page(ui: UiService, panel: str) -> Any:
     label, prefixes, extras = SOURCES[panel]
 
-    async def page(request: Request, user: Annotated[UiUser, Depends(ui.auth.user)]) -> HTMLResponse:
+    async def page(request: Request, user: UiDep) -> HTMLResponse:
         paths = [p for prefix in prefixes for p in get_routes(ui.app, prefix)]
         tables: list[Table] = []
         errors: list[str] = []

@@ -1,7 +1,8 @@
 """``UiPlugin`` (``ui``): the operator's live web UI at /ui (login, panels, SSE, actions, an /api bridge).
 
-It provides no service and uses none directly: the panels read the other components through the
-gateway's own routes (``InternalApi``), so a component shows up when its routes exist. Routes:
+It provides its own ``UiService`` (``UI``: what the routes' ``UiDep`` reaches the session check by) and
+uses no other directly: the panels read the other components through the gateway's own routes
+(``InternalApi``), so a component shows up when its routes exist. Routes:
 
 - ``/ui/login`` (GET form, POST token -> cookie session), ``/ui/logout`` (POST);
 - ``/ui/login/link/<code>`` (a one-time login link) and ``POST /api/ui/login-links`` (``login_links.py``);
@@ -14,10 +15,9 @@ gateway's own routes (``InternalApi``), so a component shows up when its routes 
 - ``/ui/static/...``: the CSS and JavaScript (no secrets, no auth).
 """
 
-from typing import Annotated
 from urllib.parse import quote
 
-from fastapi import APIRouter, Depends, FastAPI, Request
+from fastapi import APIRouter, FastAPI, Request
 from fastapi.responses import HTMLResponse, JSONResponse, RedirectResponse, Response
 from fastapi.staticfiles import StaticFiles
 
@@ -27,7 +27,7 @@ from gateway.mcp_server import GatewayMCP
 from gateway.monitor.service import MONITOR
 from gateway.plugin import Plugin
 from gateway.principals import PrincipalKind
-from gateway.services import FORGE
+from gateway.services import FORGE, UI
 from gateway.swarm.routes import build_swarm_router
 from gateway.ui.agent_routes import build_agent_pages
 from gateway.ui.auth import (
@@ -41,6 +41,7 @@ from gateway.ui.auth import (
 )
 from gateway.ui.chat_routes import build_chat_router
 from gateway.ui.dataset_routes import build_dataset_pages
+from gateway.ui.deps import ActingDep, UiDep
 from gateway.ui.internal import MAX_BODY
 from gateway.ui.jobs_routes import build_jobs_router
 from gateway.ui.login_links import build_login_link_routes
@@ -99,7 +100,7 @@ def build_auth_router(ui: UiService) -> APIRouter:
         return reply
 
     @router.post("/logout", summary="End this browser's session")
-    async def logout(request: Request, user: Annotated[UiUser, Depends(ui.auth.csrf_user)]) -> Response:
+    async def logout(request: Request, user: ActingDep) -> Response:
         session_id = request.cookies.get(COOKIE)
         if session_id:
             await ui.sessions.delete(session_id)
@@ -134,9 +135,7 @@ def build_api_bridge(ui: UiService) -> APIRouter:
         return Response(reply.body, status_code=reply.status, media_type=reply.content_type)
 
     @router.get("/{path:path}", summary="GET /api/<path> as the session's operator (changes nothing)")
-    async def bridge_get(
-        request: Request, path: str, user: Annotated[UiUser, Depends(ui.auth.user)]
-    ) -> Response:
+    async def bridge_get(request: Request, path: str, user: UiDep) -> Response:
         # A GET changes nothing: another page on this host (an <img> on another port is same-site)
         # must not move the operator's inbox cursor, so the inbox is only peeked at through here
         # (POST /ui/api/inbox/ack, CSRF-checked, moves it), and a cookie GET from another site is refused.
@@ -149,9 +148,7 @@ def build_api_bridge(ui: UiService) -> APIRouter:
     # Out of the schema: one route with several methods would repeat its operation id, and /api's own
     # routes already document every call this bridge forwards.
     @router.api_route("/{path:path}", methods=list(API_PASSTHROUGH[1:]), include_in_schema=False)
-    async def bridge_change(
-        request: Request, path: str, user: Annotated[UiUser, Depends(ui.auth.csrf_user)]
-    ) -> Response:
+    async def bridge_change(request: Request, path: str, user: ActingDep) -> Response:
         return await forward(request, path, user)
 
     return router
@@ -183,9 +180,12 @@ class UiPlugin(Plugin[UiSettings]):
     settings_model = UiSettings
     # Read in-process when present: per-push diffs and commits (the forge's protocol), the live timeline.
     optional = (FORGE, MONITOR)
+    provides = (UI,)
 
     def install(self, app: FastAPI, ctx: GatewayContext, mcp: GatewayMCP) -> None:
-        install_ui(app, ctx, UiService.build(app, ctx, self.settings))
+        ui = UiService.build(app, ctx, self.settings)
+        ctx.services.provide(UI, ui)
+        install_ui(app, ctx, ui)
 
 
 def install_ui(app: FastAPI, ctx: GatewayContext, ui: UiService) -> None:

@@ -8,14 +8,14 @@ Also the resolvers the rendered links point to: ``/ui/pr/<n>`` (the repo that ha
 
 from typing import Annotated, Any
 
-from fastapi import APIRouter, Depends, Path, Request
+from fastapi import APIRouter, Path, Request
 from fastapi.responses import HTMLResponse, RedirectResponse, Response
 
 from gateway.errors import GatewayError, NotFound
 from gateway.forge.gate.evidence import EVIDENCE_MEANS, evidence_rank
 from gateway.forge.gate.policy import ReviewPolicy, operator_approval_counts
 from gateway.services import FORGE, FORGE_SETTINGS
-from gateway.ui.auth import UiUser
+from gateway.ui.deps import UiDep
 from gateway.ui.internal import InternalApi, has_route, segment
 from gateway.ui.push_diffs import DiffBudget, push_diff
 from gateway.ui.service import UiService
@@ -146,10 +146,9 @@ async def approval_counts(forge: Any, org: str, repo: str, base: str) -> str:
 
 def build_pr_pages(ui: UiService) -> APIRouter:
     router = APIRouter(prefix="/ui")
-    User = Annotated[UiUser, Depends(ui.auth.user)]
 
     @router.get("/prs", response_class=HTMLResponse, summary="Pull requests with the gate's verdict")
-    async def prs(request: Request, user: User, state: str = "all") -> HTMLResponse:
+    async def prs(request: Request, user: UiDep, state: str = "all") -> HTMLResponse:
         pulls: list[dict[str, Any]] = []
         error = ""
         available = has_route(ui.app, FORGE_PULLS)
@@ -164,7 +163,7 @@ def build_pr_pages(ui: UiService) -> APIRouter:
         )
 
     @router.get("/prs/{org}/{repo}/{number}", response_class=HTMLResponse, summary="One PR, with its diffs")
-    async def pr(request: Request, org: str, repo: str, number: int, user: User) -> HTMLResponse:
+    async def pr(request: Request, org: str, repo: str, number: int, user: UiDep) -> HTMLResponse:
         api = ui.api(user)
         path = f"/api/forge/repos/{segment(org)}/{segment(repo)}/pulls/{number}"
         reply = await api.get(path, diff="true")
@@ -214,7 +213,7 @@ def build_pr_pages(ui: UiService) -> APIRouter:
         )
 
     @router.get("/pr/{number}", summary="The PR with this number (in the only repo that has it)")
-    async def find_pr(request: Request, number: int, user: User) -> Response:
+    async def find_pr(request: Request, number: int, user: UiDep) -> Response:
         reply = await ui.api(user).get(FORGE_PULLS, state="all")
         pulls = [p for p in (reply.json() if reply.ok else []) if p.get("number") == number]
         repos = sorted({p["repo"] for p in pulls})
@@ -226,7 +225,7 @@ def build_pr_pages(ui: UiService) -> APIRouter:
         return ui.page("pick.html", request, user, "prs", number=number, pulls=pulls)
 
     @router.get("/commit/{sha}", summary="A commit, found in the forge's repos")
-    async def find_commit(sha: Sha, user: User) -> Response:
+    async def find_commit(sha: Sha, user: UiDep) -> Response:
         forge = ui.ctx.services.find(FORGE)
         if forge is None:
             raise NotFound("no forge is registered with this gateway")
@@ -239,7 +238,7 @@ def build_pr_pages(ui: UiService) -> APIRouter:
         raise NotFound(f"no commit {sha} in any repo")
 
     @router.get("/commit/{org}/{repo}/{sha}", response_class=HTMLResponse, summary="One commit's diff")
-    async def commit(request: Request, org: Segment, repo: Segment, sha: Sha, user: User) -> HTMLResponse:
+    async def commit(request: Request, org: Segment, repo: Segment, sha: Sha, user: UiDep) -> HTMLResponse:
         forge = ui.ctx.services.find(FORGE)
         if forge is None or not hasattr(forge, "get_commit"):
             raise NotFound("this forge cannot show commits")

@@ -2,12 +2,12 @@
 monitor saw open and close: done, released, lapsed, taken), and the operator's task actions — post,
 release, reassign — through the audited ``/api/actions/tasks`` routes."""
 
-from typing import Annotated, Any
+from typing import Any
 
-from fastapi import APIRouter, Depends, Request
+from fastapi import APIRouter, Request
 from fastapi.responses import HTMLResponse
 
-from gateway.ui.auth import UiUser
+from gateway.ui.deps import UiDep
 from gateway.ui.internal import has_route
 from gateway.ui.service import UiService
 
@@ -16,10 +16,9 @@ TASKS_ROUTE = "/api/tasks"
 
 def build_tasks_pages(ui: UiService) -> APIRouter:
     router = APIRouter(prefix="/ui")
-    User = Annotated[UiUser, Depends(ui.auth.user)]
 
     @router.get("/tasks", response_class=HTMLResponse, summary="Tasks: the board, holders, leases, claims")
-    async def tasks(request: Request, user: User) -> HTMLResponse:
+    async def tasks(request: Request, user: UiDep) -> HTMLResponse:
         api = ui.api(user)
         available = has_route(ui.app, TASKS_ROUTE)
         board: list[dict[str, Any]] = []
