@@ -29,7 +29,7 @@ from orchestrator.local.embedded_redis import EmbeddedRedis
 from orchestrator.runtime.base import project_root, python_paths
 from orchestrator.runtime.docker import HOST_SHARED, ensure_empty_image
 from orchestrator.spec import parse_spec
-from orchestrator.supervisor import Supervisor, stop_swarm
+from orchestrator.supervisor.main import Supervisor, stop_swarm
 
 
 def wait_heartbeats(client: GatewayClient, names: list[str], since: float, timeout: float = 300) -> float:

@@ -21,7 +21,7 @@ a set, ``XRANGE`` a list of ``(id, dict)`` tuples, ``XREAD`` a list of ``[stream
 with the default RESP2 protocol). What the cast cannot check is that the client was built that way,
 hence one function to pass through, next to where the client is built, and no other path from
 ``Redis`` to ``StrRedis``. The one Redis client that is not asyncio, the supervisor's synchronous
-``redis.Redis`` in ``orchestrator/control_link.py`` (also ``decode_responses=True``), keeps
+``redis.Redis`` in ``orchestrator/supervisor/control_link.py`` (also ``decode_responses=True``), keeps
 redis-py's own types: it uses few commands and treats every reply as ``Any`` or ``str(...)`` already.
 
 A reply that depends on the command and its options (``EVAL``, a script, ``INFO``, ``XAUTOCLAIM``

@@ -60,11 +60,12 @@ def short_tmp() -> Iterator[Path]:
 
 def _unmount_under(path: Path) -> None:
     """A test that failed before its swarm's ``down`` leaves agents' disk images mounted in its tmp dir
-    (orchestrator/disk.py): unmounted here, deepest first, so that no loop device outlives the test."""
+    (orchestrator/swarm_dir/disk.py): unmounted here, deepest first, so that no loop device outlives
+    the test."""
     if os.geteuid() != 0:
         return
-    from orchestrator.disk import detach
     from orchestrator.sandbox.mounts import mount_points_under
+    from orchestrator.swarm_dir.disk import detach
 
     for point in reversed(mount_points_under(str(path.resolve()))):
         detach(Path(point))

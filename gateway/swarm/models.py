@@ -78,7 +78,7 @@ class AgentStatus(BaseModel):
     """One agent as the supervisor sees it (what ``kswarm ps`` and the Agents panel show)."""
 
     name: str = Field(description="Agent name.")
-    state: AgentState = Field(description="Lifecycle state (orchestrator/reconcile.py).")
+    state: AgentState = Field(description="Lifecycle state (orchestrator/supervisor/reconcile.py).")
     running: bool = Field(description="Whether the backend runs it right now.")
     ref: str = Field("", description="Process id or container id; empty when not running.")
     uid: int | None = Field(None, description="The uid it runs as.")

@@ -220,10 +220,10 @@ def run_orchestrator() -> None:
     import signal
     import threading
 
-    from orchestrator.provision import SwarmLayout
     from orchestrator.runtime.docker import DockerSetupError
     from orchestrator.spec import load_spec
-    from orchestrator.supervisor import Supervisor, stop_swarm
+    from orchestrator.supervisor.main import Supervisor, stop_swarm
+    from orchestrator.swarm_dir.provision import SwarmLayout
 
     token = secret("operator_token") or ""
     url = gateway_url()

@@ -10,14 +10,14 @@ import typer
 from rich.table import Table
 
 from gateway.client import GatewayCallError
-from orchestrator import memory as mem
 from orchestrator.cli import agent_remote
 from orchestrator.cli.commands import HomeOpt, JsonOpt, command, connect
 from orchestrator.cli.output import colour_of, console, fail, print_json, safe
 from orchestrator.cli.swarm import Name, load_ctx
 from orchestrator.cli.timeline import register_agent_timeline
-from orchestrator.operations import SupervisorLock, quarantine, release, request_restart
-from orchestrator.provision import SwarmLayout
+from orchestrator.supervisor import memory as mem
+from orchestrator.supervisor.operations import SupervisorLock, quarantine, release, request_restart
+from orchestrator.swarm_dir.provision import SwarmLayout
 
 RestartOpt = Annotated[
     bool, typer.Option("--restart/--no-restart", help="Restart the agent so that it rereads memory.")

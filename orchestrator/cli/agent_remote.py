@@ -20,8 +20,8 @@ from gateway.swarm.client import SwarmApi
 from gateway.swarm.models import ControlAction, ControlBody, ReplyStatus
 from orchestrator.cli.commands import connect
 from orchestrator.cli.output import fail, safe
-from orchestrator.operations import SwarmInfo
-from orchestrator.provision import SwarmLayout
+from orchestrator.supervisor.operations import SwarmInfo
+from orchestrator.swarm_dir.provision import SwarmLayout
 
 ANSWER_WAIT_S = 15.0
 

@@ -38,8 +38,8 @@ def _matching(candidates: list[str], incomplete: str) -> list[str]:
 
 
 def agent_names(ctx: typer.Context, incomplete: str) -> list[str]:
-    from orchestrator.operations import SwarmInfo
-    from orchestrator.provision import SwarmLayout
+    from orchestrator.supervisor.operations import SwarmInfo
+    from orchestrator.swarm_dir.provision import SwarmLayout
 
     info = SwarmInfo.load(SwarmLayout(kswarm_home(_home(ctx))))
     names = list(info.agents) if info is not None else []

@@ -69,9 +69,9 @@ def fresh_home(home: Path) -> None:
     """Wipe a previous demo's home (stopping what a killed demo left behind); refuse any other."""
     from gateway.client.home import GatewayInfo
     from orchestrator.local.embedded_redis import EmbeddedRedis
-    from orchestrator.provision import SwarmLayout
     from orchestrator.spec import SwarmSpec
-    from orchestrator.supervisor import SwarmInfo, make_runtime, stop_swarm
+    from orchestrator.supervisor.main import SwarmInfo, make_runtime, stop_swarm
+    from orchestrator.swarm_dir.provision import SwarmLayout
 
     info = GatewayInfo.read(home)
     if info is not None and info.alive():

@@ -25,10 +25,10 @@ from orchestrator.cli import complete
 from orchestrator.cli.commands import HomeOpt, JsonOpt, command, connect
 from orchestrator.cli.output import age, console, fail, fail_each, print_json, safe, warn
 from orchestrator.cli.ui import banner_ui_lines, echo_lines
-from orchestrator.operations import SwarmInfo, agent_rows, make_runtime
-from orchestrator.provision import SwarmLayout
 from orchestrator.runtime.base import AgentRuntime
 from orchestrator.spec import AgentSpec, RuntimeOptions, SpecError, SwarmSpec, load_spec, template_text
+from orchestrator.supervisor.operations import SwarmInfo, agent_rows, make_runtime
+from orchestrator.swarm_dir.provision import SwarmLayout
 
 Name = Annotated[str, typer.Argument(help="Agent name.", autocompletion=complete.agent_names)]
 Backend = Literal["process", "docker"]
@@ -314,7 +314,7 @@ def register(app: typer.Typer) -> None:
         """Stop the swarm's `kswarm up` (agents, workers, gateway, Redis) and whatever it left running."""
         from orchestrator.cli.lifecycle import stop_launcher
         from orchestrator.local.embedded_redis import EmbeddedRedis
-        from orchestrator.operations import stop_supervisor, stop_swarm
+        from orchestrator.supervisor.operations import stop_supervisor, stop_swarm
 
         home_dir = kswarm_home(home)
         layout = SwarmLayout(home_dir)
@@ -344,7 +344,7 @@ def register(app: typer.Typer) -> None:
         """Agents with backend, state, uptime, restarts, last heartbeat, tokens and cost; then the job
         workers (kswarm workers); a degraded gateway is said on stderr."""
         from orchestrator.cli.worker import print_workers
-        from orchestrator.workers import worker_rows
+        from orchestrator.supervisor.pool_workers import worker_rows
 
         ctx = load_ctx(home)
         beats, usage, pools = gateway_view(ctx.home)

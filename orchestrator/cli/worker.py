@@ -46,8 +46,8 @@ def register(app: typer.Typer) -> None:
         """The swarm's job workers: pool, node, state, heartbeat (node lease), the jobs they run; and
         every pool that has no live worker."""
         from orchestrator.cli.output import warn
-        from orchestrator.provision import SwarmLayout
-        from orchestrator.workers import worker_rows
+        from orchestrator.supervisor.pool_workers import worker_rows
+        from orchestrator.swarm_dir.provision import SwarmLayout
 
         with connect(home) as gateway:
             pools = gateway.get("/api/jobs/pools")

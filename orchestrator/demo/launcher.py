@@ -44,7 +44,7 @@ from orchestrator.demo.upstream import DemoUpstream, serving
 from orchestrator.local.embedded_redis import EmbeddedRedis, EmbeddedRedisError
 from orchestrator.local.launcher import LLM_URL_ENV, LaunchError, ensure_operator_token, llm_settings
 from orchestrator.spec import SwarmSpec
-from orchestrator.supervisor import Supervisor
+from orchestrator.supervisor.main import Supervisor
 
 
 @dataclass(frozen=True)

@@ -162,7 +162,7 @@ def demo_spec(
             "dismiss_on_push": True,
         },
         "lifecycle": {"reconcile_s": 1.0, "stall_after_s": 120.0},
-        # No uid_base: agents' uids come from this home's block (orchestrator/uid_ranges.py).
+        # No uid_base: agents' uids come from this home's block (orchestrator/swarm_dir/uid_ranges.py).
     }
     return with_demo_runtime(SwarmSpec.model_validate(data))
 

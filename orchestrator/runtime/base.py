@@ -9,8 +9,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Protocol, runtime_checkable
 
-from orchestrator.provision import TOKEN_REL, SwarmLayout
 from orchestrator.spec import AgentSpec
+from orchestrator.swarm_dir.provision import TOKEN_REL, SwarmLayout
 
 # The only variables an agent gets besides the KSWARM_* ones we set and the spec's explicit env.
 # Nothing else of the orchestrator's environment is copied: that is how operator secrets stay out.

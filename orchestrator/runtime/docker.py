@@ -40,7 +40,6 @@ import docker
 from docker.errors import APIError, DockerException, ImageNotFound, NotFound
 from docker.types import Mount
 
-from orchestrator.provision import DIRS, SwarmLayout, purge_agent, release_disk
 from orchestrator.runtime.base import (
     LABEL_AGENT,
     LABEL_SWARM,
@@ -54,7 +53,8 @@ from orchestrator.runtime.base import (
     python_paths,
 )
 from orchestrator.spec import DockerOptions
-from orchestrator.uid_ranges import FIRST_UID
+from orchestrator.swarm_dir.provision import DIRS, SwarmLayout, purge_agent, release_disk
+from orchestrator.swarm_dir.uid_ranges import FIRST_UID
 
 VIEW = Path("/kswarm")  # where an agent's dirs appear inside its container
 HOST_SHARED = ("/usr", "/lib", "/lib64", "/bin", "/sbin", "/etc")
@@ -306,8 +306,9 @@ class DockerRuntime:
             mem_limit=res.memory_bytes(),
             nano_cpus=int(res.cpus * 1e9),
             pids_limit=res.pids,
-            # The disk bound: the agent's dirs are inside its mounted disk image (orchestrator/disk.py),
-            # and no single file grows past resources.disk (here the watchdog's only per-write limit).
+            # The disk bound: the agent's dirs are inside its mounted disk image
+            # (orchestrator/swarm_dir/disk.py), and no single file grows past resources.disk (here the
+            # watchdog's only per-write limit).
             ulimits=[
                 docker.types.Ulimit(name="nofile", soft=res.disk_files, hard=res.disk_files),
                 docker.types.Ulimit(name="fsize", soft=res.disk_bytes(), hard=res.disk_bytes()),

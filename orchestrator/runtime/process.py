@@ -35,7 +35,6 @@ import time
 from collections.abc import Iterator
 from pathlib import Path
 
-from orchestrator.provision import SwarmLayout, purge_agent, release_disk
 from orchestrator.runtime.base import (
     SAFE_PATH,
     ExecResult,
@@ -48,7 +47,8 @@ from orchestrator.runtime.base import (
     python_paths,
 )
 from orchestrator.sandbox.probe import launcher_env
-from orchestrator.uid_ranges import process_owners
+from orchestrator.swarm_dir.provision import SwarmLayout, purge_agent, release_disk
+from orchestrator.swarm_dir.uid_ranges import process_owners
 
 CLK_TCK = os.sysconf("SC_CLK_TCK")
 NOBODY = 65534

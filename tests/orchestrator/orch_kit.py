@@ -16,10 +16,10 @@ import yaml
 
 from gateway.client.http import GatewayClient, GatewayTarget
 from kstest.gateway import GatewayProcess
-from orchestrator.provision import SwarmLayout
-from orchestrator.reconcile import AgentRecord, load_record
 from orchestrator.spec import SwarmSpec, parse_spec
-from orchestrator.supervisor import Supervisor
+from orchestrator.supervisor.main import Supervisor
+from orchestrator.supervisor.reconcile import AgentRecord, load_record
+from orchestrator.swarm_dir.provision import SwarmLayout
 
 REPO = Path(__file__).resolve().parents[2]
 T = TypeVar("T")
@@ -142,7 +142,7 @@ class SwarmUnderTest:
             self.proc.kill()
             self.proc.wait(10)
         runtime = (self.supervisor or self.make_supervisor()).runtime
-        from orchestrator.supervisor import stop_swarm
+        from orchestrator.supervisor.main import stop_swarm
 
         stop_swarm(self.layout, runtime, purge=True)
         self.client.close()

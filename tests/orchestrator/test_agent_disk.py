@@ -18,10 +18,11 @@ from pathlib import Path
 import pytest
 from orch_kit import wait_for
 
-from orchestrator import disk, memory
-from orchestrator.operations import agent_rows
 from orchestrator.sandbox.bubblewrap import BubblewrapSandbox
-from orchestrator.supervisor import stop_swarm
+from orchestrator.supervisor import memory
+from orchestrator.supervisor.main import stop_swarm
+from orchestrator.supervisor.operations import agent_rows
+from orchestrator.swarm_dir import disk
 
 MIB = 1 << 20
 pytestmark = pytest.mark.skipif(os.geteuid() != 0, reason="uid isolation and loop mounts need root")

@@ -108,8 +108,8 @@ def test_sixteen_agents_stopped_or_purged_leave_no_container_and_no_volume(swarm
     """Ctrl-C of `kswarm up`/`kswarm demo` ends in ``shutdown(purge=False)``: no container and no
     volume of the swarm remains (the volumes only pointed at the agents' dirs, which stay); `kswarm
     down --purge` then leaves nothing at all, files included."""
-    from orchestrator import memory
-    from orchestrator.supervisor import stop_swarm
+    from orchestrator.supervisor import memory
+    from orchestrator.supervisor.main import stop_swarm
 
     swarm = swarm_factory("  - pattern: dev-{i}\n    count: 16\n    resources: {memory: 256m}\n")
     swarm.wait_heartbeating(SIXTEEN, timeout=120)
@@ -118,8 +118,8 @@ def test_sixteen_agents_stopped_or_purged_leave_no_container_and_no_volume(swarm
     swarm.stop_thread()
     swarm.supervisor.shutdown(purge=False)
     assert labelled(swarm.spec.swarm) == ([], [])
-    # The files stay: in the agent's disk image where one is mounted (orchestrator/disk.py), read the
-    # way `kswarm agent memory show` reads them while the swarm is down.
+    # The files stay: in the agent's disk image where one is mounted (orchestrator/swarm_dir/disk.py),
+    # read the way `kswarm agent memory show` reads them while the swarm is down.
     assert "# Memory of dev-3" in memory.show(swarm.layout, "dev-3").memory_md
 
     swarm.start_thread()  # the same home again: volumes are made anew, bound to the same dirs

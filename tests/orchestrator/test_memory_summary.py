@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from orchestrator import memory
-from orchestrator.provision import SwarmLayout
+from orchestrator.supervisor import memory
+from orchestrator.swarm_dir.provision import SwarmLayout
 
 
 def memory_dir(tmp_path: Path, name: str = "a-1") -> tuple[SwarmLayout, Path]:

@@ -1,5 +1,5 @@
-"""orchestrator/orphans.py: the orchestrator process reaps the orphans of its agents' process trees and
-never a child that a ``Popen`` of its own waits for. Run in a subprocess: being a subreaper is a
+"""orchestrator/supervisor/orphans.py: the orchestrator process reaps the orphans of its agents' process
+trees and never a child that a ``Popen`` of its own waits for. Run in a subprocess: being a subreaper is a
 property of the whole process, not for the test runner to take on."""
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ from orch_kit import REPO
 SCRIPT = textwrap.dedent(
     """
     import json, os, subprocess, sys, time
-    from orchestrator.orphans import become_subreaper, is_zombie, own_children, reap_until_settled
+    from orchestrator.supervisor.orphans import become_subreaper, is_zombie, own_children, reap_until_settled
 
     assert become_subreaper()
     # An agent-like tree in a session of its own: its launcher exits at once, leaving a grandchild

@@ -11,8 +11,8 @@ import pytest
 
 from gateway.client.http import GatewayClient, GatewayTarget
 from kstest.gateway import GatewayProcess
-from orchestrator.provision import SwarmLayout, allocate_uid, provision
 from orchestrator.spec import parse_spec
+from orchestrator.swarm_dir.provision import SwarmLayout, allocate_uid, provision
 
 
 @pytest.fixture
@@ -95,7 +95,7 @@ def test_uids_are_stable_and_distinct(setup) -> None:
 def test_links_the_agent_planted_are_replaced_not_followed(setup, short_tmp: Path) -> None:
     """Before a restart an agent may point its files at the orchestrator's (root's) files: the next
     provisioning must neither write, read nor chmod through those links."""
-    from orchestrator.memory import MemoryOpError, snapshot
+    from orchestrator.supervisor.memory import MemoryOpError, snapshot
 
     spec, layout, client, gateway = setup
     agent = spec.expand()[0]

@@ -8,14 +8,14 @@ from pathlib import Path
 
 import pytest
 
-import orchestrator.reconcile as reconcile
+import orchestrator.supervisor.reconcile as reconcile
 from gateway.swarm.models import ControlRequest, ReplyStatus
-from orchestrator.control import ControlHandler
-from orchestrator.control_link import Delivery
-from orchestrator.provision import SwarmLayout
-from orchestrator.reconcile import Reconciler, backoff_delay, load_record
 from orchestrator.runtime.base import ExecResult, LaunchSpec, RuntimeStatus
 from orchestrator.spec import parse_spec
+from orchestrator.supervisor.control import ControlHandler
+from orchestrator.supervisor.control_link import Delivery
+from orchestrator.supervisor.reconcile import Reconciler, backoff_delay, load_record
+from orchestrator.swarm_dir.provision import SwarmLayout
 
 
 class FakeRuntime:

@@ -17,7 +17,7 @@ import yaml
 from orch_kit import SwarmUnderTest, wait_for
 
 from orchestrator.runtime.process import proc_env
-from orchestrator.supervisor import quarantine, release, stop_swarm
+from orchestrator.supervisor.main import quarantine, release, stop_swarm
 
 
 @pytest.fixture(params=["process", "userns", pytest.param("docker", marks=pytest.mark.docker)])
@@ -223,7 +223,8 @@ def test_down_purge_leaves_no_process_container_or_volume(swarm_factory) -> None
     else:
         # Live processes: a zombie (bubblewrap's init, orphaned when its monitor exits first) runs
         # nothing and waits for the host's init here, the orchestrator being a test's thread; where the
-        # orchestrator is a process, it reaps them itself (orchestrator/orphans.py, test_orphans.py).
+        # orchestrator is a process, it reaps them itself (orchestrator/supervisor/orphans.py,
+        # test_orphans.py).
         owned = [
             p
             for p in Path("/proc").iterdir()

@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from orchestrator import uid_ranges
-from orchestrator.uid_ranges import BLOCK, FIRST_UID, uid_base_for
+from orchestrator.swarm_dir import uid_ranges
+from orchestrator.swarm_dir.uid_ranges import BLOCK, FIRST_UID, uid_base_for
 
 
 def test_each_home_gets_its_own_stable_block(tmp_path: Path) -> None:

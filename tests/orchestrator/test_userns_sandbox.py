@@ -37,7 +37,7 @@ time.sleep(600)
 DRIVER = r"""
 import json, os, signal, socket, sys, threading, time
 from pathlib import Path
-from orchestrator.provision import SwarmLayout, ensure_dirs
+from orchestrator.swarm_dir.provision import SwarmLayout, ensure_dirs
 from orchestrator.runtime.base import LaunchSpec, project_root
 from orchestrator.runtime.process import ProcessRuntime, children_of
 from orchestrator.spec import parse_spec

@@ -252,7 +252,7 @@ def test_provisioning_creates_the_agents_gitea_account(
     """The orchestrator's provisioning step, against a gateway in Gitea mode, creates the agent's
     account on the Gitea side (A), once, with the principal."""
     from gateway.client.http import GatewayClient, GatewayTarget
-    from orchestrator.provision import ensure_forge_account
+    from orchestrator.swarm_dir.provision import ensure_forge_account
 
     with gitea_mode.op() as op:
         op.post("/api/principals", json={"name": "carol"}).raise_for_status()

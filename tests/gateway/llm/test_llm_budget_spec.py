@@ -34,8 +34,8 @@ from kstest.cli import Up, kswarm
 from kstest.gateway import free_port
 from kstest.upstream import ScriptedUpstream, text_reply
 from orchestrator.local.launcher import Launcher, LaunchError
-from orchestrator.provision import SwarmLayout
 from orchestrator.spec import parse_spec, template_text
+from orchestrator.swarm_dir.provision import SwarmLayout
 
 SPEC = """\
 swarm: test

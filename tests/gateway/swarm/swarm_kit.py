@@ -21,7 +21,7 @@ from gateway.swarm import keys
 from gateway.swarm.models import ControlRequest, SwarmReport
 from kstest.gateway import GatewayThread
 from orchestrator.spec import SwarmSpec, parse_spec
-from orchestrator.supervisor import Supervisor, make_runtime, stop_swarm
+from orchestrator.supervisor.main import Supervisor, make_runtime, stop_swarm
 
 REPO = Path(__file__).resolve().parents[3]
 AGENTS = "  - pattern: dev-{i}\n    count: 2\n"
@@ -135,7 +135,7 @@ class SupervisorProcess:
             except subprocess.TimeoutExpired:
                 os.kill(self.proc.pid, signal.SIGKILL)
                 self.proc.wait(10)
-        from orchestrator.provision import SwarmLayout
+        from orchestrator.swarm_dir.provision import SwarmLayout
 
         layout = SwarmLayout(self.gw.home)
         stop_swarm(layout, make_runtime("process", layout, self.spec), purge=True)

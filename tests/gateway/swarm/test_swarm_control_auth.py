@@ -14,7 +14,7 @@ import redis as redis_sync
 from swarm_kit import control_requests, report, running, supervised_swarm, ui_session, wait_for
 
 from kstest.gateway import GatewayThread
-from orchestrator.supervisor import Supervisor
+from orchestrator.supervisor.main import Supervisor
 
 CONTROL = "ks:swarm:control"
 

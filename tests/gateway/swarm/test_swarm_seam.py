@@ -21,9 +21,9 @@ from swarm_kit import (
 from gateway.swarm import keys
 from gateway.swarm.models import ControlTicket, ReplyStatus, SupervisorBeat
 from kstest.gateway import GatewayThread
-from orchestrator.control_link import ControlLink
-from orchestrator.provision import SwarmLayout
-from orchestrator.supervisor import make_runtime
+from orchestrator.supervisor.control_link import ControlLink
+from orchestrator.supervisor.main import make_runtime
+from orchestrator.swarm_dir.provision import SwarmLayout
 
 pytestmark = pytest.mark.slow
 HTML = {"Accept": "text/html"}

@@ -13,7 +13,7 @@ from attention_kit import action_urls, attention_items, cli_attention, cli_atten
 from monitor_ui_kit import MonitorUiGateway
 from ui_kit import running_swarm, wait_for
 
-from orchestrator.reconcile import load_record
+from orchestrator.supervisor.reconcile import load_record
 
 CRASHER = '  - name: c-1\n    runtime: {command: ["python", "-c", "import sys; sys.exit(3)"]}\n'
 SLEEPER = '  - name: s-1\n    runtime: {command: ["python", "-c", "import time; time.sleep(600)"]}\n'

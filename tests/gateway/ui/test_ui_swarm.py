@@ -7,7 +7,7 @@ from pathlib import Path
 from playwright.sync_api import expect
 from ui_kit import UiGateway, browser_page, running_swarm, shot, wait_for
 
-from orchestrator.reconcile import load_record
+from orchestrator.supervisor.reconcile import load_record
 
 AGENTS = "  - pattern: dev-{i}\n    count: 2\n"
 

@@ -91,10 +91,11 @@ def running_swarm(gw: GatewayThread, agents_yaml: str, **lifecycle: float) -> It
     import yaml
 
     from orchestrator.spec import parse_spec
-    from orchestrator.supervisor import Supervisor, stop_swarm
+    from orchestrator.supervisor.main import Supervisor, stop_swarm
 
     fast = {"reconcile_s": 0.2, "backoff_base_s": 0.2, "backoff_max_s": 1.0, "stall_after_s": 60}
-    # No uid_base: as root, agents' uids come from this home's own block (orchestrator/uid_ranges.py).
+    # No uid_base: as root, agents' uids come from this home's own block
+    # (orchestrator/swarm_dir/uid_ranges.py).
     options = yaml.safe_dump({"lifecycle": fast | lifecycle})
     spec = parse_spec(f"swarm: {gw.swarm}\nagents:\n{agents_yaml}\n{options}")
     supervisor = Supervisor(

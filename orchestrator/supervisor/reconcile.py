@@ -9,12 +9,12 @@ One pass (``Reconciler.reconcile_once``):
   (still retried, at the longest delay, and announced in #ops);
 - a running agent whose last heartbeat (or start) is older than ``stall_after_s`` is ``stalled`` and
   announced in #ops, once; a later heartbeat clears it;
-- where no mount bounds agents' disks (``orchestrator.disk``), a running agent whose dirs hold more
+- where no mount bounds agents' disks (``orchestrator.swarm_dir.disk``), a running agent whose dirs hold more
   than ``resources.disk`` (measured every ``disk_check_s``) is quarantined, the reason in its record.
 
 Only the orchestrator writes the records in ``swarm/agents/<name>.json``. Changes are asked for through
 marker files (``swarm/requests/<name>.restart``, ``swarm/quarantine/<name>``): the supervisor writes them
-when it takes a request from the control stream (orchestrator/control.py), and ``kswarm agent ...`` on
+when it takes a request from the control stream (``control.py``), and ``kswarm agent ...`` on
 a machine that shares the home writes them itself. The gateway never touches these files.
 """
 
@@ -31,10 +31,10 @@ from pydantic import BaseModel, Field
 
 from gateway.client.http import GatewayCallError, GatewayClient
 from gateway.swarm.models import AgentState
-from orchestrator import disk
-from orchestrator.provision import SwarmLayout, allocate_uid, provision
 from orchestrator.runtime.base import AgentRuntime, LaunchSpec, RuntimeStatus
 from orchestrator.spec import AgentSpec, SwarmSpec
+from orchestrator.swarm_dir import disk
+from orchestrator.swarm_dir.provision import SwarmLayout, allocate_uid, provision
 
 log = logging.getLogger("kswarm.reconcile")
 

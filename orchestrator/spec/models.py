@@ -7,7 +7,7 @@ refused: unknown keys at every level, keys given twice, a ``role`` that is not o
 check that names no pool of the spec, a CPU share the process backend cannot apply.
 
 Errors name the field and the line it is on (``swarm.yaml:12: agents[1].count: ...``): the YAML is
-composed into nodes first (``orchestrator.spec_yaml``), so every mapping key and list item keeps its
+composed into nodes first (``orchestrator.spec.yaml_lines``), so every mapping key and list item keeps its
 start line, and pydantic's error locations are mapped back onto them.
 """
 
@@ -33,7 +33,7 @@ from gateway.forge.gate.policy import ReviewPolicy
 from gateway.jobs.pools import PoolConfig
 from gateway.llm.config import BudgetSettings
 from gateway.tasks.models import TaskRules
-from orchestrator.spec_yaml import Loc, SpecError, compose_with_lines, dotted, line_of
+from orchestrator.spec.yaml_lines import Loc, SpecError, compose_with_lines, dotted, line_of
 
 __all__ = ["AgentSpec", "Role", "SpecError", "SwarmSpec", "load_spec", "parse_spec", "template_text"]
 
@@ -488,7 +488,7 @@ def spec_schema() -> dict[str, Any]:
 
 def template_text() -> str:
     """The commented swarm.yaml that ``kswarm init`` writes."""
-    return (Path(__file__).parent / "templates" / "swarm.yaml").read_text()
+    return (Path(__file__).parents[1] / "templates" / "swarm.yaml").read_text()
 
 
 def agent_models(home: Path | None) -> dict[str, str]:

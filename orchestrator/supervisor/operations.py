@@ -15,11 +15,11 @@ from dataclasses import dataclass
 from typing import Any
 
 from gateway.client.http import GatewayClient
-from orchestrator.provision import SwarmLayout
-from orchestrator.reconcile import control_dir, hold, load_record, mark_restart, unhold
 from orchestrator.runtime.base import AgentRuntime
 from orchestrator.spec import SwarmSpec
-from orchestrator.uid_ranges import uid_base_for
+from orchestrator.supervisor.reconcile import control_dir, hold, load_record, mark_restart, unhold
+from orchestrator.swarm_dir.provision import SwarmLayout
+from orchestrator.swarm_dir.uid_ranges import uid_base_for
 
 
 class SupervisorError(RuntimeError):
@@ -160,7 +160,7 @@ def say(line: str) -> None:
 def stop_swarm(layout: SwarmLayout, runtime: AgentRuntime, purge: bool) -> list[str]:
     """Stop every agent the backend knows of (and the recorded ones), side by side, and any job worker
     an orchestrator left running; purge deletes their files too."""
-    from orchestrator.workers import kill_orphans, purge_workers
+    from orchestrator.supervisor.pool_workers import kill_orphans, purge_workers
 
     info = SwarmInfo.load(layout)
     names = set(runtime.list()) | set(info.agents if info else [])

@@ -19,10 +19,10 @@ from pathlib import Path
 from typing import Concatenate, ParamSpec, TypeVar
 
 from gateway.swarm.models import MemorySummary
-from orchestrator import agent_files
-from orchestrator.agent_files import agent_dir, real_dir
-from orchestrator.provision import SwarmLayout, chown_tree, files_visible, identity_banner
 from orchestrator.spec import AgentSpec
+from orchestrator.swarm_dir import agent_files
+from orchestrator.swarm_dir.agent_files import agent_dir, real_dir
+from orchestrator.swarm_dir.provision import SwarmLayout, chown_tree, files_visible, identity_banner
 
 P = ParamSpec("P")
 R = TypeVar("R")
@@ -32,7 +32,7 @@ Op = Callable[Concatenate[SwarmLayout, Who, P], R]
 
 def _files_visible(op: Op[Who, P, R]) -> Op[Who, P, R]:
     """Run ``op`` with the agent's dirs at their paths: after ``kswarm down`` they are in its unmounted
-    disk image (orchestrator/disk.py), mounted for the time of the operation."""
+    disk image (orchestrator/swarm_dir/disk.py), mounted for the time of the operation."""
 
     @functools.wraps(op)
     def run(layout: SwarmLayout, who: Who, /, *args: P.args, **kwargs: P.kwargs) -> R:

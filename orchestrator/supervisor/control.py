@@ -25,10 +25,11 @@ from gateway.swarm.models import (
     SupervisorBeat,
     SwarmStatus,
 )
-from orchestrator import memory
-from orchestrator.control_link import ControlLink, Delivery
-from orchestrator.provision import SwarmLayout
-from orchestrator.reconcile import (
+from orchestrator.runtime.base import AgentRuntime, RuntimeStatus
+from orchestrator.spec import SwarmSpec
+from orchestrator.supervisor import memory
+from orchestrator.supervisor.control_link import ControlLink, Delivery
+from orchestrator.supervisor.reconcile import (
     AgentRecord,
     Reconciler,
     hold,
@@ -37,8 +38,7 @@ from orchestrator.reconcile import (
     mark_restart,
     unhold,
 )
-from orchestrator.runtime.base import AgentRuntime, RuntimeStatus
-from orchestrator.spec import SwarmSpec
+from orchestrator.swarm_dir.provision import SwarmLayout
 
 log = logging.getLogger("kswarm.control")
 

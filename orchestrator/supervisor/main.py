@@ -1,12 +1,13 @@
 """The orchestrator's entry point: ``Supervisor`` runs the reconcile loop (``python -m
 orchestrator.supervisor``). The operator actions (``kswarm down``, ``agent restart|quarantine|release``,
-``ps``) are ``orchestrator/operations.py``, re-exported here.
+``ps``) are ``operations.py``, re-exported here. ``python -m orchestrator.supervisor`` runs ``main``
+(``__main__.py``).
 
 At most one supervisor runs per ``$KSWARM_HOME``: it holds an ``flock`` on ``swarm/.supervisor.lock``
 for its whole life, and a second one fails fast instead of duplicating agents. With the gateway's
-Redis it also holds the swarm seam (orchestrator/control.py): a heartbeat, the published view and the
-control stream through which the UI and ``/api/swarm`` reach it. With ``workers=True`` (what
-``kswarm up -f`` asks for) it also runs the spec's pools' job workers (``orchestrator/workers.py``).
+Redis it also holds the swarm seam (``control.py``): a heartbeat, the published view and the control
+stream through which the UI and ``/api/swarm`` reach it. With ``workers=True`` (what ``kswarm up -f``
+asks for) it also runs the spec's pools' job workers (``pool_workers.py``).
 
 Under ``kswarm up`` the supervisor is a process of its own (``python -m orchestrator.supervisor``,
 tethered to ``kswarm up``), never a thread of the gateway's process: the reconcile loop's work (``/proc``
@@ -24,10 +25,10 @@ import time
 from pathlib import Path
 
 from gateway.client.http import GatewayCallError, GatewayClient, GatewayTarget
-from orchestrator.control import ControlHandler, SwarmSeam
-from orchestrator.control_link import seam_redis_url
-from orchestrator.disk import disk_warning
-from orchestrator.operations import (
+from orchestrator.spec import SwarmSpec
+from orchestrator.supervisor.control import ControlHandler, SwarmSeam
+from orchestrator.supervisor.control_link import seam_redis_url
+from orchestrator.supervisor.operations import (
     SupervisorError,
     SupervisorLock,
     SwarmInfo,
@@ -42,11 +43,11 @@ from orchestrator.operations import (
     stop_swarm,
     uses_uids,
 )
-from orchestrator.orphans import become_subreaper, reap_orphans, reap_until_settled
-from orchestrator.provision import SwarmLayout
-from orchestrator.reconcile import AgentRecord, Reconciler
-from orchestrator.spec import SwarmSpec
-from orchestrator.workers import WorkerFleet
+from orchestrator.supervisor.orphans import become_subreaper, reap_orphans, reap_until_settled
+from orchestrator.supervisor.pool_workers import WorkerFleet
+from orchestrator.supervisor.reconcile import AgentRecord, Reconciler
+from orchestrator.swarm_dir.disk import disk_warning
+from orchestrator.swarm_dir.provision import SwarmLayout
 
 __all__ = [
     "Supervisor",
@@ -176,7 +177,7 @@ class Supervisor:
             raise SupervisorError(f"another orchestrator already supervises {self.layout.root}")
         try:
             if self.fleet is not None:
-                from orchestrator.workers import kill_orphans
+                from orchestrator.supervisor.pool_workers import kill_orphans
 
                 for pid in kill_orphans(self.layout):
                     log.warning("killed worker pid %s left running by an earlier orchestrator", pid)

@@ -6,7 +6,7 @@ Everything lives under ``$KSWARM_HOME/swarm/``::
     uids.json                   agent name -> uid (stable across restarts and spec edits)
     agents/<name>.json          runtime state: pid + start time, restarts, crashes, state
     data/<name>/{home,work,memory,history}   the agent's own dirs (owned by its uid, mode 700)
-    disks/<name>.img            the agent's disk image, mounted on data/<name> (orchestrator/disk.py)
+    disks/<name>.img            the agent's disk image, mounted on data/<name> (``disk.py``)
     snapshots/<name>/<id>/      memory snapshots (root-owned: an agent cannot forge its past)
     logs/<name>.log             process-backend output
 
@@ -26,10 +26,10 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from gateway.client.http import GatewayCallError, GatewayClient, GatewayTarget
-from orchestrator import agent_files, disk
-from orchestrator.agent_files import agent_dir
 from orchestrator.spec import AgentSpec
-from orchestrator.uid_ranges import BLOCK
+from orchestrator.swarm_dir import agent_files, disk
+from orchestrator.swarm_dir.agent_files import agent_dir
+from orchestrator.swarm_dir.uid_ranges import BLOCK
 
 log = logging.getLogger("kswarm.provision")
 
@@ -155,7 +155,7 @@ def ensure_dirs(layout: SwarmLayout, agent: AgentSpec, swarm: str, uid: int | No
     """Create the agent's dirs, banner and git config; owned by ``uid`` (when root), mode 700.
 
     The agent owns these dirs and may have planted symlinks in them: nothing here follows one
-    (``orchestrator.agent_files``)."""
+    (``orchestrator.swarm_dir.agent_files``)."""
     data_root = layout.root / "data"
     data_root.mkdir(parents=True, exist_ok=True)
     name = agent.name
@@ -237,8 +237,9 @@ def provision(
 
 def attach_disk(layout: SwarmLayout, agent: AgentSpec) -> None:
     """Where the orchestrator may mount: the agent's disk image (``resources.disk``) mounted on its
-    data dir, before its dirs are provisioned and it starts (``orchestrator.disk``); else nothing (the
-    reconcile loop's watchdog bounds it). Undone by ``release_disk`` when the agent is removed."""
+    data dir, before its dirs are provisioned and it starts (``orchestrator.swarm_dir.disk``); else
+    nothing (the reconcile loop's watchdog bounds it). Undone by ``release_disk`` when the agent is
+    removed."""
     if disk.mount_unavailable() is None:
         name = agent.name
         (layout.root / "data").mkdir(parents=True, exist_ok=True)

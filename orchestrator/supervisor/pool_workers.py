@@ -8,7 +8,7 @@ principal (``worker-<pool>``, bound to that pool by the gateway), whose token is
 ``swarm/workers/<pool>.token`` (mode 600) and reaches the worker as ``--token-file``: never in an argv
 or an environment another process could read.
 
-Supervision is the agents' (``orchestrator/reconcile.py``): a worker that exits is restarted after an
+Supervision is the agents' (``reconcile.py``): a worker that exits is restarted after an
 exponential backoff, too many exits within the window is ``crash-loop`` (announced in #ops, still
 retried at the longest delay), a long enough run forgets the crashes. Unlike agents, workers are the
 orchestrator's children and die with it (``orchestrator.local.tether``): a job a dead worker held is
@@ -37,9 +37,9 @@ from gateway.client.http import GatewayCallError, GatewayClient
 from gateway.jobs.pools import PoolConfig
 from gateway.llm.config import scrub_env
 from orchestrator.local.tether import tethered
-from orchestrator.provision import SwarmLayout, token_valid
-from orchestrator.reconcile import backoff_delay
 from orchestrator.spec import Lifecycle, SwarmSpec
+from orchestrator.supervisor.reconcile import backoff_delay
+from orchestrator.swarm_dir.provision import SwarmLayout, token_valid
 
 log = logging.getLogger("kswarm.workers")
 
