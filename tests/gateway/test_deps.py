@@ -136,8 +136,10 @@ def test_every_guarded_route_uses_one_of_the_aliases(gw: GatewayThread) -> None:
     assert guard(AnyPrincipal) is current_principal
     local = []
     for method, path, dependant in api_routes(gw.app):
-        if path.startswith(("/ui", "/api/v1/", "/git/")) or (method, path) in PUBLIC:
-            continue  # the UI's cookie sessions and Gitea's Sudo/admin rules are their own
+        if path.startswith(("/ui", "/api/ui/", "/api/v1/", "/git/")) or (method, path) in PUBLIC:
+            # the UI's cookie sessions (and its login links: an operator's bearer, never a session)
+            # and Gitea's Sudo/admin rules are their own
+            continue
         if not set(calls(dependant)) & aliases:
             local.append(path)
     # The LLM proxy authenticates inside (its refusals are Anthropic-shaped and settle reservations).

@@ -96,7 +96,9 @@ def test_an_agent_cannot_write_past_its_disk_bound(swarm_factory) -> None:
     image = swarm.layout.disk_image("d-1")
     # (the host's own extent blocks of the sparse image may add a few KiB)
     assert image.stat().st_size == 64 * MIB and image.stat().st_blocks * 512 <= 65 * MIB
-    # Down: the image is unmounted (the loop device freed with it) and kept with the agent's files.
+    # Down: the image is unmounted (the loop device freed with it) and kept with the agent's files. As
+    # `kswarm down` does, the supervisor stops first: its next pass would start the agent again.
+    swarm.stop_thread()
     stop_swarm(swarm.layout, swarm.supervisor.runtime, purge=False)
     assert not disk.mounted(data) and image.exists()
     assert loop_devices_of(image) == []
