@@ -88,4 +88,22 @@ class Up:
             except subprocess.TimeoutExpired:
                 os.kill(self.proc.pid, signal.SIGKILL)
                 self.proc.wait()
+                # Killed, ``up`` could not stop its embedded Redis (kept on purpose for the next ``up``):
+                # the test started it, so the test stops it, by its pid.
+                stop_embedded_redis(self.home)
         return self.proc.returncode
+
+
+def stop_embedded_redis(home: Path) -> None:
+    """SIGKILL the embedded Redis of ``home`` if one runs: its pid from ``redis.pid``, checked against
+    the process's command line (its socket lies in ``home``), so no other process is touched."""
+    try:
+        pid = int((home / "redis" / "redis.pid").read_text().strip())
+        cmdline = Path(f"/proc/{pid}/cmdline").read_bytes()
+    except (OSError, ValueError):
+        return
+    if b"redis-server" in cmdline and str(home).encode() in cmdline:
+        try:
+            os.kill(pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
