@@ -25,7 +25,7 @@ import bisect
 import json
 import logging
 import time
-from collections.abc import AsyncIterator
+from collections.abc import AsyncGenerator, AsyncIterator
 from contextlib import asynccontextmanager, suppress
 from typing import TYPE_CHECKING, Annotated, Any
 
@@ -303,9 +303,7 @@ class EventHub:
 
 async def tail_events(
     ctx: GatewayContext, principal: Principal, last_id: str, request: Request, channel: str | None = None
-) -> AsyncIterator[ServerSentEvent]:
-    if not ctx.waits.acquire(principal):  # opened alongside others past the route's check: ends at once
-        return
+) -> AsyncGenerator[ServerSentEvent]:
     ctx.metrics.sse_clients.inc()
     valid = still_valid(request)
     try:
@@ -328,7 +326,6 @@ async def tail_events(
                 )
     finally:
         ctx.metrics.sse_clients.dec()
-        ctx.waits.release(principal)
 
 
 def resume_id(request: Request, last_event_id: str | None, param: str = "last_event_id") -> str | None:
@@ -364,6 +361,7 @@ def build_events_router() -> APIRouter:
             # Resolve "now" to a concrete id up front, so nothing posted after connecting is missed.
             latest = await ctx.redis.xrevrange(keys.EVENTS, "+", "-", 1)
             start = latest[0][0] if latest else "0-0"
-        return EventSourceResponse(tail_events(ctx, principal, start, request, channel), ping=15)
+        events = ctx.waits.guarded(principal, tail_events(ctx, principal, start, request, channel))
+        return EventSourceResponse(events, ping=15)
 
     return router

@@ -10,11 +10,14 @@ principal) are not counted. The count is per gateway process, as the waits are.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-from contextlib import contextmanager
+from collections.abc import AsyncGenerator, AsyncIterator, Iterator
+from contextlib import aclosing, contextmanager
+from typing import TypeVar
 
 from gateway.errors import TooManyWaits
 from gateway.principals import Principal, PrincipalKind
+
+T = TypeVar("T")
 
 
 class WaitBudget:
@@ -25,9 +28,13 @@ class WaitBudget:
     def open(self, name: str) -> int:
         return self._open.get(name, 0)
 
+    def full(self, principal: Principal) -> bool:
+        """``principal`` (an agent) holds all the waits it may."""
+        return principal.kind == PrincipalKind.agent and self.open(principal.name) >= self.limit
+
     def check(self, principal: Principal) -> None:
         """Refuse (429) when ``principal`` holds all its waits already: before a stream's answer starts."""
-        if principal.kind == PrincipalKind.agent and self.open(principal.name) >= self.limit:
+        if self.full(principal):
             raise TooManyWaits(
                 f"{principal.name} holds {self.limit} open waits (inbox waits and event streams), the "
                 f"limit per agent (max_waits_per_agent); end one first",
@@ -36,12 +43,10 @@ class WaitBudget:
 
     def acquire(self, principal: Principal) -> bool:
         """Count one more wait of ``principal``; False (nothing counted) when it holds all it may."""
-        if principal.kind != PrincipalKind.agent:
-            return True
-        held = self.open(principal.name)
-        if held >= self.limit:
+        if self.full(principal):
             return False
-        self._open[principal.name] = held + 1
+        if principal.kind == PrincipalKind.agent:
+            self._open[principal.name] = self.open(principal.name) + 1
         return True
 
     def release(self, principal: Principal) -> None:
@@ -56,9 +61,22 @@ class WaitBudget:
     @contextmanager
     def hold(self, principal: Principal) -> Iterator[None]:
         """One wait of ``principal`` for the block's duration; a 429 (``check``) when over the limit."""
-        if not self.acquire(principal):
-            self.check(principal)
+        self.check(principal)
+        self.acquire(principal)
         try:
             yield
+        finally:
+            self.release(principal)
+
+    async def guarded(self, principal: Principal, events: AsyncGenerator[T]) -> AsyncIterator[T]:
+        """An event stream of ``principal`` counted as one of its waits while it runs. The route calls
+        ``check`` first (a 429 before the answer starts); a stream opened alongside others past that
+        check ends at once."""
+        if not self.acquire(principal):
+            return
+        try:
+            async with aclosing(events) as stream:
+                async for event in stream:
+                    yield event
         finally:
             self.release(principal)

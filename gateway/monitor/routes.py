@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import json
 import time
-from collections.abc import AsyncIterator
+from collections.abc import AsyncGenerator
 from typing import Annotated, Any
 
 from fastapi import APIRouter, Depends, Path, Query, Request
@@ -122,16 +122,11 @@ def build_monitor_router() -> APIRouter:
         waits.check(who)  # a 429 now, before the stream's answer starts
         start = resume_id(request, after, "after") or await svc.timeline.last_id(name)
 
-        async def stream() -> AsyncIterator[ServerSentEvent]:
-            if not waits.acquire(who):  # opened alongside others past the check: ends at once
-                return
-            try:
-                async for entry in svc.timeline.follow(name, start, request.is_disconnected):
-                    yield ServerSentEvent(data=entry.model_dump_json(), id=entry.id)
-            finally:
-                waits.release(who)
+        async def stream() -> AsyncGenerator[ServerSentEvent]:
+            async for entry in svc.timeline.follow(name, start, request.is_disconnected):
+                yield ServerSentEvent(data=entry.model_dump_json(), id=entry.id)
 
-        return EventSourceResponse(stream(), ping=15)
+        return EventSourceResponse(waits.guarded(who, stream()), ping=15)
 
     @r.get("/api/monitor/doing", response_model=dict[str, Doing], summary="What each agent is doing now")
     async def doing(svc: Monitor, _: OperatorOnly, ctx: Ctx) -> dict[str, Doing]:
