@@ -300,14 +300,21 @@ class UsageStore:
         args: list[Value] = [res.name, res.id, repr(now), int(usage is not None), nusd]
         tokens: int = sum(counts)
         args += [*counts, tokens, DAY_KEEP_S, hold.record() if hold else "", booked]
+        # The tasks the call is attributed to are those held as it is booked: read beside the booking
+        # (concurrent round trips, nothing added to the answer's time), never after it returned -- a
+        # claim finished right after its last call would otherwise take none of that call's cost.
+        spending = usage is not None and tokens and self.holdings is not None
+        held = asyncio.ensure_future(self._held(res.name)) if spending else None
+        try:
+            settled = await self._settle_script(keys=keys, args=args)
+        finally:
+            tasks = await held if held is not None else None
         if hold is not None:
-            hold.new = await self._settle_script(keys=keys, args=args) == 2
-        else:
-            await self._settle_script(keys=keys, args=args)
-        if usage is not None and tokens:
-            # Off the answer's path (two round trips): the usage is booked above; which tasks the call
-            # is attributed to follows within milliseconds, for the monitor to book (docs/llm-proxy.md).
-            log_spent = self._log_spent(res.name, booked, now, tokens, nusd)
+            hold.new = settled == 2
+        if tasks is not None:
+            # Off the answer's path (one round trip): the usage is booked above; the record of which
+            # tasks it goes to follows within milliseconds, for the monitor to book (docs/llm-proxy.md).
+            log_spent = self._log_spent(res.name, booked, now, tokens, nusd, tasks)
             task = asyncio.create_task(log_spent, name="llm-log-spent")
             self._logging.add(task)
             task.add_done_callback(self._logging.discard)
@@ -318,13 +325,21 @@ class UsageStore:
         if self._logging:
             await asyncio.wait(set(self._logging), timeout=DRAIN_S)
 
-    async def _log_spent(self, name: str, model: str, ts: float, tokens: int, nusd: int) -> None:
-        """Append the booked call to ``SPENT`` with the tasks ``name`` holds now; a failure here loses
+    async def _held(self, name: str) -> list[str] | None:
+        """The tasks ``name`` holds now; None where nobody books cost per task, or the board cannot say
+        (a failure loses only the call's attribution to a task, never the call)."""
+        try:
+            return await self.holdings(name) if self.holdings is not None else None
+        except Exception as exc:
+            log.warning("could not read the tasks %s holds for cost per task: %r", name, exc)
+            return None
+
+    async def _log_spent(
+        self, name: str, model: str, ts: float, tokens: int, nusd: int, tasks: list[str]
+    ) -> None:
+        """Append the booked call to ``SPENT`` with the tasks held as it was booked; a failure here loses
         only that call's attribution to a task (its usage is booked already), never the call."""
         try:
-            tasks = await self.holdings(name) if self.holdings is not None else None
-            if tasks is None:
-                return  # nobody books cost per task here
             fields = {
                 "agent": name,
                 "ts": repr(ts),

@@ -24,8 +24,15 @@ fail() {
   exit 1
 }
 
-# Installed and working (a cache copied from elsewhere, or half removed, is installed again).
-if [[ -x "$WRAPPER" ]] && [[ "$("$WRAPPER" --version 2>/dev/null)" == "$INSPECTOR_VERSION" ]]; then
+# Every installed file, by path and size: a cache copied from elsewhere without some of its files
+# (seen in CI: node_modules/atomically/dist/ gone, while --version still answered) is installed again.
+files_manifest() {
+  (cd "$1" && find node_modules -type f -printf '%p %s\n' | LC_ALL=C sort | sha256sum | cut -d' ' -f1)
+}
+
+# Installed, whole and working (a cache copied from elsewhere, or half removed, is installed again).
+if [[ -x "$WRAPPER" ]] && [[ -f "$PREFIX/.files" ]] && [[ "$(files_manifest "$PREFIX")" == "$(cat "$PREFIX/.files")" ]] \
+  && [[ "$("$WRAPPER" --version 2>/dev/null)" == "$INSPECTOR_VERSION" ]]; then
   echo "$WRAPPER"
   exit 0
 fi
@@ -67,6 +74,7 @@ export PATH="\$(dirname "\$node"):\$PATH"
 exec "\$node" "\$here/$launcher" "\$@"
 EOF
 chmod +x "$staging/mcp-inspector"
+files_manifest "$staging" >"$staging/.files"
 rm -rf "$PREFIX"
 mv "$staging" "$PREFIX"  # all or nothing: a half-done install is never taken for a finished one
 echo "$WRAPPER"

@@ -80,6 +80,17 @@ def test_a_claim_shorter_than_any_sample_is_booked_its_own_cost(clean_redis: str
     gw.extra = (TasksPlugin(TasksSettings(done_needs_merged_pr=False)),)
     gw.start()
     try:
+        # The board answers slowly, as under load: what a call is booked to is still what was held when
+        # the proxy booked it, not what is held by the time the board answered.
+        store = gw.app.state.ctx.services.get(LLM_USAGE)
+        held = store.holdings
+        assert held is not None
+
+        async def slow_board(name: str) -> list[str] | None:
+            await asyncio.sleep(0.5)
+            return await held(name)
+
+        store.holdings = slow_board
         dev = gw.add_principal("dev-1")
         with gw.client(gw.operator_token) as op:
             assert op.post("/api/tasks", json={"id": "relu", "title": "ReLU"}).status_code == 201
