@@ -131,22 +131,10 @@ def test_the_images_install_their_process_extra() -> None:
     assert '".[server]"' in (REPO / "infra" / "kswarm.Dockerfile").read_text()
 
 
-# What a job worker may import of gateway/, at any depth: the client, the job and pool wire models, git
-# checkouts and the task models (a new import of the server's fails here; pyproject.toml's worker
+# What a job worker may import of gateway/, at any depth: the client (with the job and pool wire models),
+# git checkouts and the task models (a new import of the server's fails here; pyproject.toml's worker
 # contract names what must never come in).
-WORKER_MAY_IMPORT = (
-    "gateway.client",
-    "gateway.errors",
-    "gateway.jobs.models",
-    "gateway.jobs.pools",
-    "gateway.jobs.executors",
-    "gateway.git.core",
-    "gateway.git.sync",
-    "gateway.tasks.models",
-    "gateway.forge.models",
-    "gateway.forge.gate.kernels",
-    "gateway.forge.gate.evidence",
-)
+WORKER_MAY_IMPORT = ("gateway.client", "gateway.git.core", "gateway.git.sync", "gateway.tasks.models")
 
 
 def test_the_worker_imports_only_the_client_and_the_wire_models() -> None:
@@ -171,3 +159,14 @@ def test_the_worker_imports_only_the_client_and_the_wire_models() -> None:
     )
     assert not outside, f"the job worker imports the gateway's server modules: {outside}"
     assert not {m for m in reached if m.split(".")[0] == "agents"}
+
+
+def test_the_client_depends_on_nothing_of_the_server() -> None:
+    """``gateway.client`` (the agents' and workers' door, with the job wire models) imports nothing of
+    ``gateway/`` outside itself, at any depth: only the shared vocabulary (``kswarm_contracts``)."""
+    import grimp
+
+    graph = grimp.build_graph("gateway", "orchestrator", "agents", "kswarm_contracts", cache_dir=None)
+    reached = graph.find_upstream_modules("gateway.client", as_package=True)
+    outside = sorted(m for m in reached if m.split(".")[0] != "kswarm_contracts" and m != "gateway")
+    assert not outside, f"gateway.client imports modules outside itself: {outside}"

@@ -37,7 +37,7 @@ from gateway.app import create_app
 from gateway.client.home import GatewayInfo, write_secret
 from gateway.config import GatewaySettings
 from gateway.jobs.plugin import JobsPlugin
-from gateway.jobs.pools import JobsSettings
+from gateway.jobs.settings import JobsSettings
 from gateway.llm.config import LLMProxySettings
 from gateway.logs import configure_logging
 from gateway.plugin import Plugin

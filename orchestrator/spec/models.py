@@ -28,9 +28,9 @@ from pydantic import (
     model_validator,
 )
 
+from gateway.client.jobs.pools import PoolConfig
 from gateway.forge.gate.evidence import parse_check_context
 from gateway.forge.gate.policy import ReviewPolicy
-from gateway.jobs.pools import PoolConfig
 from gateway.llm.config import BudgetSettings
 from gateway.tasks.models import TaskRules
 from orchestrator.spec.yaml_lines import Loc, SpecError, compose_with_lines, dotted, line_of
