@@ -29,7 +29,7 @@ class Receiver:
                     receiver.requests.append({"path": self.path, "body": body})
                     receiver.arrived.notify_all()
 
-            def log_message(self, format: str, *args: Any) -> None:  # noqa: A002 (the base's name)
+            def log_message(self, format: str, *args: Any) -> None:
                 pass
 
         self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)

@@ -91,8 +91,8 @@ async def alerts(redis: StrRedis) -> AsyncIterator[Alerts]:
         await dispatcher.aclose()
 
 
-async def until(check: Any, what: str, timeout: float = 30.0) -> None:
-    deadline = time.monotonic() + timeout
+async def until(check: Any, what: str) -> None:
+    deadline = time.monotonic() + 30.0
     while not check():
         assert time.monotonic() < deadline, f"timed out waiting for {what}"
         await asyncio.sleep(0.05)
@@ -145,7 +145,8 @@ async def test_each_target_gets_what_reaches_its_severity(alerts: Alerts) -> Non
     pager, log = Receiver(), Receiver()
     try:
         send = alerts(
-            target("pager", pager.url(), min_severity="critical"), target("log", log.url(), min_severity="info")
+            target("pager", pager.url(), min_severity="critical"),
+            target("log", log.url(), min_severity="info"),
         )
         await send.notify(report(item("agent:w", "warning"), item("agent:i", "info")), OWNER)
         await send.notify(report(item("agent:c", "critical")), OWNER)
@@ -184,7 +185,9 @@ async def test_slack_gets_its_text_shape_and_an_agents_words_cannot_ping_or_hide
 ) -> None:
     """An agent writes its own crash message (an Attention reason): in Slack it must stay text."""
     send = alerts(target("chat", receiver.url(), kind="slack", per_minute=1))
-    hostile = item("agent:dev-1", reason="<!channel> urgent: <http://evil.example/login|re-enter your token> & go")
+    hostile = item(
+        "agent:dev-1", reason="<!channel> urgent: <http://evil.example/login|re-enter your token> & go"
+    )
     await send.notify(report(hostile), OWNER)
     (body,) = await asyncio.to_thread(receiver.wait, 1)
     assert set(body) == {"text"}
