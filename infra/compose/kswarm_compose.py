@@ -6,7 +6,8 @@
   this ran, and the services that need one refuse to start without it.
 - ``gateway`` / ``orchestrator`` / ``worker``: read this service's secret files, put what the process
   needs where it reads it (the model key in the gateway's own environment, never in the container's
-  configuration: ``docker inspect`` shows no secret), wait for what it depends on, then ``exec`` it.
+  configuration: ``docker inspect`` shows no secret), wait for what it depends on, then run it (the
+  gateway with the components ``kswarm up`` builds for the spec: its budgets, alerts, task rules).
 - ``kickoff``: seed the dataset repo's tasks and the knowledge base, protect ``main``, and send the
   lead its kick-off once; then watch until the first pull request is merged and say so.
 - ``health SERVICE``: the healthcheck; the gateway's ``/healthz`` (200 only when every component is
@@ -25,6 +26,7 @@ import time
 import urllib.error
 import urllib.request
 from pathlib import Path
+from typing import Any
 
 SECRETS = Path(os.environ.get("KSWARM_SECRETS", "/run/secrets"))
 SPEC = Path(os.environ.get("KSWARM_SPEC_FILE", "/etc/kswarm/swarm.yaml"))
@@ -206,12 +208,46 @@ def init() -> None:
         )
 
 
+def gateway_plugins() -> list[Any]:
+    """The gateway's components as ``kswarm up`` makes them for the spec (orchestrator/local/launcher.py:
+    ``spec_plugins``): its budgets, alert targets, task rules and leads, and pools -- not only what the
+    environment says. Exits with one line when the spec or a setting is bad."""
+    from orchestrator.local.launcher import LaunchError, llm_settings, spec_plugins
+    from orchestrator.spec import SpecError, load_spec
+
+    try:
+        spec = load_spec(SPEC)
+        if os.environ.get("KSWARM_JOBS_POOLS_FILE") == str(SPEC):
+            del os.environ["KSWARM_JOBS_POOLS_FILE"]  # the same pools, read from the spec below
+        llm, warnings = llm_settings(spec)
+        plugins, more = spec_plugins(spec, llm)
+    except (SpecError, LaunchError) as exc:
+        sys.exit(f"kswarm: {exc}")
+    for warning in warnings + more:
+        say(f"note: {warning}")
+    return plugins
+
+
 def run_gateway() -> None:
+    import uvloop
+    from pydantic import ValidationError
+
+    from gateway.__main__ import settings_error
+    from gateway.app import create_app
+    from gateway.config import GatewaySettings
+    from gateway.logs import configure_logging
+    from gateway.server import serve
+
     key = secret("model_key", required=False)
-    env = dict(os.environ)
     if key:
-        env["KSWARM_LLM_API_KEY"] = key  # this process's environment only, not the container's config
-    os.execvpe(sys.executable, [sys.executable, "-m", "gateway"], env)
+        os.environ["KSWARM_LLM_API_KEY"] = key  # this process's environment only, not the container's config
+    configure_logging()
+    try:
+        settings = GatewaySettings()
+        app = create_app(settings, plugins=gateway_plugins())
+    except ValidationError as exc:
+        sys.exit(settings_error("KSWARM_GATEWAY_*/component", exc))
+    uvloop.run(serve(app, settings, freeze_heap=True))
 
 
 def run_orchestrator() -> None:

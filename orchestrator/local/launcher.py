@@ -123,6 +123,23 @@ def monitor_settings(spec: SwarmSpec) -> tuple[MonitorSettings, list[str]]:
     return env.model_copy(update={"alerts": list(spec.alerts)}), warnings
 
 
+def spec_plugins(spec: SwarmSpec | None, llm: LLMProxySettings) -> tuple[list[Plugin[Any]], list[str]]:
+    """The gateway's components for ``spec``: every one, the LLM proxy with ``llm`` (``llm_settings``:
+    the swarm's budgets and upstream); with a spec, the job pools, the task board and the monitor's
+    alert targets from it. ``kswarm up`` and compose's gateway (infra/compose/kswarm_compose.py) both
+    build theirs here, so a spec means the same on both. Also a warning per environment setting the
+    spec replaces."""
+    plugins = default_plugins(llm)
+    if spec is None:
+        return plugins, []
+    jobs, warnings = jobs_settings(spec)
+    monitor, monitor_warnings = monitor_settings(spec)
+    plugins = replace_plugins(
+        plugins, JobsPlugin(jobs), TasksPlugin(tasks_settings(spec)), MonitorPlugin(monitor)
+    )
+    return plugins, warnings + monitor_warnings
+
+
 async def ensure_operator_token(redis_url: str, home: Path, swarm: str) -> str:
     """The operator's token: reuse ``operator.token`` while it is valid, else issue a new one."""
     token_file = home / "operator.token"
@@ -180,17 +197,10 @@ class Launcher:
         self.forced = asyncio.Event()
 
     def gateway_plugins(self) -> list[Plugin[Any]]:
-        """Every component; the LLM proxy with this swarm's budgets and upstream; with a spec, the job
-        pools, the task board and the monitor's alert targets from it."""
-        plugins = default_plugins(self.llm)
-        if self.spec is None:
-            return plugins
-        jobs, warnings = jobs_settings(self.spec)
-        monitor, monitor_warnings = monitor_settings(self.spec)
-        self.warnings += warnings + monitor_warnings
-        return replace_plugins(
-            plugins, JobsPlugin(jobs), TasksPlugin(tasks_settings(self.spec)), MonitorPlugin(monitor)
-        )
+        """Every component, as ``spec_plugins`` makes them for this swarm."""
+        plugins, warnings = spec_plugins(self.spec, self.llm)
+        self.warnings += warnings
+        return plugins
 
     def gateway_app(self, settings: GatewaySettings) -> FastAPI:
         """The gateway ``run`` serves."""

@@ -278,3 +278,43 @@ def test_attack_the_operators_token_found_in_a_worker_secret_is_revoked_and_repl
     assert gateway.client(fresh).get("/api/principals").status_code == 200
     worker = verify(gateway.redis_url, worker_token_path(secrets, "cpu").read_text().strip())
     assert worker is not None and worker.name == "worker-cpu"
+
+
+def test_the_compose_gateway_applies_the_spec_as_kswarm_up_does(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The spec's budgets, alert targets, task rules and leads reach compose's gateway (it once read its
+    environment alone: a spec's budgets did nothing there), built by the same function ``kswarm up``
+    uses; the pools are the spec's, without a warning that the spec replaces its own file."""
+    import importlib.util
+
+    from gateway.jobs.plugin import JobsPlugin
+    from gateway.llm.plugin import LLMProxyPlugin
+    from gateway.monitor.plugin import MonitorPlugin
+    from gateway.tasks.plugin import TasksPlugin
+
+    raw = yaml.safe_load(SPEC.read_text())
+    raw["budgets"] = {"agent": {"usd": 3}, "swarm": {"usd_per_day": 40}}
+    raw["alerts"] = [{"name": "ops", "kind": "slack", "url": "https://hooks.example/T000/SECRET"}]
+    spec = tmp_path / "swarm.yaml"
+    spec.write_text(yaml.safe_dump(raw))
+    monkeypatch.setenv("KSWARM_SPEC_FILE", str(spec))
+    monkeypatch.setenv("KSWARM_JOBS_POOLS_FILE", str(spec))
+    loader = importlib.util.spec_from_file_location("kswarm_compose_under_test", HELPER)
+    assert loader is not None and loader.loader is not None
+    compose = importlib.util.module_from_spec(loader)
+    loader.loader.exec_module(compose)
+
+    plugins = {type(p): p for p in compose.gateway_plugins()}
+    llm = plugins[LLMProxyPlugin].settings
+    assert llm.budgets.agent.usd == 3 and llm.budgets.swarm.usd_per_day == 40
+    alerts = plugins[MonitorPlugin].settings.alerts
+    assert [(a.name, a.url.get_secret_value()) for a in alerts] == [
+        ("ops", "https://hooks.example/T000/SECRET")
+    ]
+    leads = [a["name"] for a in raw["agents"] if a.get("role") == "lead"]
+    assert set(leads) <= set(plugins[TasksPlugin].settings.leads)
+    assert [p.name for p in plugins[JobsPlugin].settings.pools] == [
+        p["name"] for p in raw.get("pools", [{"name": "cpu"}])
+    ]
+    assert "replace" not in capsys.readouterr().out
