@@ -1,7 +1,7 @@
 """The ``Sandbox`` protocol: what both implementations (``bubblewrap.py``, ``namespaces.py``) offer.
 
 Both take the same ``SandboxPlan`` and build the same walls (docs/sandbox.md); one shared suite attacks
-both (``tests/orchestrator/test_sandbox_protocol.py``)."""
+both (``tests/orchestrator/sandbox/test_sandbox_protocol.py``)."""
 
 from __future__ import annotations
 

@@ -8,7 +8,7 @@ from pathlib import Path
 
 from orchestrator.spec import load_spec
 
-DOC = Path(__file__).resolve().parents[2] / "docs" / "agents.md"
+DOC = Path(__file__).resolve().parents[3] / "docs" / "agents.md"
 
 
 def section_specs() -> list[str]:
