@@ -191,6 +191,10 @@ def register(app: typer.Typer) -> None:
             fail_each(exc.problems, 2)
         except OSError as exc:
             fail(f"cannot read {path}: {exc.strerror}", 2)
+        from orchestrator.runtime.runnable import runtime_problems
+
+        if problems := runtime_problems(spec):  # a runtime that cannot start here would crash-loop
+            fail_each([f"{path}: {problem}" for problem in problems], 2)
         agents = spec.expand()
         summary = {
             "file": str(path),

@@ -189,6 +189,10 @@ class Launcher:
                 raise LaunchError(str(exc)) from exc
             except OSError as exc:
                 raise LaunchError(f"cannot read {spec_path}: {exc.strerror}") from exc
+            from orchestrator.runtime.runnable import runtime_problems
+
+            if problems := runtime_problems(self.spec, backend):
+                raise LaunchError("\n".join(f"{spec_path}: {problem}" for problem in problems))
         self.llm, llm_warnings = llm_settings(self.spec, llm_url)
         self.warnings += llm_warnings
         self.degraded: str | None = None  # what /healthz named when the gateway came up, if not healthy
