@@ -7,16 +7,22 @@
 - ``kswarm down``: SIGTERM to the pid in ``gateway.json`` (the foreground or detached ``up``), which
   stops agents, workers, gateway and Redis in that order; then whatever is left (agents of a ``up``
   that was killed, an embedded Redis nobody uses any more) is stopped here.
+
+One ``up`` per home: the ``up`` that runs (foreground, or the detached one) holds ``UpLock`` from its
+first moment, before ``gateway.json`` exists, so that a second ``up`` or ``up -d`` refuses at once also
+while the first is still starting (its port is not the second's to find in use).
 """
 
 from __future__ import annotations
 
+import fcntl
 import os
 import signal
 import subprocess
 import sys
 import time
 from pathlib import Path
+from typing import IO
 
 import httpx
 
@@ -25,6 +31,46 @@ from gateway.client.home import pid_alive
 
 READY_TIMEOUT_S = 120.0
 DOWN_TIMEOUT_S = 90.0
+
+
+class UpLock:
+    """An ``flock`` on ``HOME/up.lock``, held by the running ``kswarm up`` of that home for its lifetime
+    (the kernel drops it when the process ends, however it ends)."""
+
+    def __init__(self, home: Path) -> None:
+        self.path = home / "up.lock"
+        self.held: IO[str] | None = None
+
+    def acquire(self) -> bool:
+        """Take the lock (non-blocking); False when another process holds it."""
+        handle = open(self.path, "a+")  # kept open: the lock lives as long as the file
+        try:
+            fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            handle.close()
+            return False
+        self.held = handle
+        return True
+
+    def held_elsewhere(self) -> bool:
+        """Whether another process holds it (checked by taking and dropping it)."""
+        if not self.acquire():
+            return True
+        assert self.held is not None
+        self.held.close()  # closing the file drops the lock
+        self.held = None
+        return False
+
+
+def already_up(home: Path) -> str | None:
+    """Why a new ``kswarm up`` for ``home`` must not start: one is up (its URL and pid) or still
+    starting; None when none runs."""
+    info = GatewayInfo.read(home)
+    if info is not None and info.alive():
+        return f"kswarm is already up for {home} at {info.url} (pid {info.pid}); stop it with: kswarm down"
+    if UpLock(home).held_elsewhere():
+        return f"kswarm up is already starting for {home}; wait for it, or stop it with: kswarm down"
+    return None
 
 
 def up_log(home: Path) -> Path:

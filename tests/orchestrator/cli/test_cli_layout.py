@@ -25,7 +25,7 @@ NOUNS = {
     "up": "swarm",
     "down": "swarm",
     "ps": "swarm",
-    "logs": "swarm",
+    "logs": "logs",
     "agent": "agent",
     "chat": "chat",
     "prs": "prs",
