@@ -386,7 +386,8 @@ def register(app: typer.Typer) -> None:
         home_dir = kswarm_home(home)
         layout = SwarmLayout(home_dir)
         info = SwarmInfo.load(layout)
-        if info is None and GatewayInfo.read(home_dir) is None:
+        ever_up = (home_dir / "operator.token").exists()  # written by the first `up` of this home
+        if info is None and GatewayInfo.read(home_dir) is None and not ever_up:
             fail(f"no swarm in {home_dir} (start one with: kswarm up -f swarm.yaml --home {home_dir})")
         ctx = load_ctx(home_dir) if info is not None else None
         # Counted before each step stops them: the lines say what this command stopped, not what exists.

@@ -40,7 +40,7 @@ GATEWAY_COMMANDS = [
     ("pr", "show", "1", "--repo", "kswarm/dataset"),
     ("pr", "why", "1"),
     ("jobs",),
-    ("job", "show", "j-nosuch"),
+    ("job", "show", "j0123456789abc"),
     ("tasks", "list"),
     ("tasks", "seed"),
     ("tasks", "post", "t-1", "a title"),
