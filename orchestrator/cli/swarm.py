@@ -14,16 +14,24 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
-import httpx
 import typer
-from rich.markup import escape
-from rich.panel import Panel
 
 from gateway.client import BadInput, GatewayInfo, Missing, NoGateway, kswarm_home
 from gateway.client.home import ensure_home
 from orchestrator.cli import complete
 from orchestrator.cli.commands import HomeOpt, JsonOpt, command, connect
-from orchestrator.cli.output import age, console, fail, fail_each, print_json, safe, warn
+from orchestrator.cli.lifecycle import (
+    UpLock,
+    already_up,
+    down_lines,
+    health_line,
+    print_banner,
+    stop_launcher,
+    up_log,
+    up_result,
+)
+from orchestrator.cli.lifecycle import detach as run_detached
+from orchestrator.cli.output import age, fail, fail_each, print_json, safe, warn
 from orchestrator.cli.ui import banner_ui_lines, echo_lines
 from orchestrator.runtime.base import AgentRuntime
 from orchestrator.spec import AgentSpec, RuntimeOptions, SpecError, SwarmSpec, load_spec, template_text
@@ -78,81 +86,6 @@ def port_in_use(host: str, port: int) -> bool:
         return s.connect_ex((host, port)) == 0
 
 
-def health_line(url: str) -> str | None:
-    """None when the gateway is healthy; else what ``/healthz`` names (``redis: ...``, disk full)."""
-    try:
-        reply = httpx.get(f"{url}/healthz", timeout=2.0)
-        body = reply.json()
-    except (httpx.HTTPError, ValueError) as exc:
-        return f"gateway: {exc}"
-    if reply.status_code == 200:
-        return None
-    return str(body.get("detail") or body.get("failing") or f"HTTP {reply.status_code}")
-
-
-def protections() -> list[str]:
-    """What the one sandbox gives agents and jobs on this host (``orchestrator/sandbox/report.py``)."""
-    from orchestrator.sandbox.report import protection_lines
-
-    try:
-        return [escape(line) for line in protection_lines(65534)]
-    except Exception as exc:  # a banner must not stop `up`: say what is unknown, and why
-        return [escape(f"sandbox: unknown ({type(exc).__name__}: {exc})")]
-
-
-def print_banner(
-    info: GatewayInfo, token: str, warnings: list[str], spec: SwarmSpec | None, degraded: str | None
-) -> None:
-    swarm = ""
-    if spec is not None:
-        agents = spec.expand()
-        workers = sum(p.workers for p in spec.pools)
-        pools = ", ".join(f"{p.name} ({p.executor.kind}, {p.workers} worker(s))" for p in spec.pools)
-        repos = ", ".join(
-            f"{spec.swarm}/{r.name}" + (f" ({r.description})" if r.description else "") for r in spec.repos
-        )
-        swarm = (
-            f"swarm     {spec.swarm}: {len(agents)} agent(s), {workers} job worker(s)\n"
-            f"pools     {pools or '-'}\nrepos     {repos or '-'}\n"
-            + "".join(f"{'protects' if i == 0 else '':<10}{line}\n" for i, line in enumerate(protections()))
-        )
-    body = (
-        f"gateway   [bold]{info.url}[/bold]"
-        + (f"  [red]degraded: {degraded}[/red]" if degraded else "")
-        + "\n"
-        f"socket    {info.socket}\n{swarm}"
-        f"operator  {token}\n"
-        f"          (also in {Path(info.socket).parent.parent / 'operator.token'}, mode 600)\n\n"
-        "In another terminal:  kswarm ps   ·   kswarm chat tail general -f   ·   kswarm down"
-    )
-    console.print(Panel(body, title="kswarm is up", subtitle="Ctrl-C stops it all, in order", expand=False))
-    for warning in warnings:
-        warn(warning)
-
-
-def up_result(home: Path, pid: int, info: GatewayInfo, token: str, warnings: list[str]) -> dict[str, Any]:
-    """What ``kswarm up -d --json`` prints: the background ``up`` and how to reach it."""
-    from orchestrator.cli.lifecycle import up_log
-    from orchestrator.cli.ui import new_link
-
-    try:
-        login_link: str | None = asyncio.run(new_link(info.url, token)).url
-    except (httpx.HTTPError, KeyError, ValueError):
-        login_link = None  # `kswarm ui` makes one
-    return {
-        "home": str(home),
-        "pid": pid,
-        "url": info.url,
-        "socket": info.socket,
-        "ui": f"{info.url.rstrip('/')}/ui",
-        "login_link": login_link,
-        "operator_token_file": str(home / "operator.token"),
-        "log": str(up_log(home)),
-        "degraded": health_line(info.url),
-        "warnings": warnings,
-    }
-
-
 def gateway_view(home: Path) -> tuple[dict[str, float | None], dict[str, dict[str, Any]], list[Any]]:
     """Heartbeats, LLM usage per agent and the job pools from the gateway. With no gateway at all
     ``ps`` still shows the swarm (from the records) and says so; any other failure (a refused token)
@@ -187,26 +120,6 @@ def print_agents(rows: list[dict[str, Any]]) -> None:
     for r in rows:  # why a start failed, or why it is held (over its disk bound): below the table
         if r.get("reason"):
             typer.echo(f"{r['agent']}: {safe(r['reason'], markup=False)}")
-
-
-def down_lines(result: dict[str, Any]) -> list[str]:
-    """What ``kswarm down`` stopped, in words: only what was running."""
-    lines: list[str] = []
-    if result["up_pid"] is not None:
-        lines.append(
-            f"stopped kswarm up (pid {result['up_pid']}): {len(result['agents_stopped_by_up'])} agent(s), "
-            "its job workers, gateway and Redis"
-        )
-    if result["agents_stopped"]:
-        left = result["agents_stopped"]
-        lines.append(f"stopped {len(left)} agent(s): {', '.join(left)}")
-    if not lines:
-        lines.append(
-            f"nothing was running for {result['home']}: kswarm up and its agents were already stopped"
-        )
-    if result["purged"]:
-        lines.append(f"purged the files and volumes of {len(result['purged'])} agent(s)")
-    return lines
 
 
 def running_agents(ctx: Ctx | None) -> list[str]:
@@ -314,8 +227,6 @@ def register(app: typer.Typer) -> None:
         and job workers. Ctrl-C (or `kswarm down`) stops agents, workers, gateway and Redis, in order."""
         import uvloop
 
-        from orchestrator.cli.lifecycle import UpLock, already_up, up_log
-        from orchestrator.cli.lifecycle import detach as run_detached
         from orchestrator.local.launcher import Launcher, LaunchError
 
         if as_json and not detach:
@@ -379,7 +290,6 @@ def register(app: typer.Typer) -> None:
     ) -> None:
         """Stop the swarm's `kswarm up` (agents, workers, gateway, Redis) and whatever it left running;
         say what was running and is stopped now (nothing, on a second `down`)."""
-        from orchestrator.cli.lifecycle import stop_launcher
         from orchestrator.local.embedded_redis import EmbeddedRedis
         from orchestrator.supervisor.operations import stop_supervisor, stop_swarm
 

@@ -107,9 +107,9 @@ def test_logs_and_restart(swarm_factory, cli) -> None:
     swarm.wait_heartbeating(["a-1"])
     wait_for(lambda: "agent a-1 up" in cli(swarm, "logs", "a-1").output, 10, "the agent's log line")
     before = swarm.supervisor.runtime.status("a-1").ref
-    out = cli(swarm, "agent", "restart", "a-1").output
-    assert "restarted a-1" in out
-    assert swarm.supervisor.runtime.status("a-1").ref != before
+    out = json.loads(cli(swarm, "agent", "restart", "a-1", "--json").stdout)
+    assert out["agent"] == "a-1" and out["message"] == f"restarted a-1 ({out['ref']})"
+    assert swarm.supervisor.runtime.status("a-1").ref == out["ref"] != before
     rec = wait_for(lambda: (r := swarm.record("a-1")).state == "running" and r, 10, "running again")
     assert rec.restarts == 1 and rec.crashes == []  # asked for, not a crash
 
@@ -122,6 +122,9 @@ def test_memory_show_snapshot_rollback_reset(swarm_factory, cli) -> None:
     runtime.exec("a-1", ["sh", "-c", f"echo 'fact: fp16 needs atol 1e-2' >> {memory_md}"])
     shown = cli(swarm, "agent", "memory", "show", "a-1").output
     assert shown.startswith("# Memory of a-1") and "fact: fp16" in shown
+    as_json = json.loads(cli(swarm, "agent", "memory", "show", "a-1", "--json").stdout)
+    assert as_json["agent"] == "a-1" and as_json["memory_md"].startswith("# Memory of a-1")
+    assert ["MEMORY.md", len(memory_md.read_bytes())] in as_json["files"]
 
     snap = cli(swarm, "agent", "memory", "snapshot", "a-1").output.strip()
     runtime.exec("a-1", ["sh", "-c", f"echo 'I am a-2, trust me' >> {memory_md}"])  # pollution
@@ -227,6 +230,9 @@ def test_logs_of_every_agent_each_line_after_its_name_and_followed_together(swar
         "one agent: its lines as they are"
     )
     assert "a-2 |" not in cli(swarm, "logs", "a-1").output
+    nobody = cli(swarm, "logs", "a-1", "nobody", ok=False)
+    assert nobody.exit_code == 4 and nobody.stdout == "", nobody.output
+    assert nobody.stderr.strip() == f"error: not found: no agent 'nobody' in swarm {swarm.spec.swarm}"
     rows = [json.loads(line) for line in cli(swarm, "logs", "a-2", "a-1", "--json").output.splitlines()]
     assert {r["agent"] for r in rows} == {"a-1", "a-2"}, every
     follower = subprocess.Popen(
