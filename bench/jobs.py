@@ -33,7 +33,8 @@ from _common import ROOT, pct
 sys.path.insert(0, str(ROOT / "tests"))  # kstest
 sys.path.insert(0, str(ROOT))  # the real packages before tests/gateway (a namespace dir of that name)
 from gateway.client import AsyncGatewayClient, GatewayTarget
-from gateway.jobs.pools import JobsSettings, NodeConfig, PoolConfig, PoolRules
+from gateway.client.jobs.pools import NodeConfig, PoolConfig, PoolRules
+from gateway.jobs.settings import JobsSettings
 from kstest.jobkit import HONEST_ADD, JobsGateway, WorkerProc, push_kernels
 from orchestrator.local.embedded_redis import EmbeddedRedis
 

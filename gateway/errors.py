@@ -14,7 +14,7 @@ answer in exactly two places, both built on this module —
 
 The client (``gateway.client``) has classes of its own, named differently, which it picks by ``code``.
 
-The module imports nothing of the gateway, so any module (a pure library like ``gateway.jobs.pools``
+The module imports nothing of the gateway, so any module (a pure library like ``gateway.client.jobs.pools``
 too) can raise these. ``PluginError`` is not an answer: it stops the gateway from starting.
 """
 

@@ -2,7 +2,9 @@
 # `kswarm images build` builds it with every other image (docs/deploy.md). By hand, from the repository
 # root (the build's RUN steps need the Debian and PyPI registries):
 #   docker build --network host -f infra/agent.Dockerfile -t kswarm/agent .
-#   docker build --network host -f infra/agent.Dockerfile --build-arg EXTRAS='[claude]' -t kswarm/agent .
+#   docker build --network host -f infra/agent.Dockerfile --build-arg EXTRAS=agent,claude -t kswarm/agent .
+# It installs the `agent` extra only: the agent and the gateway's client, no FastAPI, Redis, pyarrow or
+# docker (tests/test_packaging.py).
 # Use it with `docker: {image: kswarm/agent, host_shared: false}` in swarm.yaml.
 # The orchestrator runs it read-only, network_mode none, as a per-agent uid, with the gateway socket
 # directory at /kswarm/run and four volumes at /kswarm/{home,work,memory,history}.
@@ -16,7 +18,7 @@ RUN apt-get update \
  && rm -rf /var/lib/apt/lists/* \
  && python3 -m venv /opt/kswarm
 
-ARG EXTRAS=""
+ARG EXTRAS="agent"
 # For builds behind a mirror or a TLS-inspecting proxy (visible to pip during the build only).
 ARG PIP_INDEX_URL
 ARG PIP_CERT
@@ -24,12 +26,13 @@ WORKDIR /opt/kswarm-src
 # The dependencies first, from pyproject.toml alone: a layer that survives every change of the code.
 COPY pyproject.toml README.md ./
 RUN mkdir gateway orchestrator agents && touch gateway/__init__.py orchestrator/__init__.py agents/__init__.py \
- && /opt/kswarm/bin/pip install --no-cache-dir --disable-pip-version-check ".${EXTRAS}" \
+ && /opt/kswarm/bin/pip install --no-cache-dir --disable-pip-version-check ".[${EXTRAS}]" \
  && /opt/kswarm/bin/pip uninstall -y -q kswarm && rm -rf /opt/kswarm-src/*
 COPY pyproject.toml README.md ./
 COPY gateway ./gateway
 COPY orchestrator ./orchestrator
 COPY agents ./agents
+COPY kswarm_contracts ./kswarm_contracts
 RUN /opt/kswarm/bin/pip install --no-cache-dir --disable-pip-version-check --no-deps . \
  && rm -rf /opt/kswarm-src \
  # The orchestrator gives agents PATH=/usr/local/bin:/usr/bin:/bin: `python` there is the venv's.

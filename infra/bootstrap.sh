@@ -26,7 +26,7 @@ pip_quiet() {
   rm -f "$log"
 }
 
-# bootstrap_venv EXTRAS: e.g. "" for the main job, "dev,verify" for the tests.
+# bootstrap_venv EXTRAS: e.g. "server,verify" for the main job, "server,dev,verify,claude" for the tests.
 bootstrap_venv() {
   local extras="${1:-}"
   if [ ! -x "$VENV/bin/python" ]; then

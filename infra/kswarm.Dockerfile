@@ -21,12 +21,13 @@ WORKDIR /opt/kswarm-src
 # The dependencies first, from pyproject.toml alone: a layer that survives every change of the code.
 COPY pyproject.toml README.md ./
 RUN mkdir gateway orchestrator agents && touch gateway/__init__.py orchestrator/__init__.py agents/__init__.py \
- && /opt/kswarm/bin/pip install --no-cache-dir --disable-pip-version-check . \
+ && /opt/kswarm/bin/pip install --no-cache-dir --disable-pip-version-check ".[server]" \
  && /opt/kswarm/bin/pip uninstall -y -q kswarm && rm -rf /opt/kswarm-src/*
 COPY pyproject.toml README.md ./
 COPY gateway ./gateway
 COPY orchestrator ./orchestrator
 COPY agents ./agents
+COPY kswarm_contracts ./kswarm_contracts
 RUN /opt/kswarm/bin/pip install --no-cache-dir --disable-pip-version-check --no-deps . \
  && rm -rf /opt/kswarm-src \
  # A symlink to the venv's python is not the venv (Python finds pyvenv.cfg beside the path it was

@@ -20,13 +20,14 @@ COPY pyproject.toml README.md ./
 COPY gateway ./gateway
 COPY orchestrator ./orchestrator
 COPY agents ./agents
+COPY kswarm_contracts ./kswarm_contracts
 ARG TORCH_VERSION=2.13.0
 ARG TORCH_INDEX=https://download.pytorch.org/whl/cu128
 # kswarm's dependencies into the venv, the tree itself into a directory of its own on the venv's path
 # (a .pth, as an editable install does): the harness's fork server leaves the tree's root off the
 # candidates' sys.path (orchestrator/verify/forkserver.py), and that root must not be where torch lives.
 RUN /opt/kswarm/bin/pip install --no-cache-dir --extra-index-url "$TORCH_INDEX" \
-      "torch==${TORCH_VERSION}" ".[verify]" \
+      "torch==${TORCH_VERSION}" ".[worker,verify]" \
  && /opt/kswarm/bin/pip uninstall -y -q kswarm \
  && /opt/kswarm/bin/pip install --no-cache-dir --no-deps --target /opt/kswarm-code . \
  && echo /opt/kswarm-code > "$(/opt/kswarm/bin/python -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')/kswarm-code.pth" \

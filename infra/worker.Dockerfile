@@ -28,15 +28,17 @@ RUN /opt/venv/bin/pip install --no-cache-dir --disable-pip-version-check --find-
  && /opt/venv/bin/python -c "import torch, triton; print('torch', torch.__version__, 'triton', triton.__version__)"
 WORKDIR /opt/kswarm-src
 COPY pyproject.toml README.md ./
-# kswarm's dependencies with the harness's own extra (`verify`: greenlet, ...), so the image has
-# every module a job's child imports; torch and triton are already satisfied by the layer above.
+# kswarm's dependencies for a job worker (`worker`) and the harness (`verify`: greenlet, ...), so the
+# image has every module the worker and a job's child import; torch and triton are already satisfied by
+# the layer above. Not the server's: no FastAPI, Redis or pyarrow (tests/test_packaging.py).
 RUN mkdir gateway orchestrator agents && touch gateway/__init__.py orchestrator/__init__.py agents/__init__.py \
- && /opt/venv/bin/pip install --no-cache-dir --disable-pip-version-check ".[verify]" \
+ && /opt/venv/bin/pip install --no-cache-dir --disable-pip-version-check ".[worker,verify]" \
  && /opt/venv/bin/pip uninstall -y -q kswarm && rm -rf /opt/kswarm-src/*
 COPY pyproject.toml README.md ./
 COPY gateway ./gateway
 COPY orchestrator ./orchestrator
 COPY agents ./agents
+COPY kswarm_contracts ./kswarm_contracts
 # The tree in a directory of its own, put on the venv's path by a .pth (as an editable install does),
 # never into site-packages: the harness's fork server leaves the tree's root off the candidates'
 # sys.path (orchestrator/verify/forkserver.py), and that root must not also be where torch lives.

@@ -17,7 +17,7 @@ JOBS_PAGE = 500  # the most /api/jobs returns at once
 
 
 class JobRecord(BaseModel):
-    """The fields of a job runner's ``Job`` the dataset uses (gateway/jobs/models.py)."""
+    """The fields of a job runner's ``Job`` the dataset uses (gateway/client/jobs/models.py)."""
 
     model_config = ConfigDict(extra="ignore")
 

@@ -15,10 +15,10 @@ existence, its kernel and its log do not leak to agents outside that work. The U
 
 from __future__ import annotations
 
+from gateway.client.jobs.models import Job
 from gateway.context import GatewayContext
 from gateway.forge.models import PullRequest
 from gateway.forge.protocol import Forge
-from gateway.jobs.models import Job
 from gateway.principals import Principal, PrincipalKind
 from gateway.services import FORGE
 

@@ -14,10 +14,10 @@ from __future__ import annotations
 
 import logging
 
+from gateway.client.jobs.models import Job, JobState
 from gateway.context import GatewayContext
 from gateway.forge.gate.evidence import Verification
 from gateway.forge.gate.ledger import EvidenceLedger
-from gateway.jobs.models import Job, JobState
 from gateway.jobs.queue import JobQueue
 from gateway.principals import Principal
 from gateway.services import EVIDENCE_LEDGER

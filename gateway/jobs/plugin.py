@@ -13,9 +13,7 @@ from typing import Annotated, Any
 from fastapi import APIRouter, Depends, FastAPI, Query, Request, Response
 from fastapi.responses import PlainTextResponse
 
-from gateway.context import GatewayContext
-from gateway.deps import AnyPrincipal, OperatorOnly, WorkerOnly, provided
-from gateway.jobs.models import (
+from gateway.client.jobs.models import (
     Assignment,
     FinishReply,
     FinishRequest,
@@ -27,8 +25,10 @@ from gateway.jobs.models import (
     TakeRequest,
     WorkerToken,
 )
-from gateway.jobs.pools import JobsSettings
+from gateway.context import GatewayContext
+from gateway.deps import AnyPrincipal, OperatorOnly, WorkerOnly, provided
 from gateway.jobs.service import JobService
+from gateway.jobs.settings import JobsSettings
 from gateway.mcp_server import GatewayMCP, caller
 from gateway.plugin import Lifespan, Plugin, background
 from gateway.services import EVIDENCE_LEDGER, FORGE, FORGE_SETTINGS, JOB_SERVICE

@@ -18,11 +18,11 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
+from gateway.client.jobs.models import Job, JobState
 from gateway.errors import RuleViolation
 from gateway.forge.gate.evidence import implied_evidence
 from gateway.jobs import scripts
 from gateway.jobs.fairness import LaneHead, choose_lane
-from gateway.jobs.models import Job, JobState
 from gateway.redis_compat import xautoclaim
 from gateway.redis_facade import StrRedis
 

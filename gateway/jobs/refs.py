@@ -4,12 +4,12 @@ names its repo and a full sha."""
 
 from __future__ import annotations
 
+from gateway.client.jobs.models import SHA_RE
 from gateway.context import GatewayContext
 from gateway.errors import BoardError, ForgeError, JobError
 from gateway.forge.models import PullRequest
 from gateway.forge.protocol import Forge
 from gateway.forge.service import resolve_repo
-from gateway.jobs.models import SHA_RE
 from gateway.services import FORGE
 from gateway.tasks.definitions import task_definition
 from gateway.tasks.models import TaskDefinition

@@ -17,12 +17,8 @@ from typing import Any
 from redis.exceptions import RedisError
 
 from gateway import keys as gateway_keys
-from gateway.context import GatewayContext
-from gateway.errors import JobError, RuleViolation
-from gateway.forge.gate.evidence import derive_evidence
-from gateway.forge.gate.kernels import task_of_kernel
-from gateway.jobs.access import JobAccess
-from gateway.jobs.models import (
+from gateway.client.jobs.kernel_paths import task_of_kernel
+from gateway.client.jobs.models import (
     Assignment,
     FinishReply,
     FinishRequest,
@@ -33,10 +29,16 @@ from gateway.jobs.models import (
     TakeRequest,
     new_job_id,
 )
+from gateway.client.jobs.pools import NodeConfig, PoolConfig
+from gateway.context import GatewayContext
+from gateway.errors import JobError, RuleViolation
+from gateway.forge.gate.evidence import derive_evidence
+from gateway.jobs.access import JobAccess
+from gateway.jobs.admission import admit
 from gateway.jobs.outcomes import JobOutcomes
-from gateway.jobs.pools import JobsSettings, NodeConfig, PoolConfig
 from gateway.jobs.queue import JobQueue
 from gateway.jobs.refs import ForgeRefs
+from gateway.jobs.settings import JobsSettings
 from gateway.jobs.workers import PoolWorkers
 from gateway.principals import Principal, PrincipalKind
 from gateway.services import EVIDENCE_LEDGER
@@ -84,7 +86,7 @@ class JobService:
             raise JobError(f"{principal.kind.value} principals do not submit jobs", 403)
         task = task_of_kernel(request.kernel)  # the only task this file can be verified as
         pool = self.pool(request.pool)
-        devices, timeout = pool.admit(request)
+        devices, timeout = admit(pool, request)
         repo = await self.refs.repo(request.repo)
         if pool.tasks_dir is not None:  # the pool's own task dir wins over the repo's main
             if not (pool.task_root() / task / "task.py").is_file():

@@ -1,7 +1,7 @@
 """A pool's workers, as the gateway sees them: who may serve it, who serves it now, and what a job
 submitted to a pool with nobody serving it is told.
 
-- **One worker principal per pool** (``worker-<pool>``, ``gateway.jobs.pools.worker_principal``),
+- **One worker principal per pool** (``worker-<pool>``, ``gateway.client.jobs.pools.worker_principal``),
   provisioned by an operator (``POST /api/jobs/pools/{pool}/workers``: ``kswarm up -f`` for the workers
   it runs, ``kswarm worker token POOL`` for one started elsewhere). It is bound to its pool: its token
   takes jobs from that pool only, so a token handed to a CPU box cannot drain a GPU pool. Worker
@@ -19,10 +19,10 @@ from typing import Any
 
 from redis.exceptions import RedisError
 
+from gateway.client.jobs.models import Job, WorkerToken
+from gateway.client.jobs.pools import PoolConfig, worker_principal
 from gateway.context import GatewayContext
 from gateway.errors import GatewayError, JobError
-from gateway.jobs.models import Job, WorkerToken
-from gateway.jobs.pools import PoolConfig, worker_principal
 from gateway.jobs.queue import JobQueue
 from gateway.principals import Principal, PrincipalKind
 

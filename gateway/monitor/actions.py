@@ -24,10 +24,10 @@ import logging
 import time
 from typing import Any
 
+from gateway.client.jobs.models import JobRequest
 from gateway.context import GatewayContext
 from gateway.errors import GatewayError, NotFound
 from gateway.forge.gate.policy import ReviewPolicy, operator_approval_counts
-from gateway.jobs.models import JobRequest
 from gateway.monitor import keys
 from gateway.monitor.models import ActionRecord, ActionResult, ReassignBody, ReviewBody
 from gateway.monitor.settings import MonitorSettings

@@ -13,7 +13,9 @@ event counters together with the event cursor, so an event is counted once.
   jobs per pool (gauges); claim windows (opened and closed as the board changes: done, released,
   lapsed, taken); the gate's decisions (new entries of each PR's audit log).
 - **Attention** (every ``attention_every_s``): recomputed; when it changed, one ``type: attention``
-  event on ``ks:events``, so every open page (SSE) refreshes.
+  event on ``ks:events``, so every open page (SSE) refreshes; items that are new go to the operator's
+  alert targets (``gateway.monitor.alerts``: sent from their own tasks, so a slow receiver never holds
+  this loop; under the lease, so one replica sends).
 """
 
 from __future__ import annotations
@@ -33,6 +35,7 @@ from gateway import keys as gateway_keys
 from gateway.context import GatewayContext
 from gateway.llm.usage import SPENT
 from gateway.monitor import keys
+from gateway.monitor.alerts import AlertDispatcher, AlertMetrics
 from gateway.monitor.attention import AttentionBuilder
 from gateway.monitor.cost import NANO, UNATTRIBUTED, cost_field, tokens_series, usd_series
 from gateway.monitor.kinds import event_agent, event_kind
@@ -60,6 +63,13 @@ class MonitorFeeder:
         self.series = series
         self.owner = owner_id()
         self.attention = AttentionBuilder(ctx, settings)
+        self.alerts = AlertDispatcher(
+            ctx.redis,
+            settings.alerts,
+            ui_base=ctx.settings.url(),  # the public URL when set (KSWARM_GATEWAY_PUBLIC_URL)
+            swarm=ctx.settings.swarm,
+            metrics=AlertMetrics(ctx.metrics.registry),
+        )
         self.kinds: dict[str, PrincipalKind | None] = {}
         self.next_sample = 0.0
         self.next_attention = 0.0
@@ -77,6 +87,8 @@ class MonitorFeeder:
                     log.exception("monitor feeder pass failed")
                 await asyncio.sleep(min(1.0, self.settings.attention_every_s))
         finally:
+            with contextlib.suppress(Exception):
+                await self.alerts.aclose()
             with contextlib.suppress(Exception):
                 await self.series.release_lease(self.owner)
 
@@ -366,6 +378,10 @@ class MonitorFeeder:
 
     async def announce_attention(self) -> None:
         report = await self.attention.report()
+        try:
+            await self.alerts.notify(report, self.owner)
+        except Exception:  # a Redis hiccup here must not keep the pages from refreshing
+            log.exception("alerts: new Attention items could not be handed to the targets")
         digest = hashlib.sha256(
             json.dumps([(i.key, i.severity, i.title) for i in report.items]).encode()
         ).hexdigest()[:16]

@@ -15,6 +15,7 @@
 | ``ks:mon:audit-seen`` | hash | ``<repo>#<n>`` -> the last gate decision time counted |
 | ``ks:mon:attention`` | string | the digest of the last Attention list announced |
 | ``ks:mon:ack`` | hash | Attention item key -> unix time an operator dismissed it |
+| ``ks:mon:alerted`` | hash | Attention item key -> the severity it was last alerted at (``alerts``) |
 | ``ks:mon:actions`` | stream | operator actions: who, what, target, outcome |
 | ``ks:mon:forge-cursor`` | string | the last ``ks:forge:events`` entry read (pushes) |
 | ``ks:mon:heads:<repo>:<branch>`` | list | its heads as pushed: ``{sha, old, ts, actor}`` (last 200) |
@@ -38,6 +39,7 @@ CLAIMS = f"{PREFIX}mon:claims"
 AUDIT_SEEN = f"{PREFIX}mon:audit-seen"
 ATTENTION = f"{PREFIX}mon:attention"
 ACK = f"{PREFIX}mon:ack"
+ALERTED = f"{PREFIX}mon:alerted"
 ACTIONS = f"{PREFIX}mon:actions"
 CLAIMS_MAXLEN = 10_000
 FORGE_CURSOR = f"{PREFIX}mon:forge-cursor"

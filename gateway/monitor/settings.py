@@ -5,11 +5,15 @@ from __future__ import annotations
 from pydantic import Field
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
+from gateway.monitor.alerts import AlertTargets
+
 
 class MonitorSettings(BaseSettings):
-    """Thresholds of the Attention list, the feeder's pace and the retention of history."""
+    """Thresholds of the Attention list, the feeder's pace, the retention of history, and where
+    Attention items are pushed (``alerts``; the swarm spec's ``alerts:`` section is this same list)."""
 
-    model_config = SettingsConfigDict(env_prefix="KSWARM_MONITOR_", extra="ignore")
+    # An error never quotes its input: an alert target's URL is a secret (gateway.monitor.alerts).
+    model_config = SettingsConfigDict(env_prefix="KSWARM_MONITOR_", extra="ignore", hide_input_in_errors=True)
 
     stall_after_s: float = Field(
         60.0, gt=0, description="An agent whose last heartbeat is older than this is stalled (Attention)."
@@ -39,3 +43,7 @@ class MonitorSettings(BaseSettings):
     )
     audit_channel: str = Field("ops", description="Channel where job and task actions are announced.")
     review_channel: str = Field("reviews", description="Channel where PR actions are announced.")
+    alerts: AlertTargets = Field(
+        default_factory=list,
+        description="Receivers of Attention items as they appear (webhook, Slack): operator config only.",
+    )

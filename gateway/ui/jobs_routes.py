@@ -13,13 +13,13 @@ from urllib.parse import urlencode
 from fastapi import APIRouter, Query, Request
 from fastapi.responses import HTMLResponse
 
+from gateway.client.jobs.models import JOB_ID_RE, TERMINAL_STATES
 from gateway.errors import BadRequest, GatewayError
 from gateway.forge.gate.evidence import EVIDENCE_MEANS
-from gateway.jobs.models import JOB_ID_RE, TERMINAL_STATES
 from gateway.ui.deps import UiDep
 from gateway.ui.internal import InternalApi, has_route, segment
 from gateway.ui.service import UiService
-from orchestrator.verify.models import ADVISORY_FLAGS, ERROR_FLAGS
+from kswarm_contracts.verification import ADVISORY_FLAGS, ERROR_FLAGS
 
 POOLS_ROUTE = "/api/jobs/pools"
 FINISHED_STATES = tuple(sorted(s.value for s in TERMINAL_STATES))

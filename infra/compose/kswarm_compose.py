@@ -96,7 +96,7 @@ def worker_secret(pool: str) -> str:
     """The compose secret of ``pool``'s worker token (``worker_token_<pool>``): one per pool, so that
     each worker service is handed its own pool's token and no other (compose.yaml mounts it in that
     service alone, at ``/run/secrets/worker_token/``)."""
-    from gateway.jobs.pools import worker_principal
+    from gateway.client.jobs.pools import worker_principal
 
     return "worker_token_" + worker_principal(pool).removeprefix("worker-")
 
@@ -120,7 +120,7 @@ def init() -> None:
     from redis.asyncio import Redis
 
     from gateway.client.home import write_secret
-    from gateway.jobs.pools import worker_principal
+    from gateway.client.jobs.pools import worker_principal
     from gateway.jobs.queue import JobQueue
     from gateway.principals import PrincipalKind, PrincipalStore
 
@@ -364,7 +364,7 @@ def health(service: str) -> None:
     if service == "worker":
         import socket
 
-        from gateway.jobs.pools import worker_principal
+        from gateway.client.jobs.pools import worker_principal
 
         pool = os.environ.get("KSWARM_POOL", "cpu")
         code, pools = api_get("/api/jobs/pools", secret("worker_token") or "")

@@ -35,7 +35,15 @@ from orchestrator.cli.output import console, err_console, fail, print_json
 REPO = Path(__file__).resolve().parents[2]
 BASE_IMAGE = "debian:bookworm-slim"
 TORCH_VERSION = "2.13.0"
-PACKAGE = ("pyproject.toml", "README.md", "gateway", "orchestrator", "agents", "infra/compose")
+PACKAGE = (
+    "pyproject.toml",
+    "README.md",
+    "gateway",
+    "orchestrator",
+    "agents",
+    "kswarm_contracts",
+    "infra/compose",
+)
 SKIPPED = ("__pycache__", ".pyc", ".pytest_cache", ".mypy_cache", ".ruff_cache")
 CA_BUNDLE = Path("/etc/ssl/certs/ca-certificates.crt")
 

@@ -30,8 +30,8 @@ from redis.asyncio import Redis
 
 from gateway.app import create_app
 from gateway.client.home import GatewayInfo, write_secret
+from gateway.client.jobs.pools import NodeConfig, PoolConfig
 from gateway.config import GatewaySettings
-from gateway.jobs.pools import NodeConfig, PoolConfig
 from gateway.llm.config import LLMProxySettings, scrub_env
 from gateway.plugin import Plugin
 from gateway.principals import PrincipalKind, PrincipalStore
@@ -81,7 +81,7 @@ def demo_plugins(lead: str, executor: str, llm: LLMProxySettings) -> list[Plugin
     from gateway.forge.plugin import ForgePlugin
     from gateway.forge.settings import ForgeSettings
     from gateway.jobs.plugin import JobsPlugin
-    from gateway.jobs.pools import JobsSettings
+    from gateway.jobs.settings import JobsSettings
     from gateway.kb.plugin import KBPlugin
     from gateway.kb.service import KBSettings
     from gateway.plugins import default_plugins, replace_plugins

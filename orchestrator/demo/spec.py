@@ -175,6 +175,8 @@ def write_spec(spec: SwarmSpec, path: Path) -> Path:
     """Save the spec as YAML (what ``kswarm ps``/``logs``/``down`` and a re-run with --spec read)."""
     path.parent.mkdir(parents=True, exist_ok=True)
     data = spec.model_dump(mode="json", exclude={"source"}, exclude_none=True)
+    for target, dumped in zip(spec.alerts, data.get("alerts") or [], strict=True):
+        dumped["url"] = target.url.get_secret_value()  # the operator's own spec again, not **********
     header = f"# The demo swarm, written by `kswarm demo`; run it again with: kswarm demo --spec {path}\n"
     path.write_text(header + yaml.safe_dump(data, sort_keys=False))
     spec.source = path.resolve()

@@ -338,7 +338,10 @@ class EmbeddedRedis:
             f"logfile {_quote(str(self.log_path))}",
             "daemonize no",  # we keep the child's pid ourselves
             "appendonly yes",
-            "appendfsync everysec",
+            # Written before every reply (no: the OS flushes it to disk), so a kill -9 of Redis loses
+            # nothing acknowledged; everysec postpones the write while a background fsync runs, and a
+            # reply can go out first (docs/performance.md, "AOF: appendfsync no").
+            "appendfsync no",
             'save ""',  # the AOF is the persistence; RDB snapshots would only duplicate it
         ]
         self.conf_path.write_text("\n".join(lines) + "\n")

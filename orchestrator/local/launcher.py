@@ -37,9 +37,11 @@ from gateway.app import create_app
 from gateway.client.home import GatewayInfo, write_secret
 from gateway.config import GatewaySettings
 from gateway.jobs.plugin import JobsPlugin
-from gateway.jobs.pools import JobsSettings
+from gateway.jobs.settings import JobsSettings
 from gateway.llm.config import LLMProxySettings
 from gateway.logs import configure_logging
+from gateway.monitor.plugin import MonitorPlugin
+from gateway.monitor.settings import MonitorSettings
 from gateway.plugin import Plugin
 from gateway.plugins import default_plugins, replace_plugins
 from gateway.principals import PrincipalKind, PrincipalStore
@@ -108,6 +110,19 @@ def tasks_settings(spec: SwarmSpec) -> TasksSettings:
     return TasksSettings().model_copy(update=update)
 
 
+def monitor_settings(spec: SwarmSpec) -> tuple[MonitorSettings, list[str]]:
+    """The monitor's settings: the environment's, with the spec's alert targets when it names any."""
+    try:
+        env = MonitorSettings()
+    except ValidationError as exc:  # the settings never quote their input: an alert URL is a secret
+        problems = "; ".join(f"{'.'.join(map(str, e['loc']))}: {e['msg']}" for e in exc.errors())
+        raise LaunchError(f"bad monitor settings in the environment: {problems}") from None
+    if not spec.alerts:
+        return env, []
+    warnings = ["the spec's alerts replace KSWARM_MONITOR_ALERTS"] if env.alerts else []
+    return env.model_copy(update={"alerts": list(spec.alerts)}), warnings
+
+
 async def ensure_operator_token(redis_url: str, home: Path, swarm: str) -> str:
     """The operator's token: reuse ``operator.token`` while it is valid, else issue a new one."""
     token_file = home / "operator.token"
@@ -166,13 +181,16 @@ class Launcher:
 
     def gateway_plugins(self) -> list[Plugin[Any]]:
         """Every component; the LLM proxy with this swarm's budgets and upstream; with a spec, the job
-        pools and the task board from it."""
+        pools, the task board and the monitor's alert targets from it."""
         plugins = default_plugins(self.llm)
         if self.spec is None:
             return plugins
         jobs, warnings = jobs_settings(self.spec)
-        self.warnings += warnings
-        return replace_plugins(plugins, JobsPlugin(jobs), TasksPlugin(tasks_settings(self.spec)))
+        monitor, monitor_warnings = monitor_settings(self.spec)
+        self.warnings += warnings + monitor_warnings
+        return replace_plugins(
+            plugins, JobsPlugin(jobs), TasksPlugin(tasks_settings(self.spec)), MonitorPlugin(monitor)
+        )
 
     def gateway_app(self, settings: GatewaySettings) -> FastAPI:
         """The gateway ``run`` serves."""

@@ -2,7 +2,8 @@
 
 The spec embeds each component's own configuration model, so there is one model per concept and no
 translation: ``pools:`` entries are the job runner's ``PoolConfig``, ``review:`` is the review gate's
-``ReviewPolicy``, ``budgets:`` is the LLM proxy's ``BudgetSettings``. Every field takes effect or is
+``ReviewPolicy``, ``budgets:`` is the LLM proxy's ``BudgetSettings``, ``alerts:`` is the monitor's
+list of ``AlertTarget``. Every field takes effect or is
 refused: unknown keys at every level, keys given twice, a ``role`` that is not one of the roles, a
 check that names no pool of the spec, a CPU share the process backend cannot apply.
 
@@ -28,10 +29,11 @@ from pydantic import (
     model_validator,
 )
 
+from gateway.client.jobs.pools import PoolConfig
 from gateway.forge.gate.evidence import parse_check_context
 from gateway.forge.gate.policy import ReviewPolicy
-from gateway.jobs.pools import PoolConfig
 from gateway.llm.config import BudgetSettings
+from gateway.monitor.alerts import AlertTargets
 from gateway.tasks.models import TaskRules
 from orchestrator.spec.yaml_lines import Loc, SpecError, compose_with_lines, dotted, line_of
 
@@ -283,6 +285,11 @@ class SwarmSpec(_Model):
     )
     tasks: TaskRules = Field(
         default_factory=TaskRules, description="The task board's rules for agents (claims, done)."
+    )
+    alerts: AlertTargets = Field(
+        default_factory=list,
+        description="Where the monitor pushes Attention items as they appear (webhook, Slack): the "
+        "monitor's own AlertTarget list.",
     )
     lifecycle: Lifecycle = Field(default_factory=Lifecycle, description="Restart and stall timing.")
     docker: DockerOptions = Field(default_factory=DockerOptions, description="Docker backend options.")

@@ -141,7 +141,9 @@ class Supervisor:
             gateway_url=self.gateway_url,
             gateway_socket=str(self.socket_path),
             agents=[a.name for a in self.spec.expand()],
-            spec=self.spec.model_dump(mode="json", exclude={"source"}),
+            # Not the alert targets: their URLs are secrets (a dump shows them as **********, which
+            # would not validate again), the gateway has them already, and no command needs them.
+            spec=self.spec.model_dump(mode="json", exclude={"source", "alerts"}),
         ).save(self.layout)
 
     def _provision_repos(self) -> None:

@@ -34,7 +34,7 @@ from pydantic import BaseModel, Field
 
 from gateway.client.home import write_secret
 from gateway.client.http import GatewayCallError, GatewayClient
-from gateway.jobs.pools import PoolConfig
+from gateway.client.jobs.pools import PoolConfig
 from gateway.llm.config import scrub_env
 from orchestrator.local.tether import tethered
 from orchestrator.spec import Lifecycle, SwarmSpec

@@ -16,8 +16,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from gateway.jobs.models import VERDICT_STATES, Job, JobState
-from gateway.jobs.pools import PoolConfig
+from gateway.client.jobs.models import VERDICT_STATES, Job, JobState
+from gateway.client.jobs.pools import PoolConfig
 from orchestrator.worker.executors.base import ExecOutcome
 
 EXIT_CODES = {"pass": 0, "fail": 1, "error": 2, "unverifiable": 3}

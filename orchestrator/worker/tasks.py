@@ -21,8 +21,8 @@ from pathlib import Path
 from typing import Any
 
 from gateway.client import AsyncGatewayClient, GatewayCallError
-from gateway.jobs.models import Job
-from gateway.jobs.pools import PoolConfig
+from gateway.client.jobs.models import Job
+from gateway.client.jobs.pools import PoolConfig
 from gateway.tasks.models import TaskDefinition
 
 

@@ -30,14 +30,14 @@ from pathlib import Path
 
 from gateway.client import AsyncGatewayClient, GatewayCallError, GatewayTarget
 from gateway.client.jobs import JobsClient
-from gateway.jobs.models import (
+from gateway.client.jobs.models import (
     Assignment,
     FinishRequest,
     HeartbeatRequest,
     JobState,
     TakeRequest,
 )
-from gateway.jobs.pools import PoolConfig
+from gateway.client.jobs.pools import PoolConfig
 from orchestrator.worker.allocator import Allocation, DeviceAllocator
 from orchestrator.worker.checkout import CheckoutError, checkout, inside, sha256_of
 from orchestrator.worker.executors import ExecSpec, Executor, make_executor

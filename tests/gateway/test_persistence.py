@@ -1,4 +1,4 @@
-"""A restart of the gateway and of Redis loses no acknowledged message (AOF, appendfsync everysec)."""
+"""A restart of the gateway and of Redis loses no acknowledged message (AOF written before each reply)."""
 
 from __future__ import annotations
 

@@ -17,7 +17,7 @@ import httpx
 from gateway.forge.plugin import ForgePlugin
 from gateway.forge.settings import ForgeSettings
 from gateway.jobs.plugin import JobsPlugin
-from gateway.jobs.pools import JobsSettings
+from gateway.jobs.settings import JobsSettings
 from gateway.plugin import Plugin
 from gateway.plugins import default_plugins, replace_plugins
 from gateway.tasks.models import TasksSettings

@@ -15,7 +15,8 @@ from pathlib import Path
 import pytest
 import redis as redis_sync
 
-from gateway.jobs.pools import JobsSettings, NodeConfig, PoolConfig, PoolRules
+from gateway.client.jobs.pools import NodeConfig, PoolConfig, PoolRules
+from gateway.jobs.settings import JobsSettings
 from kstest.jobkit import STANDIN, JobsGateway, WorkerProc, push_kernels
 
 ROOT = Path(__file__).resolve().parents[2]

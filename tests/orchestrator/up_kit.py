@@ -13,7 +13,7 @@ from typing import Any
 
 from orch_kit import REPO, wait_for
 
-from gateway.jobs.pools import CATALOGUE_TASKS
+from gateway.client.jobs.pools import CATALOGUE_TASKS
 from kstest.cli import Up, kswarm
 from kstest.jobkit import STANDIN, push_kernels
 

@@ -27,20 +27,14 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, Field
 
+from kswarm_contracts.verification import EVIDENCE_ORDER, Evidence
+
 Outcome = Literal["pass", "fail", "pending", "none"]
 PENDING_STATES = frozenset({"queued", "running"})
 
-# The harness's levels (orchestrator/verify/models.py: Evidence, EVIDENCE_ORDER), restated here because
-# the gateway imports nothing of the orchestrator but the UI's one named exception; a test keeps the two
-# equal (tests/gateway/forge/test_forge_evidence_levels.py).
-EvidenceLevel = Literal["none", "unverifiable-on-cpu", "cpu-shapes-only", "cpu-screened", "device-verified"]
-EVIDENCE_LEVELS: tuple[EvidenceLevel, ...] = (
-    "none",
-    "unverifiable-on-cpu",
-    "cpu-shapes-only",
-    "cpu-screened",
-    "device-verified",
-)
+# The harness's levels, from the vocabulary both sides import (kswarm_contracts.verification).
+EvidenceLevel = Evidence
+EVIDENCE_LEVELS: tuple[EvidenceLevel, ...] = EVIDENCE_ORDER
 # What each level proves, in the words pr why, the UI and the dataset card use.
 EVIDENCE_MEANS: dict[str, str] = {
     "device-verified": "a device pool ran every trial on real hardware and passed",

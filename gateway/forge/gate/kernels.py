@@ -21,16 +21,11 @@ three-way merge of two versions, a file no job verified.
 from __future__ import annotations
 
 import fnmatch
-import re
 
 from pydantic import BaseModel, Field
 
+from gateway.client.jobs.kernel_paths import KERNELS_DIR, candidate_of
 from gateway.forge.models import ChangedFile, ChangeStatus
-
-KERNELS_DIR = "kernels"
-TASK_PATTERN = r"[a-z0-9][a-z0-9_.-]{0,63}"
-FILE_PATTERN = r"[A-Za-z0-9_][A-Za-z0-9_.-]{0,127}\.py"
-CANDIDATE_RE = re.compile(rf"^{KERNELS_DIR}/(?P<task>{TASK_PATTERN})/(?P<file>{FILE_PATTERN})$")
 
 # Operator-only paths of a dataset branch (fnmatch patterns; ``*`` also crosses ``/``).
 DEFAULT_TRUSTED_PATHS: tuple[str, ...] = (
@@ -84,22 +79,6 @@ class PRChanges(BaseModel):
         description="Candidates the base also changed since the PR forked: the merge would hold a file "
         "nobody verified.",
     )
-
-
-def candidate_of(path: str) -> tuple[str, str] | None:
-    """(task, file) when ``path`` is a candidate kernel, else None."""
-    found = CANDIDATE_RE.match(path)
-    return (found.group("task"), found.group("file")) if found else None
-
-
-def task_of_kernel(path: str) -> str:
-    """The task a kernel path names; ValueError with the expected layout otherwise."""
-    found = candidate_of(path)
-    if found is None:
-        raise ValueError(
-            f"bad kernel path {path!r}: a candidate is kernels/<task>/<file>.py (the directory is its task)"
-        )
-    return found[0]
 
 
 def owned_by(file: str, author: str) -> bool:

@@ -1,7 +1,7 @@
 """Executors run one job attempt: ``local`` (subprocess), ``docker`` (container), ``slurm`` (sbatch).
 
 ``EXECUTORS`` maps a kind's name to its class (``module:Class``, imported only when asked for); the
-kind's options model and capabilities are in ``gateway/jobs/executors.py`` under the same name.
+kind's options model and capabilities are in ``gateway/client/jobs/executors.py`` under the same name.
 ``load_executor`` also takes ``package.module:Class`` for an executor outside the tree: its class
 declares its own options model, and no file here changes (docs/jobs.md, "Adding an executor").
 """
@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from gateway.jobs.executors import ExecutorOptions, load_dotted
+from gateway.client.jobs.executors import ExecutorOptions, load_dotted
 from orchestrator.worker.executors.base import ExecOutcome, ExecSpec, Executor
 
 if TYPE_CHECKING:  # mypy holds every class of the tree to the protocol
@@ -45,7 +45,7 @@ def load_executor(kind: str) -> type[Executor]:
     ):
         raise ValueError(
             f"executor {kind!r} is not an executor: a class with kind, options_model (a subclass of "
-            "gateway.jobs.executors.ExecutorOptions), unavailable, isolation() and run()"
+            "gateway.client.jobs.executors.ExecutorOptions), unavailable, isolation() and run()"
         )
     return cls
 

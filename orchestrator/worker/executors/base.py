@@ -3,7 +3,7 @@
 An executor runs one attempt of one job: the harness command over a read-only checkout of the exact
 sha, writing its result record into ``outdir``. It never decides the verdict; the worker reads
 ``outdir/result.json`` afterwards and cross-checks it against the exit code. It describes itself: its
-kind, its options model (what a pool may set, and its capabilities: ``gateway/jobs/executors.py``),
+kind, its options model (what a pool may set, and its capabilities: ``gateway/client/jobs/executors.py``),
 whether it can run jobs here at all (``unavailable``) and what confines them (``isolation()``).
 """
 
@@ -19,8 +19,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import ClassVar, Protocol, runtime_checkable
 
-from gateway.jobs.executors import ExecutorOptions
-from gateway.jobs.pools import DeviceType, JobLimits
+from gateway.client.jobs.executors import ExecutorOptions
+from gateway.client.jobs.pools import DeviceType, JobLimits
 
 # Variables copied from the worker's environment when set: loaders, toolkits, device runtimes.
 # Nothing else crosses over: no tokens, no proxies, no KSWARM_* and no REDIS_URL.

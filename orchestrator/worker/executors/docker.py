@@ -19,7 +19,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any, ClassVar
 
-from gateway.jobs.executors import DockerOptions, ExecutorOptions
+from gateway.client.jobs.executors import DockerOptions, ExecutorOptions
 from orchestrator.worker.executors.base import ExecOutcome, ExecSpec, OnOutput, OutputCap, drop_planted_record
 
 HOST_SHARED = ("/usr", "/lib", "/lib64", "/bin", "/etc")

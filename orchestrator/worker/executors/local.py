@@ -27,7 +27,7 @@ from pathlib import Path
 from typing import ClassVar
 
 from gateway.client.home import kswarm_home
-from gateway.jobs.executors import ExecutorOptions, LocalOptions
+from gateway.client.jobs.executors import ExecutorOptions, LocalOptions
 from orchestrator.sandbox.mounts import under
 from orchestrator.sandbox.plan import (
     NOBODY,

@@ -20,7 +20,7 @@ import time
 from pathlib import Path
 from typing import ClassVar
 
-from gateway.jobs.executors import ExecutorOptions, SlurmOptions
+from gateway.client.jobs.executors import ExecutorOptions, SlurmOptions
 from orchestrator.sandbox.plan import SETUP_FAILED
 from orchestrator.worker.executors.base import ExecOutcome, ExecSpec, OnOutput, OutputCap, drop_planted_record
 from orchestrator.worker.executors.local import LocalExecutor, job_plan, setup_failure

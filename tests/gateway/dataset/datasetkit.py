@@ -11,10 +11,11 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "forge"))  # forgek
 
 from forgekit import ForgeGateway, Swarm
 
+from gateway.client.jobs.pools import NodeConfig, PoolConfig
 from gateway.forge.plugin import ForgePlugin
 from gateway.forge.settings import ForgeSettings
 from gateway.jobs.plugin import JobsPlugin
-from gateway.jobs.pools import JobsSettings, NodeConfig, PoolConfig
+from gateway.jobs.settings import JobsSettings
 from gateway.plugin import Plugin
 from gateway.tasks.catalogue import TASKS_DIR
 from gateway.tasks.plugin import TasksPlugin

@@ -20,10 +20,11 @@ from forgekit import Swarm
 from redis import Redis
 from typer.testing import CliRunner
 
+from gateway.client.jobs.pools import NodeConfig, PoolConfig
 from gateway.forge.plugin import ForgePlugin
 from gateway.forge.settings import ForgeSettings
 from gateway.jobs.plugin import JobsPlugin
-from gateway.jobs.pools import JobsSettings, NodeConfig, PoolConfig
+from gateway.jobs.settings import JobsSettings
 from gateway.llm.config import LLMProxySettings, ModelPrice
 from gateway.llm.plugin import LLMProxyPlugin
 from gateway.monitor import keys

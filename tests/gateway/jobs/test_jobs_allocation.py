@@ -6,10 +6,11 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from gateway.client.jobs.models import JobRequest
+from gateway.client.jobs.pools import NodeConfig, PoolConfig, PoolRules, load_pools
 from gateway.errors import RuleViolation
+from gateway.jobs.admission import admit
 from gateway.jobs.fairness import LaneHead, choose_lane, fair_order
-from gateway.jobs.models import JobRequest
-from gateway.jobs.pools import NodeConfig, PoolConfig, PoolRules, load_pools
 from orchestrator.worker.allocator import DeviceAllocator
 
 ops = st.lists(
@@ -80,11 +81,11 @@ def request(**fields: object) -> JobRequest:
 
 def test_eight_card_rule_refuses_four_cards_naming_the_rule() -> None:
     with pytest.raises(RuleViolation) as refused:
-        NPU.admit(request(devices=4))
+        admit(NPU, request(devices=4))
     assert refused.value.rule == "allowed_device_counts"
     assert "allowed_device_counts" in str(refused.value) and "exactly 8" in str(refused.value)
-    assert NPU.admit(request(devices=8)) == (8, 600)
-    assert NPU.admit(request()) == (8, 600), "the default is the pool's rule"
+    assert admit(NPU, request(devices=8)) == (8, 600)
+    assert admit(NPU, request()) == (8, 600), "the default is the pool's rule"
 
 
 @pytest.mark.parametrize(
@@ -96,17 +97,17 @@ def test_eight_card_rule_refuses_four_cards_naming_the_rule() -> None:
 )
 def test_other_rules(fields: dict, rule: str) -> None:
     with pytest.raises(RuleViolation, match=rule):
-        NPU.admit(request(**fields))
+        admit(NPU, request(**fields))
 
 
 def test_cpu_pool_defaults_and_capacity() -> None:
     cpu = PoolConfig(name="cpu")
     assert cpu.rules.allowed_device_counts == [1] and cpu.rules.kinds == ["verify"]
     with pytest.raises(RuleViolation, match="kinds"):
-        cpu.admit(JobRequest(task="add", kernel="kernels/add/k.py", kind="bench"))
+        admit(cpu, JobRequest(task="add", kernel="kernels/add/k.py", kind="bench"))
     free = PoolConfig(name="gpu", device="cuda", nodes=[NodeConfig(name="g", devices=[0, 1, 2, 3])])
     with pytest.raises(RuleViolation, match="node_capacity"):
-        free.admit(JobRequest(task="add", kernel="kernels/add/k.py", pool="gpu", devices=8))
+        admit(free, JobRequest(task="add", kernel="kernels/add/k.py", pool="gpu", devices=8))
     assert (
         free.visible_devices_var == "CUDA_VISIBLE_DEVICES"
         and NPU.visible_devices_var == "ASCEND_RT_VISIBLE_DEVICES"

@@ -21,13 +21,13 @@ import pytest
 import redis as redis_sync
 from redis.asyncio import Redis
 
+from gateway.client.jobs.models import JobState
 from gateway.forge import keys as forge_keys
 from gateway.forge.plugin import ForgePlugin
 from gateway.forge.settings import ForgeSettings
-from gateway.jobs.models import JobState
 from gateway.jobs.plugin import JobsPlugin
-from gateway.jobs.pools import JobsSettings
 from gateway.jobs.queue import JobQueue
+from gateway.jobs.settings import JobsSettings
 from gateway.plugins import default_plugins, replace_plugins
 from kstest.jobkit import JobsGateway, WorkerProc, git, push_kernels, wait_for
 from kstest.jobs_fixtures import pool_configs

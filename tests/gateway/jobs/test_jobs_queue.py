@@ -12,8 +12,8 @@ from pathlib import Path
 import pytest
 from redis.asyncio import Redis
 
+from gateway.client.jobs.models import Job, JobState, new_job_id
 from gateway.errors import RuleViolation
-from gateway.jobs.models import Job, JobState, new_job_id
 from gateway.jobs.queue import JobQueue
 from orchestrator.local.embedded_redis import EmbeddedRedis, bundled_redis_server
 

@@ -12,12 +12,12 @@ from pathlib import Path
 import pytest
 import yaml
 
-from gateway.jobs.executors import DockerOptions, LocalOptions, SlurmOptions
-from gateway.jobs.pools import NodeConfig, PoolConfig, load_pools
+from gateway.client.jobs.executors import DockerOptions, LocalOptions, SlurmOptions
+from gateway.client.jobs.pools import NodeConfig, PoolConfig, load_pools
 
 ALLOCATING = """
 from typing import ClassVar
-from gateway.jobs.executors import ExecutorOptions
+from gateway.client.jobs.executors import ExecutorOptions
 
 class GridOptions(ExecutorOptions):
     kind: str = "grid_executor:GridExecutor"

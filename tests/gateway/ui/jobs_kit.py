@@ -11,9 +11,10 @@ from typing import Any
 from git_kit import git
 from ui_kit import UiGateway, ui_plugins
 
-from gateway.jobs.models import VERDICT_STATES
+from gateway.client.jobs.models import VERDICT_STATES
+from gateway.client.jobs.pools import NodeConfig, PoolConfig, PoolRules
 from gateway.jobs.plugin import JobsPlugin
-from gateway.jobs.pools import JobsSettings, NodeConfig, PoolConfig, PoolRules
+from gateway.jobs.settings import JobsSettings
 from gateway.plugin import Plugin
 from orchestrator.verify.models import VerificationResult
 

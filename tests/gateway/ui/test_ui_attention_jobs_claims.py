@@ -17,7 +17,7 @@ from monitor_ui_kit import MonitorUiGateway
 from ui_kit import ui_plugins, wait_for
 
 from gateway.jobs.plugin import JobsPlugin
-from gateway.jobs.pools import JobsSettings
+from gateway.jobs.settings import JobsSettings
 from gateway.monitor.plugin import MonitorPlugin
 from gateway.monitor.settings import MonitorSettings
 from gateway.plugin import Plugin

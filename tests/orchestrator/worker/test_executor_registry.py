@@ -14,8 +14,8 @@ from pathlib import Path
 
 import pytest
 
-from gateway.jobs.executors import EXECUTOR_OPTIONS, ExecutorOptions
-from gateway.jobs.pools import JobLimits, PoolConfig
+from gateway.client.jobs.executors import EXECUTOR_OPTIONS, ExecutorOptions
+from gateway.client.jobs.pools import JobLimits, PoolConfig
 from orchestrator.worker.executors import EXECUTORS, ExecSpec, Executor, load_executor, make_executor
 
 ROOT = Path(__file__).resolve().parents[3]

@@ -161,7 +161,7 @@ import asyncio, json, os, secrets, signal, socket, sys, time
 from pathlib import Path
 from orchestrator.worker.executors.base import ExecSpec, job_env
 from orchestrator.worker.executors.local import LocalExecutor
-from gateway.jobs.pools import JobLimits
+from gateway.client.jobs.pools import JobLimits
 
 base, attacker = Path(sys.argv[1]), sys.argv[2]
 token = secrets.token_hex(6)
@@ -441,7 +441,7 @@ import asyncio, os, sys
 from pathlib import Path
 from orchestrator.worker.executors.base import ExecSpec, job_env
 from orchestrator.worker.executors.local import LocalExecutor
-from gateway.jobs.pools import JobLimits
+from gateway.client.jobs.pools import JobLimits
 
 base, token, code = Path(sys.argv[1]), sys.argv[2], sys.argv[3]
 src, out = base / "workers" / "jK-1" / "src", base / "workers" / "jK-1" / "out"
@@ -515,7 +515,7 @@ import asyncio, json, os, sys
 from pathlib import Path
 from orchestrator.worker.executors.base import ExecSpec, job_env
 from orchestrator.worker.executors.local import LocalExecutor
-from gateway.jobs.pools import JobLimits
+from gateway.client.jobs.pools import JobLimits
 
 base = Path(sys.argv[1])
 src, out = base / "workers" / "jR-1" / "src", base / "workers" / "jR-1" / "out"

@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 from docker.types import DeviceRequest, Mount, Ulimit
 
-from gateway.jobs.pools import JobLimits
+from gateway.client.jobs.pools import JobLimits
 from kstest.jobkit import HERE
 from orchestrator.sandbox.plan import SandboxPlan
 from orchestrator.worker.executors.base import ExecSpec, drop_planted_record, job_env

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from gateway.jobs.pools import JobLimits
+from gateway.client.jobs.pools import JobLimits
 from kstest.jobkit import HERE, JobsGateway
 from orchestrator.worker.executors.base import ExecSpec, job_env
 from orchestrator.worker.executors.local import make_writable

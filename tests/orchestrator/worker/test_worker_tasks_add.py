@@ -18,7 +18,7 @@ import typer
 from redis.asyncio import Redis
 from typer.testing import CliRunner
 
-from gateway.jobs.models import Job, new_job_id
+from gateway.client.jobs.models import Job, new_job_id
 from gateway.jobs.queue import JobQueue
 from kstest.jobkit import HONEST_ADD, JobsGateway, git, push_kernels, wait_for
 from kstest.jobs_fixtures import jobs_gateway

@@ -17,8 +17,8 @@ from typing import Any
 import pytest
 
 from gateway.client import AsyncGatewayClient, GatewayTarget
-from gateway.jobs.models import Job
-from gateway.jobs.pools import PoolConfig
+from gateway.client.jobs.models import Job
+from gateway.client.jobs.pools import PoolConfig
 from kstest.jobkit import HONEST_ADD, JobsGateway, push_kernels
 from orchestrator.worker.tasks import TaskCache, TaskUnavailable, blob_sha
 

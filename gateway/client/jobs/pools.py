@@ -1,4 +1,5 @@
-"""Pool configuration and the admission rules a submission is checked against.
+"""Pool configuration: what a pool is and the rules its submissions are checked against (the check itself,
+which refuses with the gateway's errors, is ``gateway/jobs/admission.py``).
 
 A pool is a queue plus the machines that serve it: a device type, nodes with device ids, an executor
 and rules. A request that breaks a rule is refused at submission with ``RuleViolation``, whose message
@@ -16,14 +17,12 @@ from typing import Any, Literal
 
 import yaml
 from pydantic import AliasChoices, BaseModel, ConfigDict, Field, model_validator
-from pydantic_settings import BaseSettings, SettingsConfigDict
 
-from gateway.errors import RuleViolation
-from gateway.jobs.executors import ExecutorOptions, LocalOptions, PoolExecutor, options_model
-from gateway.jobs.models import JobKind, JobRequest
+from gateway.client.jobs.executors import ExecutorOptions, LocalOptions, PoolExecutor, options_model
+from gateway.client.jobs.models import JobKind
 
 # The task catalogue's trusted task definitions (docs/tasks.md).
-CATALOGUE_TASKS = Path(__file__).resolve().parents[1] / "tasks" / "catalogue" / "tasks"
+CATALOGUE_TASKS = Path(__file__).resolve().parents[2] / "tasks" / "catalogue" / "tasks"
 DeviceType = Literal["cpu", "cuda", "npu"]
 ALL_KINDS: tuple[JobKind, ...] = ("verify", "bench")  # a pool's kinds unless it names them
 VISIBLE_DEVICES_VAR: dict[str, str | None] = {
@@ -232,42 +231,8 @@ class PoolConfig(_Model):
             return min(self.rules.allowed_device_counts)
         return 1
 
-    def admit(self, request: JobRequest) -> tuple[int, int]:
-        """Check a request against the rules; return (devices, timeout_s) or raise RuleViolation."""
-        devices = request.devices if request.devices is not None else self.default_device_count()
-        rules = self.rules
-        if request.nodes != 1:
-            raise RuleViolation(
-                "single_node",
-                f"pool {self.name} runs a job on exactly one node (gang allocation); you asked for "
-                f"{request.nodes} nodes",
-            )
-        allowed = rules.allowed_device_counts
-        if allowed is not None and devices not in allowed:
-            what = "exactly " + str(allowed[0]) if len(allowed) == 1 else "one of " + str(sorted(allowed))
-            raise RuleViolation(
-                "allowed_device_counts",
-                f"pool {self.name} takes {what} {self._unit()} per job on one node; you asked for {devices}",
-            )
-        if devices > self.node_capacity or devices < 0:
-            raise RuleViolation(
-                "node_capacity",
-                f"pool {self.name}'s largest node has {self.node_capacity} {self._unit()}; "
-                f"you asked for {devices}",
-            )
-        timeout = request.timeout_s or min(self.timeout_s, rules.max_timeout_s)
-        if timeout > rules.max_timeout_s:
-            raise RuleViolation(
-                "max_timeout_s",
-                f"pool {self.name} allows at most {rules.max_timeout_s} s; you asked for {timeout}",
-            )
-        if request.kind not in rules.kinds:
-            raise RuleViolation(
-                "kinds", f"pool {self.name} accepts {', '.join(rules.kinds)} jobs, not {request.kind}"
-            )
-        return devices, timeout
-
-    def _unit(self) -> str:
+    def unit(self) -> str:
+        """What the pool's devices are called in a message: slots (cpu) or devices."""
         return "slots" if self.device == "cpu" else "devices"
 
 
@@ -294,24 +259,3 @@ def load_pools(path: Path) -> list[PoolConfig]:
     if not isinstance(raw, list):
         raise ValueError(f"{path}: expected a list of pools or a mapping with 'pools'")
     return [PoolConfig.model_validate(p) for p in raw]
-
-
-class JobsSettings(BaseSettings):
-    """Job-runner settings of the gateway (environment prefix ``KSWARM_JOBS_``)."""
-
-    model_config = SettingsConfigDict(env_prefix="KSWARM_JOBS_", extra="ignore")
-
-    pools_file: Path | None = Field(None, description="YAML/JSON with the pools (or a swarm.yaml).")
-    pools: list[PoolConfig] = Field(default_factory=default_pools, description="Pools when no file is given.")
-    default_repo: str | None = Field(None, description="org/name used when a submission names no repo.")
-    claim_idle_s: float = Field(30.0, gt=0, description="Silence after which a running job is reclaimed.")
-    reclaim_every_s: float = Field(5.0, gt=0, description="How often the gateway looks for dead workers.")
-    log_max_bytes: int = Field(1 << 20, ge=1024, description="Log bytes kept per job.")
-    recent_kept: int = Field(200, ge=10, description="Finished jobs listed per pool.")
-
-    def pool_list(self) -> list[PoolConfig]:
-        pools = load_pools(self.pools_file) if self.pools_file else self.pools
-        names = [p.name for p in pools]
-        if len(set(names)) != len(names):
-            raise ValueError(f"pool names repeat: {names}")
-        return pools

@@ -126,7 +126,7 @@ def options_model(kind: str) -> type[ExecutorOptions]:
     if not (isinstance(declared, type) and issubclass(declared, ExecutorOptions)):
         raise ValueError(
             f"executor {kind!r} declares no options model: its class needs options_model, a subclass "
-            "of gateway.jobs.executors.ExecutorOptions"
+            "of gateway.client.jobs.executors.ExecutorOptions"
         )
     return declared
 

@@ -15,8 +15,8 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
-from gateway.forge.gate.evidence import EvidenceLevel
-from gateway.forge.gate.kernels import task_of_kernel
+from gateway.client.jobs.kernel_paths import task_of_kernel
+from kswarm_contracts.verification import Evidence as EvidenceLevel
 
 SHA_RE = re.compile(r"^[0-9a-f]{40}$")
 TASK_RE = re.compile(r"^[a-z0-9][a-z0-9_.-]{0,63}$")

@@ -3,9 +3,11 @@
 ``finish`` is the only call a worker makes about a result: the gateway records it and then derives the
 verification evidence, the commit statuses and the submitter's notice itself (``outcomes.py``).
 
-Typed with the job runner's wire models (``gateway.jobs``), so this module is not part of what the
-agent image needs: ``gateway.client`` does not import it. Errors are the client's (a 409, e.g. another
-worker serving this node, is ``Conflict``).
+The job runner's wire models live beside it (``models``: jobs and the worker's calls; ``pools``: a pool's
+configuration; ``executors``: each executor kind's options; ``kernel_paths``: which task a kernel path
+names): the gateway's job runner imports them from here, and nothing here imports the server. Agents do
+not use this package (``gateway.client`` does not import it). Errors are the client's (a 409, e.g.
+another worker serving this node, is ``Conflict``).
 """
 
 from __future__ import annotations
@@ -14,7 +16,7 @@ from typing import Any
 
 from gateway.client.errors import Conflict
 from gateway.client.http import AsyncGatewayClient
-from gateway.jobs.models import (
+from gateway.client.jobs.models import (
     Assignment,
     FinishReply,
     FinishRequest,
@@ -22,7 +24,7 @@ from gateway.jobs.models import (
     HeartbeatRequest,
     TakeRequest,
 )
-from gateway.jobs.pools import PoolConfig
+from gateway.client.jobs.pools import PoolConfig
 
 __all__ = ["Conflict", "JobsClient"]
 
