@@ -17,12 +17,12 @@ import typer
 from rich.table import Table
 
 from gateway.client import BadInput, Conflict, GatewayClient, Missing
-from gateway.jobs.models import JOB_ID_RE
+from gateway.client.jobs.models import JOB_ID_RE
 from orchestrator.cli.commands import HomeOpt, JsonOpt, command, connect
 from orchestrator.cli.output import console, print_json, safe, since
 
 JOB_ID_RULE = "j and 12 to 24 lowercase hex digits, e.g. j19ae0c3b2f1a7c4d"
-"""What the gateway accepts as a job id (``gateway.jobs.models.JOB_ID_RE``), in words."""
+"""What the gateway accepts as a job id (``gateway.client.jobs.models.JOB_ID_RE``), in words."""
 
 
 def _outcome(job: dict[str, Any]) -> str:
