@@ -4,12 +4,14 @@
 from __future__ import annotations
 
 import time
-from typing import Annotated, Literal
+from pathlib import Path
+from typing import Annotated, Any, Literal
 
 import typer
 from rich.table import Table
 
 from gateway.client import GatewayCallError
+from gateway.swarm.models import MemorySummary
 from orchestrator.cli import agent_remote
 from orchestrator.cli.commands import HomeOpt, JsonOpt, command, connect
 from orchestrator.cli.output import colour_of, console, fail, print_json, safe
@@ -98,30 +100,19 @@ def register_swarm_verbs(agent_app: typer.Typer) -> None:
         name: Name,
         wait: Annotated[float, typer.Option(help="Seconds to wait for it.")] = 30,
         home: HomeOpt = None,
+        as_json: JsonOpt = False,
     ) -> None:
         """Restart an agent (the orchestrator stops and starts it; not counted as a crash)."""
-        if not agent_remote.shares_home(home):
-            return agent_remote.restart(home, name, wait)
-        ctx = load_ctx(home)
-        ctx.agent(name)
-        if not supervised(ctx.layout):
-            fail("no orchestrator is running for this swarm (kswarm up)")
-        before = ctx.runtime.status(name).started_at
-        request_restart(ctx.layout, name)
-        deadline = time.monotonic() + wait
-        while time.monotonic() < deadline:
-            st = ctx.runtime.status(name)
-            if st.running and st.started_at != before:
-                typer.echo(f"restarted {name} ({st.ref})")
-                return
-            time.sleep(0.2)
-        fail(f"{name} was asked to restart but is not running again after {wait:g}s (see kswarm ps)")
+        ref = agent_remote.restart(home, name, wait) if not agent_remote.shares_home(home) else None
+        if ref is None:
+            ref = restart_here(home, name, wait)
+        said(as_json, {"agent": name, "ref": ref, "message": f"restarted {name} ({ref})"})
 
     @command(agent_app, "quarantine")
-    def quarantine_cmd(name: Name, home: HomeOpt = None) -> None:
+    def quarantine_cmd(name: Name, home: HomeOpt = None, as_json: JsonOpt = False) -> None:
         """Stop an agent and revoke its token; its files and volumes stay for inspection."""
         if not agent_remote.shares_home(home):
-            return agent_remote.quarantine(home, name)
+            return said(as_json, {"agent": name, "message": agent_remote.quarantine(home, name)})
         ctx = load_ctx(home)
         ctx.agent(name)
         held = f"{name} is stopped and held, but its token could not be revoked"
@@ -135,53 +126,55 @@ def register_swarm_verbs(agent_app: typer.Typer) -> None:
                 revoked = quarantine(ctx.layout, ctx.runtime, gateway, name)
         except GatewayCallError as exc:
             fail(f"{held}: {exc.line()}", exc.exit_code)
-        typer.echo(f"quarantined {name}: stopped, {revoked} token(s) revoked, files kept")
+        message = f"quarantined {name}: stopped, {revoked} token(s) revoked, files kept"
+        said(as_json, {"agent": name, "revoked": revoked, "message": message})
 
     @command(agent_app, "release")
-    def release_cmd(name: Name, home: HomeOpt = None) -> None:
+    def release_cmd(name: Name, home: HomeOpt = None, as_json: JsonOpt = False) -> None:
         """End a quarantine: the orchestrator gives the agent a fresh token and starts it."""
         if not agent_remote.shares_home(home):
-            return agent_remote.release(home, name)
+            return said(as_json, {"agent": name, "message": agent_remote.release(home, name)})
         ctx = load_ctx(home)
         ctx.agent(name)
         with connect(ctx.home) as gateway:
             release(ctx.layout, gateway, name)
-        typer.echo(f"released {name}")
+        said(as_json, {"agent": name, "message": f"released {name}"})
 
     @command(memory_app, "show")
-    def memory_show(name: Name, home: HomeOpt = None) -> None:
+    def memory_show(name: Name, home: HomeOpt = None, as_json: JsonOpt = False) -> None:
         """Print MEMORY.md, the memory files and the snapshots."""
-        if not agent_remote.shares_home(home):
-            return agent_remote.memory_show(home, name)
-        ctx = load_ctx(home)
-        try:
-            view = mem.show(ctx.layout, name)
-        except mem.MemoryOpError as exc:
-            fail(str(exc))
-        typer.echo(safe(view.memory_md.rstrip("\n"), markup=False))
-        typer.echo("\n-- files --")
-        for rel, size in view.files:
-            typer.echo(
-                f"{safe(rel, markup=False)}  " + ("(symlink, not followed)" if size < 0 else f"{size} B")
-            )
-        typer.echo(
-            "-- snapshots --\n" + ("\n".join(safe(s, markup=False) for s in view.snapshots) or "(none)")
-        )
+        view = agent_remote.memory_show(home, name) if not agent_remote.shares_home(home) else None
+        if view is None:
+            ctx = load_ctx(home)
+            ctx.agent(name)  # an unknown agent is not found (exit 4), not an unreadable memory
+            try:
+                here = mem.show(ctx.layout, name)
+            except mem.MemoryOpError as exc:
+                fail(str(exc))
+            view = MemorySummary(memory_md=here.memory_md, files=here.files, snapshots=here.snapshots)
+        if as_json:
+            print_json({"agent": name, **view.model_dump(exclude={"error"})})
+            return
+        print_memory(view)
 
     @command(memory_app, "snapshot")
     def memory_snapshot(
         name: Name,
         label: Annotated[str, typer.Option(help="Suffix for the id.")] = "",
         home: HomeOpt = None,
+        as_json: JsonOpt = False,
     ) -> None:
         """Save a snapshot of the agent's memory."""
         if not agent_remote.shares_home(home):
-            return agent_remote.memory_snapshot(home, name, label)
-        ctx = load_ctx(home)
-        try:
-            typer.echo(mem.snapshot(ctx.layout, name, label))
-        except mem.MemoryOpError as exc:
-            fail(str(exc))
+            snap = agent_remote.memory_snapshot(home, name, label)
+        else:
+            ctx = load_ctx(home)
+            ctx.agent(name)
+            try:
+                snap = mem.snapshot(ctx.layout, name, label)
+            except mem.MemoryOpError as exc:
+                fail(str(exc))
+        said(as_json, {"agent": name, "snapshot": snap, "message": snap})
 
     @command(memory_app, "rollback")
     def memory_rollback(
@@ -189,24 +182,31 @@ def register_swarm_verbs(agent_app: typer.Typer) -> None:
         to: Annotated[str | None, typer.Option(help="Snapshot id; default the latest.")] = None,
         restart: RestartOpt = True,
         home: HomeOpt = None,
+        as_json: JsonOpt = False,
     ) -> None:
         """Restore a snapshot (the current memory is snapshotted first)."""
         if not agent_remote.shares_home(home):
-            return agent_remote.memory_rollback(home, name, to, restart)
+            return said(
+                as_json, {"agent": name, "message": agent_remote.memory_rollback(home, name, to, restart)}
+            )
         ctx = load_ctx(home)
+        ctx.agent(name)
         try:
             restored = mem.rollback(ctx.layout, name, to)
         except mem.MemoryOpError as exc:
             fail(str(exc))
         if restart and supervised(ctx.layout):
             request_restart(ctx.layout, name)
-        typer.echo(f"{name}: memory rolled back to {restored}")
+        message = f"{name}: memory rolled back to {restored}"
+        said(as_json, {"agent": name, "snapshot": restored, "message": message})
 
     @command(memory_app, "reset")
-    def memory_reset(name: Name, restart: RestartOpt = True, home: HomeOpt = None) -> None:
+    def memory_reset(
+        name: Name, restart: RestartOpt = True, home: HomeOpt = None, as_json: JsonOpt = False
+    ) -> None:
         """Empty the memory down to the identity banner (snapshotted first)."""
         if not agent_remote.shares_home(home):
-            return agent_remote.memory_reset(home, name, restart)
+            return said(as_json, {"agent": name, "message": agent_remote.memory_reset(home, name, restart)})
         ctx = load_ctx(home)
         try:
             snap = mem.reset(ctx.layout, ctx.agent(name), ctx.info.swarm)
@@ -214,4 +214,44 @@ def register_swarm_verbs(agent_app: typer.Typer) -> None:
             fail(str(exc))
         if restart and supervised(ctx.layout):
             request_restart(ctx.layout, name)
-        typer.echo(f"{name}: memory reset (previous memory saved as snapshot {snap})")
+        message = f"{name}: memory reset (previous memory saved as snapshot {snap})"
+        said(as_json, {"agent": name, "snapshot": snap, "message": message})
+
+
+def restart_here(home: Path | None, name: str, wait: float) -> str:
+    """Restart ``name`` through this home's files; its new run's ref (pid or container)."""
+    ctx = load_ctx(home)
+    ctx.agent(name)
+    if not supervised(ctx.layout):
+        fail("no orchestrator is running for this swarm (kswarm up)")
+    before = ctx.runtime.status(name).started_at
+    request_restart(ctx.layout, name)
+    deadline = time.monotonic() + wait
+    while time.monotonic() < deadline:
+        st = ctx.runtime.status(name)
+        if st.running and st.started_at != before:
+            return st.ref
+        time.sleep(0.2)
+    fail(f"{name} was asked to restart but is not running again after {wait:g}s (see kswarm ps)")
+
+
+def said(as_json: bool, result: dict[str, Any]) -> None:
+    """An agent action's result: its ``message`` (untrusted: the supervisor's words may carry the
+    agent's), or with ``--json`` the whole result."""
+    if as_json:
+        print_json(result)
+    else:
+        typer.echo(safe(result["message"], markup=False))
+
+
+def print_memory(view: MemorySummary) -> None:
+    typer.echo(
+        safe(view.memory_md.rstrip("\n"), markup=False)
+        + ("\n(cut: longer than shown)" if view.memory_md_truncated else "")
+    )
+    typer.echo("\n-- files --")
+    for rel, size in view.files:
+        typer.echo(f"{safe(rel, markup=False)}  " + ("(symlink, not followed)" if size < 0 else f"{size} B"))
+    if view.files_truncated:
+        typer.echo("(more files than listed)")
+    typer.echo("-- snapshots --\n" + ("\n".join(safe(s, markup=False) for s in view.snapshots) or "(none)"))

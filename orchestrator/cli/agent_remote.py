@@ -3,7 +3,8 @@ orchestrator's home (no ``swarm/swarm.json`` under ``--home``): the same actions
 ``/api/swarm`` routes, answered by the supervisor over the control stream (docs/orchestrator.md).
 
 Where the home is shared, ``orchestrator.cli.agent`` acts on its files itself (that works with no
-gateway and no running supervisor too); the words printed are the same either way. A refusal (``409``:
+gateway and no running supervisor too); these return what the command prints (``agent.py`` prints it,
+as words or ``--json``), the same either way. A refusal (``409``:
 quarantined, no orchestrator, no such snapshot) is a ``GatewayCallError``, which ``commands.command`` prints
 as one line with its exit code.
 """
@@ -12,14 +13,13 @@ from __future__ import annotations
 
 from pathlib import Path
 
-import typer
 from pydantic import ValidationError
 
 from gateway.client import kswarm_home
 from gateway.swarm.client import SwarmApi
-from gateway.swarm.models import ControlAction, ControlBody, ReplyStatus
+from gateway.swarm.models import ControlAction, ControlBody, MemorySummary, ReplyStatus
 from orchestrator.cli.commands import connect
-from orchestrator.cli.output import fail, safe
+from orchestrator.cli.output import fail
 from orchestrator.supervisor.operations import SwarmInfo
 from orchestrator.swarm_dir.provision import SwarmLayout
 
@@ -47,49 +47,42 @@ def _body(**fields: object) -> ControlBody:
         fail(f"bad {'.'.join(map(str, first['loc']))}: {first['msg']}", 2)
 
 
-def restart(home: Path | None, name: str, wait: float) -> None:
+def restart(home: Path | None, name: str, wait: float) -> str:
+    """The agent's new run (pid or container), once the supervisor restarted it."""
     with connect(home) as gateway:
         now = SwarmApi(gateway).restart(name, wait)
     if now is None:
         fail(f"{name} was asked to restart but is not running again after {wait:g}s (see kswarm ps)")
-    typer.echo(f"restarted {name} ({now.ref})")
+    return now.ref
 
 
-def quarantine(home: Path | None, name: str) -> None:
-    typer.echo(safe(_act(home, name, ControlAction.quarantine), markup=False))
+def quarantine(home: Path | None, name: str) -> str:
+    return _act(home, name, ControlAction.quarantine)
 
 
-def release(home: Path | None, name: str) -> None:
-    typer.echo(safe(_act(home, name, ControlAction.release), markup=False))
+def release(home: Path | None, name: str) -> str:
+    return _act(home, name, ControlAction.release)
 
 
-def memory_show(home: Path | None, name: str) -> None:
+def memory_show(home: Path | None, name: str) -> MemorySummary:
     with connect(home) as gateway:
         view = SwarmApi(gateway).memory(name)
     if view.error:
         fail(view.error)
-    typer.echo(
-        safe(view.memory_md.rstrip("\n"), markup=False)
-        + ("\n(cut: longer than shown)" if view.memory_md_truncated else "")
-    )
-    typer.echo("\n-- files --")
-    for rel, size in view.files:
-        typer.echo(f"{safe(rel, markup=False)}  " + ("(symlink, not followed)" if size < 0 else f"{size} B"))
-    if view.files_truncated:
-        typer.echo("(more files than listed)")
-    typer.echo("-- snapshots --\n" + ("\n".join(safe(s, markup=False) for s in view.snapshots) or "(none)"))
+    return view
 
 
-def memory_snapshot(home: Path | None, name: str, label: str) -> None:
+def memory_snapshot(home: Path | None, name: str, label: str) -> str:
+    """The new snapshot's id."""
     message = _act(home, name, ControlAction.snapshot, _body(label=label))
-    # "saved snapshot <id> of <name>'s memory": print the id alone, as the local command does.
+    # "saved snapshot <id> of <name>'s memory": the id alone, as the local command has it.
     words = message.split()
-    typer.echo(words[2] if message.startswith("saved snapshot ") and len(words) > 2 else message)
+    return words[2] if message.startswith("saved snapshot ") and len(words) > 2 else message
 
 
-def memory_rollback(home: Path | None, name: str, to: str | None, restart_it: bool) -> None:
-    typer.echo(_act(home, name, ControlAction.rollback, _body(snapshot=to, restart=restart_it)))
+def memory_rollback(home: Path | None, name: str, to: str | None, restart_it: bool) -> str:
+    return _act(home, name, ControlAction.rollback, _body(snapshot=to, restart=restart_it))
 
 
-def memory_reset(home: Path | None, name: str, restart_it: bool) -> None:
-    typer.echo(_act(home, name, ControlAction.reset, _body(restart=restart_it)))
+def memory_reset(home: Path | None, name: str, restart_it: bool) -> str:
+    return _act(home, name, ControlAction.reset, _body(restart=restart_it))

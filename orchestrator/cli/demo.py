@@ -22,6 +22,7 @@ from rich.console import Console
 
 from gateway.client import GatewayCallError
 from orchestrator.cli.commands import command
+from orchestrator.cli.output import PipeAwareConsole
 from orchestrator.demo.spec import (
     DEFAULT_MODEL_ID,
     DEFAULT_TASKS,
@@ -215,7 +216,7 @@ def register(app: typer.Typer) -> None:
         ] = None,
     ) -> None:
         """The whole swarm end to end: tasks, kernels, jobs, reviews, the gate, the dataset."""
-        console = Console()
+        console = PipeAwareConsole()
         try:
             code = run_demo(
                 keep=keep,
@@ -232,6 +233,6 @@ def register(app: typer.Typer) -> None:
                 llm_url=llm_url,
             )
         except (DemoSpecError, HomeError) as exc:
-            Console(stderr=True).print(f"[red]error:[/red] {exc}")
+            PipeAwareConsole(stderr=True).print(f"[red]error:[/red] {exc}")
             raise typer.Exit(1) from exc
         raise typer.Exit(code)

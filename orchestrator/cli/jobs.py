@@ -11,17 +11,18 @@ principal.
 from __future__ import annotations
 
 import json
-import re
 from typing import Annotated, Any
 
 import typer
 from rich.table import Table
 
-from gateway.client import BadInput, Missing
+from gateway.client import BadInput, Conflict, GatewayClient, Missing
+from gateway.client.jobs.models import JOB_ID_RE
 from orchestrator.cli.commands import HomeOpt, JsonOpt, command, connect
 from orchestrator.cli.output import console, print_json, safe, since
 
-JOB_ID = re.compile(r"^j[0-9a-f]{12,24}$")
+JOB_ID_RULE = "j and 12 to 24 lowercase hex digits, e.g. j19ae0c3b2f1a7c4d"
+"""What the gateway accepts as a job id (``gateway.client.jobs.models.JOB_ID_RE``), in words."""
 
 
 def _outcome(job: dict[str, Any]) -> str:
@@ -35,9 +36,29 @@ def _outcome(job: dict[str, Any]) -> str:
 
 def checked_job(job_id: str) -> str:
     """A job id as the gateway spells them; anything else is bad input, not a 404 from no route."""
-    if not JOB_ID.match(job_id):
-        raise BadInput(0, f"{job_id!r} is not a job id (j followed by hex digits)")
+    if not JOB_ID_RE.match(job_id):
+        raise BadInput(0, f"{job_id!r} is not a job id: a job id is {JOB_ID_RULE}")
     return job_id
+
+
+def cancel_job(gateway: GatewayClient, job_id: str) -> dict[str, Any]:
+    """Cancel ``job_id`` (the audited operator action) and say what is true now: a queued job is
+    cancelled at once; a running one is cancelled and its worker stops it (the job reads ``running``
+    until it has). A job already cancelled, also one whose worker is still stopping it, is a
+    ``Conflict`` that says so; cancelling it again would announce a second cancellation."""
+    job = gateway.get(f"/api/jobs/{job_id}")
+    if job.get("cancel_requested") and job["state"] == "running":
+        raise Conflict(0, f"job {job_id} is already cancelled: its worker is stopping it")
+    result: dict[str, Any] = gateway.request("POST", f"/api/actions/jobs/{job_id}/cancel")
+    state = (result.get("data") or {}).get("state")
+    if state == "running":
+        result["message"] = (
+            f"cancelled job {job_id} ({job['task']}, {job['pool']}): it was running; its worker stops it "
+            "and records it as cancelled"
+        )
+    elif state == "cancelled":
+        result["message"] = f"cancelled job {job_id} ({job['task']}, {job['pool']}) before it started"
+    return result
 
 
 def register(app: typer.Typer) -> None:
@@ -105,7 +126,7 @@ def register(app: typer.Typer) -> None:
     ) -> None:
         """Cancel a queued or running job (operators; audited)."""
         with connect(home) as gateway:
-            result = gateway.request("POST", f"/api/actions/jobs/{checked_job(job_id)}/cancel")
+            result = cancel_job(gateway, checked_job(job_id))
         print_json(result) if as_json else console.print(safe(result["message"]), highlight=False)
 
     @command(job_app, "retry")
@@ -159,7 +180,7 @@ def register(app: typer.Typer) -> None:
     ) -> None:
         """One job: identity, state, verdict, flags, per-trial errors."""
         with connect(home) as gateway:
-            job = gateway.get(f"/api/jobs/{job_id}")
+            job = gateway.get(f"/api/jobs/{checked_job(job_id)}")
             tail = gateway.get(f"/api/jobs/{job_id}/logs", tail=4000) if log else None
         if as_json:
             print_json(job if tail is None else {**job, "log_tail": tail})

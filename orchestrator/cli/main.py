@@ -19,6 +19,7 @@ from orchestrator.cli import (
     demo,
     images,
     jobs,
+    logs,
     prs,
     swarm,
     tasks,
@@ -38,6 +39,7 @@ def build_app() -> typer.Typer:
     )
     app.callback()(root_options)
     swarm.register(app)
+    logs.register(app)
     agent.register(app)
     attention.register(app)
     chat.register(app)

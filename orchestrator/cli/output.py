@@ -1,5 +1,9 @@
 """How every ``kswarm`` command prints: the consoles, untrusted text made safe (``safe``), one-line
-errors, JSON, agents' colours, ages."""
+errors, JSON, agents' colours, ages.
+
+The consoles wrap at the terminal's width only when they print to a terminal: into a pipe or a file
+(``kswarm prs | grep``, a script, a log) a line is one line however long, where Rich alone would cut
+it at 80 columns (or at the width of a terminal the command's stdin happens to be)."""
 
 from __future__ import annotations
 
@@ -9,14 +13,33 @@ import zlib
 from typing import Any, NoReturn
 
 import typer
-from rich.console import Console
+from rich.console import Console, ConsoleDimensions
 from rich.markup import escape
 
 from gateway.client.text import visible
 
+UNWRAPPED_WIDTH = 1_000_000
+"""The width a console renders at when it does not print to a terminal: no line is ever that long, so
+none is wrapped; tables are as wide as their cells (they do not expand to the width)."""
+
+
+class PipeAwareConsole(Console):
+    """A Rich console that wraps only on a terminal (what it prints to decides, at print time)."""
+
+    @property
+    def size(self) -> ConsoleDimensions:
+        if not self.is_terminal:
+            return ConsoleDimensions(UNWRAPPED_WIDTH, super().size.height)
+        return super().size
+
+    @size.setter
+    def size(self, new_size: tuple[int, int]) -> None:
+        Console.size.fset(self, new_size)  # type: ignore[attr-defined]
+
+
 # rich resolves sys.stdout/sys.stderr at print time, so these follow typer's test runner too.
-console = Console()
-err_console = Console(stderr=True)
+console = PipeAwareConsole()
+err_console = PipeAwareConsole(stderr=True)
 
 
 def safe(text: object, markup: bool = True) -> str:

@@ -23,7 +23,7 @@ from gateway.forge.gate.evidence import evidence_rank
 from orchestrator.cli.commands import HomeOpt, JsonOpt, command, connect
 from orchestrator.cli.output import console, print_json, safe
 
-PRState = Literal["open", "closed", "all"]
+PRState = Literal["open", "merged", "closed", "all"]
 RepoOpt = Annotated[str | None, typer.Option("--repo", "-r", help="org/name (needed when N is ambiguous).")]
 
 
@@ -181,13 +181,18 @@ def register(app: typer.Typer) -> None:
     @command(app, "prs")
     def prs(
         repo: RepoOpt = None,
-        state: Annotated[PRState, typer.Option("--state", help="open, closed or all.")] = "open",
+        state: Annotated[
+            PRState,
+            typer.Option("--state", help="open, merged, closed (merged or not) or all."),
+        ] = "open",
         home: HomeOpt = None,
         as_json: JsonOpt = False,
     ) -> None:
-        """List pull requests with the gate's verdict."""
+        """List pull requests with the gate's verdict; each PR's state is open, merged or closed."""
+        asked = "closed" if state == "merged" else state  # the gateway's closed ones include the merged
         with connect(home) as gateway:
-            rows = gateway.get("/api/forge/pulls", state=state, repo=checked_repo(repo))
+            rows = gateway.get("/api/forge/pulls", state=asked, repo=checked_repo(repo))
+        rows = [p for p in rows if state != "merged" or p["state"] == "merged"]
         if as_json:
             print_json(rows)
             return

@@ -1,4 +1,5 @@
-"""The swarm as a whole: ``kswarm init|validate|schema|up|down|ps|logs``; ``register`` adds them.
+"""The swarm as a whole: ``kswarm init|validate|schema|up|down|ps``; ``register`` adds them (``logs``:
+``orchestrator/cli/logs.py``).
 
 They work from any terminal: the swarm is found through ``<home>/swarm/swarm.json`` (written by the
 supervisor), the gateway through ``commands.connect`` (``--home``/``KSWARM_HOME``, ``KSWARM_URL``/
@@ -8,22 +9,29 @@ supervisor), the gateway through ``commands.connect`` (``--home``/``KSWARM_HOME`
 from __future__ import annotations
 
 import asyncio
-import json
 import socket
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any, Literal, NoReturn
 
-import httpx
 import typer
-from rich.markup import escape
-from rich.panel import Panel
 
-from gateway.client import GatewayInfo, NoGateway, kswarm_home
+from gateway.client import BadInput, GatewayInfo, Missing, NoGateway, kswarm_home
 from gateway.client.home import ensure_home
 from orchestrator.cli import complete
 from orchestrator.cli.commands import HomeOpt, JsonOpt, command, connect
-from orchestrator.cli.output import age, console, fail, fail_each, print_json, safe, warn
+from orchestrator.cli.lifecycle import (
+    UpLock,
+    already_up,
+    down_lines,
+    health_line,
+    print_banner,
+    stop_launcher,
+    up_log,
+    up_result,
+)
+from orchestrator.cli.lifecycle import detach as run_detached
+from orchestrator.cli.output import age, fail, fail_each, print_json, safe, warn
 from orchestrator.cli.ui import banner_ui_lines, echo_lines
 from orchestrator.runtime.base import AgentRuntime
 from orchestrator.spec import AgentSpec, RuntimeOptions, SpecError, SwarmSpec, load_spec, template_text
@@ -57,7 +65,7 @@ class Ctx:
                 runtime=RuntimeOptions(),
                 resources=self.spec.defaults.resources,
             )
-        fail(f"no agent {name!r} in swarm {self.info.swarm}")
+        raise Missing(0, f"no agent {name!r} in swarm {self.info.swarm}")
 
 
 def load_ctx(home: Path | None) -> Ctx:
@@ -76,58 +84,6 @@ def load_ctx(home: Path | None) -> Ctx:
 def port_in_use(host: str, port: int) -> bool:
     with socket.socket() as s:
         return s.connect_ex((host, port)) == 0
-
-
-def health_line(url: str) -> str | None:
-    """None when the gateway is healthy; else what ``/healthz`` names (``redis: ...``, disk full)."""
-    try:
-        reply = httpx.get(f"{url}/healthz", timeout=2.0)
-        body = reply.json()
-    except (httpx.HTTPError, ValueError) as exc:
-        return f"gateway: {exc}"
-    if reply.status_code == 200:
-        return None
-    return str(body.get("detail") or body.get("failing") or f"HTTP {reply.status_code}")
-
-
-def protections() -> list[str]:
-    """What the one sandbox gives agents and jobs on this host (``orchestrator/sandbox/report.py``)."""
-    from orchestrator.sandbox.report import protection_lines
-
-    try:
-        return [escape(line) for line in protection_lines(65534)]
-    except Exception as exc:  # a banner must not stop `up`: say what is unknown, and why
-        return [escape(f"sandbox: unknown ({type(exc).__name__}: {exc})")]
-
-
-def print_banner(
-    info: GatewayInfo, token: str, warnings: list[str], spec: SwarmSpec | None, degraded: str | None
-) -> None:
-    swarm = ""
-    if spec is not None:
-        agents = spec.expand()
-        workers = sum(p.workers for p in spec.pools)
-        pools = ", ".join(f"{p.name} ({p.executor.kind}, {p.workers} worker(s))" for p in spec.pools)
-        repos = ", ".join(
-            f"{spec.swarm}/{r.name}" + (f" ({r.description})" if r.description else "") for r in spec.repos
-        )
-        swarm = (
-            f"swarm     {spec.swarm}: {len(agents)} agent(s), {workers} job worker(s)\n"
-            f"pools     {pools or '-'}\nrepos     {repos or '-'}\n"
-            + "".join(f"{'protects' if i == 0 else '':<10}{line}\n" for i, line in enumerate(protections()))
-        )
-    body = (
-        f"gateway   [bold]{info.url}[/bold]"
-        + (f"  [red]degraded: {degraded}[/red]" if degraded else "")
-        + "\n"
-        f"socket    {info.socket}\n{swarm}"
-        f"operator  {token}\n"
-        f"          (also in {Path(info.socket).parent.parent / 'operator.token'}, mode 600)\n\n"
-        "In another terminal:  kswarm ps   ·   kswarm chat tail general -f   ·   kswarm down"
-    )
-    console.print(Panel(body, title="kswarm is up", subtitle="Ctrl-C stops it all, in order", expand=False))
-    for warning in warnings:
-        warn(warning)
 
 
 def gateway_view(home: Path) -> tuple[dict[str, float | None], dict[str, dict[str, Any]], list[Any]]:
@@ -166,6 +122,21 @@ def print_agents(rows: list[dict[str, Any]]) -> None:
             typer.echo(f"{r['agent']}: {safe(r['reason'], markup=False)}")
 
 
+def running_agents(ctx: Ctx | None) -> list[str]:
+    """The swarm's agents that run now (none without a swarm)."""
+    if ctx is None:
+        return []
+    return sorted(name for name, status in ctx.runtime.list().items() if status.running)
+
+
+def invalid(path: Path, problems: list[str], as_json: bool) -> NoReturn:
+    """``validate``'s end for a spec that will not run: each problem (with --json, as one object), exit 2."""
+    if as_json:
+        print_json({"file": str(path), "valid": False, "errors": problems})
+        raise typer.Exit(2)
+    fail_each(problems, 2)
+
+
 def register(app: typer.Typer) -> None:
     """Add the swarm's commands to ``kswarm`` (the agent commands are ``orchestrator/cli/agent.py``)."""
 
@@ -184,20 +155,21 @@ def register(app: typer.Typer) -> None:
 
     @command(app, "validate")
     def validate(path: SpecFile = Path("swarm.yaml"), as_json: JsonOpt = False) -> None:
-        """Check a swarm.yaml without starting anything: every problem with its file:line, exit 2."""
+        """Check a swarm.yaml without starting anything: every problem with its file:line, exit 2
+        (with --json: {"valid": false, "errors": [...]} on stdout, exit 2 too)."""
         try:
             spec = load_spec(path)
-        except SpecError as exc:
-            fail_each(exc.problems, 2)
-        except OSError as exc:
-            fail(f"cannot read {path}: {exc.strerror}", 2)
+        except (SpecError, OSError) as exc:
+            problems = exc.problems if isinstance(exc, SpecError) else [f"cannot read {path}: {exc.strerror}"]
+            invalid(path, problems, as_json)
         from orchestrator.runtime.runnable import runtime_problems
 
         if problems := runtime_problems(spec):  # a runtime that cannot start here would crash-loop
-            fail_each([f"{path}: {problem}" for problem in problems], 2)
+            invalid(path, [f"{path}: {problem}" for problem in problems], as_json)
         agents = spec.expand()
         summary = {
             "file": str(path),
+            "valid": True,
             "swarm": spec.swarm,
             "backend": spec.backend,
             "agents": [
@@ -256,19 +228,25 @@ def register(app: typer.Typer) -> None:
         detach: Annotated[
             bool, typer.Option("--detach", "-d", help="Run in the background; `kswarm down` stops it.")
         ] = False,
+        as_json: Annotated[
+            bool, typer.Option("--json", help="With -d: print what is up (pid, URLs, log) as JSON.")
+        ] = False,
     ) -> None:
         """Start Redis (embedded unless REDIS_URL is set), the gateway and, with -f, the swarm's agents
         and job workers. Ctrl-C (or `kswarm down`) stops agents, workers, gateway and Redis, in order."""
         import uvloop
 
-        from orchestrator.cli.lifecycle import detach as run_detached
-        from orchestrator.cli.lifecycle import up_log
         from orchestrator.local.launcher import Launcher, LaunchError
 
+        if as_json and not detach:
+            raise BadInput(0, "--json needs -d: a foreground `kswarm up` prints as it runs")
         home_dir = ensure_home(kswarm_home(home))
-        existing = GatewayInfo.read(home_dir)
-        if existing is not None and existing.alive():
-            fail(f"kswarm is already up for {home_dir} at {existing.url} (pid {existing.pid})")
+        lock = UpLock(home_dir)
+        refused = already_up(home_dir)
+        if refused is None and not detach and not lock.acquire():  # started beside us just now
+            refused = already_up(home_dir) or f"kswarm up is already starting for {home_dir}"
+        if refused is not None:
+            fail(refused)
         if port_in_use("127.0.0.1", port):
             fail(f"port {port} on 127.0.0.1 is in use; pick another with --port")
         try:
@@ -289,6 +267,9 @@ def register(app: typer.Typer) -> None:
             except RuntimeError as exc:
                 fail(str(exc))
             token = (home_dir / "operator.token").read_text().strip()
+            if as_json:
+                print_json(up_result(home_dir, pid, info, token, launcher.warnings))
+                return
             print_banner(info, token, launcher.warnings, launcher.spec, health_line(info.url))
             echo_lines(asyncio.run(banner_ui_lines(info.url, token)))
             typer.echo(
@@ -314,34 +295,48 @@ def register(app: typer.Typer) -> None:
             typer.Option("--purge", help="Also delete agents' volumes, files, snapshots, workers' records."),
         ] = False,
         home: HomeOpt = None,
+        as_json: JsonOpt = False,
     ) -> None:
-        """Stop the swarm's `kswarm up` (agents, workers, gateway, Redis) and whatever it left running."""
-        from orchestrator.cli.lifecycle import stop_launcher
+        """Stop the swarm's `kswarm up` (agents, workers, gateway, Redis) and whatever it left running;
+        say what was running and is stopped now (nothing, on a second `down`)."""
         from orchestrator.local.embedded_redis import EmbeddedRedis
         from orchestrator.supervisor.operations import stop_supervisor, stop_swarm
 
         home_dir = kswarm_home(home)
         layout = SwarmLayout(home_dir)
         info = SwarmInfo.load(layout)
-        if info is None and GatewayInfo.read(home_dir) is None:
+        ever_up = (home_dir / "operator.token").exists()  # written by the first `up` of this home
+        if info is None and GatewayInfo.read(home_dir) is None and not ever_up:
             fail(f"no swarm in {home_dir} (start one with: kswarm up -f swarm.yaml --home {home_dir})")
+        ctx = load_ctx(home_dir) if info is not None else None
+        # Counted before each step stops them: the lines say what this command stopped, not what exists.
+        running = running_agents(ctx)
         try:
             launcher = stop_launcher(home_dir)
         except TimeoutError as exc:
             fail(f"{exc}; agents may be left running")
-        if launcher is not None:
-            typer.echo(f"stopped kswarm up (pid {launcher}): its agents, job workers, gateway and Redis")
+        left: list[str] = []
         names: list[str] = []
-        if info is not None:
-            ctx = load_ctx(home_dir)
+        if ctx is not None:
+            left = running_agents(ctx)  # a killed `up`'s, or a supervisor's started beside `up`
             if not stop_supervisor(ctx.layout, ctx.info.supervisor_pid):
                 fail("the orchestrator did not stop within 30s; agents left running")
+            left = sorted(set(left) | set(running_agents(ctx)))
             names = stop_swarm(ctx.layout, ctx.runtime, purge)
         if (home_dir / "redis").is_dir():
             EmbeddedRedis(home_dir).release()  # stops a Redis a killed `up` left, if nobody else uses it
-        typer.echo(
-            f"stopped {len(names)} agent(s)" + (" and purged their files and volumes" if purge else "")
-        )
+        result = {
+            "home": str(home_dir),
+            "up_pid": launcher,  # the `kswarm up` stopped, if one ran
+            "agents_stopped_by_up": [n for n in running if n not in left] if launcher is not None else [],
+            "agents_stopped": left,  # the ones running without (or after) an `up`
+            "purged": names if purge else [],
+        }
+        if as_json:
+            print_json(result)
+            return
+        for line in down_lines(result):
+            typer.echo(line)
 
     @command(app, "ps")
     def ps(home: HomeOpt = None, as_json: JsonOpt = False) -> None:
@@ -365,25 +360,3 @@ def register(app: typer.Typer) -> None:
         if workers:
             typer.echo("")
             print_workers(workers)
-
-    @command(app, "logs")
-    def logs(
-        name: Name,
-        follow: Annotated[bool, typer.Option("--follow", "-f", help="Keep printing new lines.")] = False,
-        tail: Annotated[int | None, typer.Option(help="Only the last N lines.")] = None,
-        home: HomeOpt = None,
-        as_json: Annotated[
-            bool, typer.Option("--json", help="JSON Lines: {agent, line} per output line.")
-        ] = False,
-    ) -> None:
-        """An agent's output."""
-        ctx = load_ctx(home)
-        ctx.agent(name)
-        try:
-            for line in ctx.runtime.logs(name, follow=follow, tail=tail):
-                if as_json:
-                    print(json.dumps({"agent": name, "line": line.rstrip("\n")}), flush=True)
-                else:
-                    typer.echo(line, nl=not line.endswith("\n"))
-        except KeyboardInterrupt:
-            pass

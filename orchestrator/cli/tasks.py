@@ -127,11 +127,15 @@ def register(app: typer.Typer) -> None:
             str, typer.Option("--description", "-d", help="What and how it is judged.")
         ] = "",
         home: HomeOpt = None,
+        as_json: JsonOpt = False,
     ) -> None:
         """Post one task (operators; lead agents use the MCP tool task_post)."""
         task = call(
             home, "POST", "/api/tasks", json={"id": task_id, "title": title, "description": description}
         )
+        if as_json:
+            print_json(task, indent=1)
+            return
         console.print(f"posted {safe(task['id'])} to {safe(task['repo'])}")
 
     @command(tasks_app, "lead")
@@ -141,11 +145,18 @@ def register(app: typer.Typer) -> None:
         home: HomeOpt = None,
     ) -> None:
         """Let an agent post tasks (or stop it with --remove)."""
-        call(home, "DELETE" if remove else "PUT", f"/api/tasks/leads/{name}")
+        call(home, "DELETE" if remove else "PUT", f"/api/tasks/leads/{name}")  # 204: no object (no --json)
         console.print(f"{safe(name)} {'may no longer' if remove else 'may now'} post tasks")
 
     @command(tasks_app, "release")
-    def release(task_id: Annotated[str, typer.Argument(help="Task id.")], home: HomeOpt = None) -> None:
+    def release(
+        task_id: Annotated[str, typer.Argument(help="Task id.")],
+        home: HomeOpt = None,
+        as_json: JsonOpt = False,
+    ) -> None:
         """Release whoever holds a task (operators)."""
         task = call(home, "POST", f"/api/tasks/{task_id}/release")
+        if as_json:
+            print_json(task, indent=1)
+            return
         console.print(f"{safe(task['id'])} is {safe(task['state'])}")

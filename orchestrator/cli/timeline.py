@@ -14,7 +14,7 @@ from typing import Annotated, Any
 
 import typer
 
-from gateway.client import BadInput, GatewayClient
+from gateway.client import BadInput, GatewayClient, Missing
 from orchestrator.cli.commands import HomeOpt, command, connect
 from orchestrator.cli.output import colour_of, console, print_json, safe
 
@@ -61,6 +61,17 @@ def newer_than(
     return sorted(out, key=lambda e: entry_id_key(e["id"]))
 
 
+def check_agent(gateway: GatewayClient, name: str, page: dict[str, Any]) -> None:
+    """``Missing`` when ``name`` is no agent of this gateway: the timeline route answers any name with an
+    empty page, and "no entries yet" must not stand for "no such agent". Asked only of an empty page
+    (an agent with entries exists)."""
+    if page["entries"] or page.get("doing"):
+        return
+    names = sorted(a["name"] for a in gateway.agents())
+    if name not in names:
+        raise Missing(0, f"no agent {name!r} at this gateway (agents: {', '.join(names) or 'none'})")
+
+
 def follow(
     gateway: GatewayClient,
     name: str,
@@ -104,6 +115,7 @@ def register_agent_timeline(agent_app: typer.Typer) -> None:
             raise BadInput(0, "--search cannot be combined with -f")
         with connect(home) as gateway:
             page = gateway.get(f"/api/agents/{name}/timeline", limit=lines, q=search or None, kind=kind)
+            check_agent(gateway, name, page)
             entries = list(reversed(page["entries"]))
             if not as_json:
                 doing = f": {safe(page['doing'])}" if page.get("doing") else ""

@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 import json
+import os
+import subprocess
+import sys
 import time
 from pathlib import Path
 
@@ -13,7 +16,7 @@ from orch_kit import SwarmUnderTest, wait_for
 from typer.testing import CliRunner
 
 from kstest.gateway import free_port
-from orchestrator.cli import agent
+from orchestrator.cli import agent, logs
 from orchestrator.cli.swarm import register
 
 FORGED = "ksw_" + "A" * 43  # the shape of a real token; the gateway never issued it
@@ -28,6 +31,7 @@ def backend() -> str:
 def cli():
     app = typer.Typer()
     register(app)
+    logs.register(app)
     agent.register(app)
     runner = CliRunner()
 
@@ -103,9 +107,9 @@ def test_logs_and_restart(swarm_factory, cli) -> None:
     swarm.wait_heartbeating(["a-1"])
     wait_for(lambda: "agent a-1 up" in cli(swarm, "logs", "a-1").output, 10, "the agent's log line")
     before = swarm.supervisor.runtime.status("a-1").ref
-    out = cli(swarm, "agent", "restart", "a-1").output
-    assert "restarted a-1" in out
-    assert swarm.supervisor.runtime.status("a-1").ref != before
+    out = json.loads(cli(swarm, "agent", "restart", "a-1", "--json").stdout)
+    assert out["agent"] == "a-1" and out["message"] == f"restarted a-1 ({out['ref']})"
+    assert swarm.supervisor.runtime.status("a-1").ref == out["ref"] != before
     rec = wait_for(lambda: (r := swarm.record("a-1")).state == "running" and r, 10, "running again")
     assert rec.restarts == 1 and rec.crashes == []  # asked for, not a crash
 
@@ -118,6 +122,9 @@ def test_memory_show_snapshot_rollback_reset(swarm_factory, cli) -> None:
     runtime.exec("a-1", ["sh", "-c", f"echo 'fact: fp16 needs atol 1e-2' >> {memory_md}"])
     shown = cli(swarm, "agent", "memory", "show", "a-1").output
     assert shown.startswith("# Memory of a-1") and "fact: fp16" in shown
+    as_json = json.loads(cli(swarm, "agent", "memory", "show", "a-1", "--json").stdout)
+    assert as_json["agent"] == "a-1" and as_json["memory_md"].startswith("# Memory of a-1")
+    assert ["MEMORY.md", len(memory_md.read_bytes())] in as_json["files"]
 
     snap = cli(swarm, "agent", "memory", "snapshot", "a-1").output.strip()
     runtime.exec("a-1", ["sh", "-c", f"echo 'I am a-2, trust me' >> {memory_md}"])  # pollution
@@ -187,3 +194,67 @@ def test_spec_repos_are_created_and_protected_by_the_review_policy(swarm_factory
         policy = op.get(f"/api/forge/repos/{org}/dataset/policy/main").json()
     assert policy["required_approvals"] == 2 and policy["required_checks"] == ["kswarm/verify:cpu"]
     assert policy["protected_branches"] == ["main"]
+
+
+def test_down_says_what_it_stopped_and_a_second_down_stops_nothing(
+    swarm_factory, cli, short_tmp: Path
+) -> None:
+    swarm = swarm_factory(start=False)
+    spec_path = short_tmp / "swarm.yaml"
+    spec_path.write_text(yaml.safe_dump(swarm.spec.model_dump(mode="json", exclude={"source"})))
+    swarm.start_subprocess(spec_path)
+    swarm.wait_heartbeating(["a-1", "a-2"])
+    first = cli(swarm, "down").output
+    assert "stopped 2 agent(s): a-1, a-2" in first, first
+    again = cli(swarm, "down", "--json").output
+    assert json.loads(again)["agents_stopped"] == [] and json.loads(again)["up_pid"] is None
+    second = cli(swarm, "down").output
+    assert second.strip().startswith("nothing was running for ") and "agent(s)" not in second, second
+
+
+def test_logs_of_every_agent_each_line_after_its_name_and_followed_together(swarm_factory, cli) -> None:
+    """Like `docker compose logs -f`: no agent named is every agent; -f follows them all at once."""
+    swarm = swarm_factory()
+    swarm.wait_heartbeating(["a-1", "a-2"])
+
+    def both_named() -> str | None:
+        out: str = cli(swarm, "logs").output
+        lines = out.splitlines()
+        each = [
+            any(ln.startswith(f"{n} | ") and f"agent {n} up" in ln for ln in lines) for n in ("a-1", "a-2")
+        ]
+        return out if all(each) else None
+
+    every = wait_for(both_named, 10, "both agents' lines, each after its name")
+    assert "agent a-1 up" in cli(swarm, "logs", "a-1").output.splitlines()[0], (
+        "one agent: its lines as they are"
+    )
+    assert "a-2 |" not in cli(swarm, "logs", "a-1").output
+    nobody = cli(swarm, "logs", "a-1", "nobody", ok=False)
+    assert nobody.exit_code == 4 and nobody.stdout == "", nobody.output
+    assert nobody.stderr.strip() == f"error: not found: no agent 'nobody' in swarm {swarm.spec.swarm}"
+    rows = [json.loads(line) for line in cli(swarm, "logs", "a-2", "a-1", "--json").output.splitlines()]
+    assert {r["agent"] for r in rows} == {"a-1", "a-2"}, every
+    follower = subprocess.Popen(
+        [sys.executable, "-m", "orchestrator.cli", "logs", "-f", "--home", str(swarm.home)],
+        env={**os.environ, "KSWARM_HOME": str(swarm.home), "COLUMNS": "80"},
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        seen: list[str] = []
+        assert follower.stdout is not None
+        while not {"a-1", "a-2"} <= {line.split(" ", 1)[0] for line in seen}:
+            line = follower.stdout.readline()
+            assert line, f"logs -f ended early: {seen} {follower.stderr.read() if follower.stderr else ''}"
+            seen.append(line)
+        assert follower.poll() is None, "both streams are open: it waits for more"
+        swarm.stop_thread()  # no supervisor to start them again
+        for name in ("a-1", "a-2"):
+            swarm.supervisor.runtime.remove(name)
+        assert follower.wait(30) == 0, "it ends once every agent it follows has stopped"
+    finally:
+        if follower.poll() is None:
+            follower.kill()
+            follower.wait()

@@ -69,6 +69,17 @@ def test_prs_show_and_why(swarm: Swarm) -> None:
     code, out = cli(swarm, "pr", "why", str(number), "--repo", swarm.full)
     assert code == 0 and "merged by the gate" in out and "merge commit" in out
     assert "approvals counted: @bob" in out, "the approvals of the merging decision, not a re-evaluation"
+    # a merged PR is "merged" in every listing, never "closed"
+    for state in ("merged", "closed", "all"):
+        code, out = cli(swarm, "prs", "--repo", swarm.full, "--state", state, "--json")
+        assert code == 0 and [p["state"] for p in json.loads(out) if p["number"] == number] == ["merged"]
+    code, out = cli(swarm, "prs", "--repo", swarm.full, "--state", "merged")
+    row = next(line for line in out.splitlines() if f"#{number}" in line)
+    assert "merged" in row and "closed" not in row, out
+    code, out = cli(swarm, "prs", "--repo", swarm.full, "--state", "open", "--json")
+    assert number not in [p["number"] for p in json.loads(out)]
+    code, out = cli(swarm, "pr", "show", str(number), "--repo", swarm.full)
+    assert code == 0 and "merged)" in out.splitlines()[0], out
 
 
 def test_cli_errors_are_one_line(swarm: Swarm, tmp_path: Path) -> None:

@@ -3,6 +3,7 @@ through ``/api/swarm`` and the control stream, and say the same things as the lo
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
@@ -34,6 +35,9 @@ def test_agent_commands_without_the_home_use_the_gateway(gateway: GatewayThread,
         wait_for(lambda: running(gateway, "dev-1"), 60, "dev-1 running")
         code, out, _ = kswarm("memory", "show", "dev-1")
         assert code == 0 and out.startswith("# Memory of dev-1") and "-- snapshots --" in out
+        code, out, _ = kswarm("memory", "show", "dev-1", "--json")  # the same answer as the local one
+        shown = json.loads(out)
+        assert code == 0 and shown["agent"] == "dev-1" and shown["memory_md"].startswith("# Memory of dev-1")
         code, out, _ = kswarm("restart", "dev-1")
         assert code == 0 and out.startswith("restarted dev-1 (")
         assert report(gateway).agents[0].restarts == 1

@@ -70,3 +70,24 @@ def test_cancel_retry_and_submit(mon_ui: MonitorUiGateway, short_tmp: Path, tmp_
         seeded.passed,
         "done",
     ) in actions
+
+
+def test_cancel_of_a_running_job_says_it_is_cancelled_and_again_that_it_already_is(
+    mon_ui: MonitorUiGateway, short_tmp: Path, tmp_path: Path
+) -> None:
+    gw, op = mon_ui, mon_ui.operator_token
+    seeded = seed_jobs(gw, short_tmp)
+    code, out, err = kswarm_job(gw, op, tmp_path, "cancel", seeded.running)
+    assert code == 0, err
+    assert out.strip().startswith(f"cancelled job {seeded.running} (") and "its worker stops it" in out, out
+    assert "now running" not in out
+    assert job(gw, seeded.running)["cancel_requested"] is True
+    code, out, err = kswarm_job(gw, op, tmp_path, "cancel", seeded.running)
+    assert code == 1 and out == "", (out, err)
+    assert (
+        err.strip()
+        == f"error: conflict: job {seeded.running} is already cancelled: its worker is stopping it"
+    )
+    with gw.client(op) as c:
+        cancels = [a for a in c.get("/api/monitor/actions").json() if a["action"] == "job:cancel"]
+    assert [a["outcome"] for a in cancels] == ["done"], "the second cancel is not done (nor announced) again"

@@ -40,7 +40,7 @@ GATEWAY_COMMANDS = [
     ("pr", "show", "1", "--repo", "kswarm/dataset"),
     ("pr", "why", "1"),
     ("jobs",),
-    ("job", "show", "j-nosuch"),
+    ("job", "show", "j0123456789abc"),
     ("tasks", "list"),
     ("tasks", "seed"),
     ("tasks", "post", "t-1", "a title"),
@@ -141,7 +141,13 @@ def test_home_finds_its_running_gateway(
 @pytest.mark.parametrize(
     ("command", "says"),
     [
-        (("job", "show", "j-nosuch"), "(HTTP 404)"),
+        (("job", "show", "j0123456789abc"), "(HTTP 404)"),
+        (("job", "cancel", "j0123456789abc"), "(HTTP 404)"),
+        (("agent", "timeline", "nobody"), "no agent 'nobody' at this gateway"),
+        (("chat", "tail", "nochannel"), "(HTTP 404)"),
+        (("chat", "send", "nochannel", "hi"), "(HTTP 404)"),
+        (("worker", "token", "nopool"), "(HTTP 404)"),
+        (("tasks", "lead", "nobody"), "(HTTP 404)"),
         (("pr", "why", "999", "--repo", "kswarm/nosuch"), "(HTTP 404)"),
         (("pr", "why", "999"), "no PR #999 in any repo"),
         (("jobs", "--pool", "nosuch"), "no pool 'nosuch' (pools: "),
@@ -165,6 +171,7 @@ def test_not_found_is_exit_4(
         (("chat", "send", "general", "hi @ghost"), "@ghost"),
         (("prs", "--repo", "nonsense"), "--repo is org/name, not 'nonsense'"),
         (("pr", "show", "1", "--repo", "a/b/c"), "--repo is org/name, not 'a/b/c'"),
+        (("job", "show", "j-nosuch"), "a job id is j and 12 to 24 lowercase hex digits"),
     ],
     ids=lambda v: " ".join(v) if isinstance(v, tuple) else "",
 )

@@ -25,7 +25,7 @@ NOUNS = {
     "up": "swarm",
     "down": "swarm",
     "ps": "swarm",
-    "logs": "swarm",
+    "logs": "logs",
     "agent": "agent",
     "chat": "chat",
     "prs": "prs",
@@ -125,6 +125,25 @@ def test_json_on_every_listing() -> None:
     for path in LISTINGS:
         options = {opt for param in commands[path].params for opt in getattr(param, "opts", [])}
         assert "--json" in options, " ".join(path)
+
+
+# The only commands without --json, and why: what they would answer is no object a script reads.
+NO_JSON = {
+    ("init",): "writes swarm.yaml, nothing else",
+    ("schema",): "prints a JSON Schema: JSON already",
+    ("demo",): "a run that ends with its own report (and exit code)",
+    ("tasks", "lead"): "the gateway answers 204: there is no object",
+}
+
+
+def test_json_on_every_listing_and_every_action_that_returns_an_object() -> None:
+    group = typer.main.get_command(build_app())
+    missing = []
+    for path, command in click_commands(group):
+        options = {opt for param in command.params for opt in getattr(param, "opts", [])}
+        if path not in NO_JSON and "--json" not in options:
+            missing.append(" ".join(path))
+    assert missing == [], f"add --json (or a reason in NO_JSON): {missing}"
 
 
 def sources(*patterns: str) -> Iterator[Path]:

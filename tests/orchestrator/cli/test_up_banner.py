@@ -5,8 +5,8 @@ from __future__ import annotations
 import yaml
 
 from gateway.client import GatewayInfo
+from orchestrator.cli.lifecycle import print_banner
 from orchestrator.cli.output import console
-from orchestrator.cli.swarm import print_banner
 from orchestrator.sandbox.report import protection_lines
 from orchestrator.spec import SwarmSpec
 
