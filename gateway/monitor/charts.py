@@ -110,9 +110,9 @@ def render_chart(
             f'<text x="{LEFT - 6}" y="{yy + 4:.1f}" text-anchor="end" font-size="10" fill="#6b7480">'
             f"{escape(fmt(value))}{escape(unit) if i == 4 else ''}</text>"
         )
-    for ts in (t0, t0 + span / 2, t1):
+    for ts, anchor in ((t0, "middle"), (t0 + span / 2, "middle"), (t1, "end")):  # the last one in view
         out.append(
-            f'<text x="{x(ts):.1f}" y="{HEIGHT - BOTTOM + 14}" text-anchor="middle" font-size="10" '
+            f'<text x="{x(ts):.1f}" y="{HEIGHT - BOTTOM + 14}" text-anchor="{anchor}" font-size="10" '
             f'fill="#6b7480">{_clock(ts, span)}</text>'
         )
     if not stamps:
