@@ -141,7 +141,9 @@ def render_chart(
                     f"{escape(unit)}</title></rect>"
                 )
         elif line.points:
-            coords = " ".join(f"{x(p.ts):.1f},{y(p.value):.1f}" for p in line.points)
+            # One bucket (a swarm younger than a step): a level segment across it, not a lone dot.
+            ends = line.points if len(line.points) > 1 else [line.points[0], Point(t1, line.points[0].value)]
+            coords = " ".join(f"{x(p.ts):.1f},{y(p.value):.1f}" for p in ends)
             out.append(f'<polyline fill="none" stroke="{colour}" stroke-width="1.8" points="{coords}"/>')
             for p in line.points:
                 out.append(

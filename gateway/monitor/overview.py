@@ -103,7 +103,7 @@ class OverviewBuilder:
         counts = {"open": 0, "claimed": 0, "done": 0}
         for task in await svc.board.list():
             counts[task.state] = counts.get(task.state, 0) + 1
-        figures = {state: Figure(value=n, link=f"/ui/tasks#{state}") for state, n in counts.items()}
+        figures = {state: Figure(value=n, link=f"/ui/tasks?state={state}") for state, n in counts.items()}
         return TaskFigures(**figures), "ok"
 
     # -- PRs --------------------------------------------------------------------------------

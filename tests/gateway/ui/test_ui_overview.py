@@ -109,6 +109,8 @@ def test_the_page_shows_the_apis_figures_and_each_links_to_its_list(
         for path, fig in api.items():
             listed = browser.get(fig["link"], headers=HTML)
             assert listed.status_code == 200, (path, fig["link"], listed.status_code)
+        claimed = browser.get(api["tasks.claimed"]["link"], headers=HTML).text
+        assert 'data-task="t-claimed"' in claimed and 'data-task="t-open"' not in claimed
         jobs = browser.get(api["pools.1.running"]["link"], headers=HTML).text
         assert "/ui/jobs?pool=gpu-h100" == api["pools.1.running"]["link"]
         assert 'class="active">gpu-h100</a>' in jobs

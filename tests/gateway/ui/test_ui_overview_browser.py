@@ -77,5 +77,6 @@ def test_the_landing_page_is_the_overview_of_the_swarm(
         expect(page.locator("main")).to_contain_text("add and softmax")
         page.go_back()
         page.locator('[data-figure="tasks.claimed"]').click()
-        page.wait_for_url("**/ui/tasks#claimed")
+        page.wait_for_url("**/ui/tasks?state=claimed")
         expect(page.locator('#tasks-table tr[data-task="t-claimed"]')).to_have_count(1)
+        expect(page.locator("#tasks-table tbody tr[data-task]")).to_have_count(1)  # the claimed one only
