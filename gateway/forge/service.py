@@ -90,6 +90,7 @@ def summary(pr: PullRequest, decision: GateDecision | None = None) -> dict[str, 
         "base": pr.base,
         "state": "merged" if pr.merged else pr.state,
         "head_sha": pr.head_sha,
+        "merged_at": pr.merged_at,  # the overview's "merged in the last hour" is checked against it
     }
     if decision is not None:
         out["gate"] = {"mergeable": decision.mergeable, "why": decision.summary()}

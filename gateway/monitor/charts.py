@@ -20,8 +20,8 @@ PALETTE = (
     "#2f6fde", "#1f8a4c", "#c23b32", "#b86e00", "#7b4bd1", "#0a8f98", "#d6458f", "#5b6b2f",
     "#8a5a2b", "#3d5a80", "#e07a1f", "#6c757d",
 )  # fmt: skip
-WIDTH, HEIGHT = 640, 220
-LEFT, RIGHT, TOP, BOTTOM = 56, 12, 14, 46
+WIDTH, HEIGHT = 640, 250
+LEFT, RIGHT, TOP, BOTTOM = 56, 12, 40, 60
 
 
 @dataclass
@@ -61,8 +61,11 @@ def render_chart(
     kind: str = "line",
     unit: str = "",
     chart_id: str = "",
+    axis: str = "",
+    window: str = "",
 ) -> str:
-    """One chart; ``kind`` ``line`` (one polyline per series) or ``bars`` (stacked per bucket)."""
+    """One chart; ``kind`` ``line`` (one polyline per series) or ``bars`` (stacked per bucket). Its title
+    on top, ``axis`` (what the y axis counts, per which bucket) under it, ``window`` under the times."""
     stamps = sorted({p.ts for line in lines for p in line.points})
     plot_w, plot_h = WIDTH - LEFT - RIGHT, HEIGHT - TOP - BOTTOM
     if kind == "bars":
@@ -91,6 +94,12 @@ def render_chart(
         f'width="{WIDTH}" height="{HEIGHT}" role="img" aria-label="{escape(title)}" '
         f'data-chart="{escape(chart_id or title)}" data-max="{top:g}">',
         f"<title>{escape(title)}</title>",
+        f'<text class="chart-title" x="{LEFT}" y="16" font-size="13" font-weight="600" fill="#1d232b">'
+        f"{escape(title)}</text>",
+        f'<text class="chart-axis" x="{LEFT}" y="{TOP - 8}" font-size="10" fill="#6b7480">'
+        f"{escape(axis)}</text>",
+        f'<text class="chart-window" x="{WIDTH - RIGHT}" y="{HEIGHT - BOTTOM + 28}" text-anchor="end" '
+        f'font-size="10" fill="#6b7480">{escape(window)}</text>',
         f'<rect x="{LEFT}" y="{TOP}" width="{plot_w}" height="{plot_h}" fill="#ffffff" stroke="#dde1e7"/>',
     ]
     for i in range(5):
@@ -101,9 +110,9 @@ def render_chart(
             f'<text x="{LEFT - 6}" y="{yy + 4:.1f}" text-anchor="end" font-size="10" fill="#6b7480">'
             f"{escape(fmt(value))}{escape(unit) if i == 4 else ''}</text>"
         )
-    for ts in (t0, t0 + span / 2, t1):
+    for ts, anchor in ((t0, "middle"), (t0 + span / 2, "middle"), (t1, "end")):  # the last one in view
         out.append(
-            f'<text x="{x(ts):.1f}" y="{HEIGHT - BOTTOM + 14}" text-anchor="middle" font-size="10" '
+            f'<text x="{x(ts):.1f}" y="{HEIGHT - BOTTOM + 14}" text-anchor="{anchor}" font-size="10" '
             f'fill="#6b7480">{_clock(ts, span)}</text>'
         )
     if not stamps:
@@ -132,7 +141,9 @@ def render_chart(
                     f"{escape(unit)}</title></rect>"
                 )
         elif line.points:
-            coords = " ".join(f"{x(p.ts):.1f},{y(p.value):.1f}" for p in line.points)
+            # One bucket (a swarm younger than a step): a level segment across it, not a lone dot.
+            ends = line.points if len(line.points) > 1 else [line.points[0], Point(t1, line.points[0].value)]
+            coords = " ".join(f"{x(p.ts):.1f},{y(p.value):.1f}" for p in ends)
             out.append(f'<polyline fill="none" stroke="{colour}" stroke-width="1.8" points="{coords}"/>')
             for p in line.points:
                 out.append(

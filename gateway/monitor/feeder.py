@@ -12,6 +12,7 @@ event counters together with the event cursor, so an event is counted once.
   proxy's totals); queued and running
   jobs per pool (gauges); claim windows (opened and closed as the board changes: done, released,
   lapsed, taken); the gate's decisions (new entries of each PR's audit log).
+- **Start**: ``ks:mon:started``, once: when this swarm's history begins (the charts' window).
 - **Attention** (every ``attention_every_s``): recomputed; when it changed, one ``type: attention``
   event on ``ks:events``, so every open page (SSE) refreshes; items that are new go to the operator's
   alert targets (``gateway.monitor.alerts``: sent from their own tasks, so a slow receiver never holds
@@ -50,6 +51,7 @@ log = logging.getLogger("kswarm.monitor")
 EVENT_BATCH = 1000
 FORGE_EVENTS = f"{gateway_keys.PREFIX}forge:events"  # gateway/forge/keys.py: EVENTS (read, never consumed)
 TERMINAL = {"succeeded", "failed", "error", "timeout", "cancelled"}
+GATE_HORIZON_S = 3600.0  # a closed PR's decisions are watched this long after it closed
 
 
 def owner_id() -> str:
@@ -73,6 +75,7 @@ class MonitorFeeder:
         self.kinds: dict[str, PrincipalKind | None] = {}
         self.next_sample = 0.0
         self.next_attention = 0.0
+        self.started = False
 
     # -- the loop ---------------------------------------------------------------------------
 
@@ -96,6 +99,8 @@ class MonitorFeeder:
         """One pass if this replica holds (or takes) the lease; False when another one feeds."""
         if not await self.series.take_lease(self.owner, self.settings.lease_s):
             return False
+        if not self.started:
+            await self.mark_start()
         while await self.count_events() >= EVENT_BATCH:
             pass
         while await self.record_pushes() >= EVENT_BATCH:
@@ -110,6 +115,14 @@ class MonitorFeeder:
             self.next_attention = now + self.settings.attention_every_s
             await self.announce_attention()
         return True
+
+    async def mark_start(self) -> None:
+        """The swarm's age (charts of a young swarm span its lifetime): the first feed, or the oldest
+        event on the stream when history came before the monitor; set once (NX), never moved."""
+        first = await self.ctx.redis.xrange(gateway_keys.EVENTS, "-", "+", 1)
+        born = min([time.time(), *(float(fields.get("ts") or 0) or time.time() for _, fields in first)])
+        await self.ctx.redis.set(keys.STARTED, repr(born), nx=True)
+        self.started = True
 
     # -- events -----------------------------------------------------------------------------
 
@@ -192,7 +205,7 @@ class MonitorFeeder:
         batch = Batch()
         await self.sample_usage(batch, now)
         await self.sample_pools(batch, now)
-        await self.sample_gate(batch)
+        await self.sample_gate(batch, now)
         if batch:
             await self.series.apply(batch, self.owner)
 
@@ -285,18 +298,22 @@ class MonitorFeeder:
             batch.gauge(f"jobs:queued:{pool.name}", now, float(depth["queued"]))
             batch.gauge(f"jobs:running:{pool.name}", now, float(depth["running"]))
 
-    async def sample_gate(self, batch: Batch) -> None:
-        """Count the gate's new decisions: open PRs, and the ones open at the last sample (their final
-        decision, a merge, comes after they leave the open list)."""
+    async def sample_gate(self, batch: Batch, now: float) -> None:
+        """Count the gate's new decisions: of open PRs, and of PRs closed within ``GATE_HORIZON_S`` (a PR
+        opened and merged between two samples is counted too; its merge is a kernel accepted). A PR is
+        watched (``ks:mon:audit-seen``: the last decision counted) until it has been closed that long,
+        so a decision is counted once."""
         forge, gate = self.ctx.services.find(FORGE), self.ctx.services.find(REVIEW_GATE)
         if forge is None or gate is None:
             return
         seen = await self.ctx.redis.hgetall(keys.AUDIT_SEEN)
-        open_now: dict[str, tuple[str, int]] = {}
+        current: dict[str, tuple[str, int]] = {}  # open, or closed within the horizon
         for info in await forge.list_repos():
-            for pr in await forge.list_prs(info.org, info.name, "open"):
-                open_now[f"{pr.full_name}#{pr.number}"] = (pr.full_name, pr.number)
-        watch = dict(open_now)
+            for pr in await forge.list_prs(info.org, info.name, "all"):
+                closed = pr.closed_at or pr.merged_at or 0.0
+                if pr.state == "open" or closed >= now - GATE_HORIZON_S:
+                    current[f"{pr.full_name}#{pr.number}"] = (pr.full_name, pr.number)
+        watch = dict(current)
         for name in seen:
             full, _, digits = str(name).rpartition("#")
             if full and digits.isdigit():
@@ -309,8 +326,8 @@ class MonitorFeeder:
                 if ts > last_seen:
                     batch.incr(f"gate:{entry.get('action', 'decided')}", ts)
                     newest = max(newest, ts)
-            if name not in open_now:
-                batch.hdel(keys.AUDIT_SEEN, name)  # closed: its last decisions are counted now
+            if name not in current:
+                batch.hdel(keys.AUDIT_SEEN, name)  # closed long enough: its last decisions are counted now
             elif newest != last_seen or name not in seen:
                 batch.hset(keys.AUDIT_SEEN, name, repr(newest))
 

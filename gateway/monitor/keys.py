@@ -4,6 +4,7 @@
 |---|---|---|
 | ``ks:mon:lease`` | string, TTL | the feeder's owner (one replica feeds at a time) |
 | ``ks:mon:cursor`` | string | the last ``ks:events`` entry the feeder counted |
+| ``ks:mon:started`` | string | unix time the feeder first fed (the swarm's age, for charts) |
 | ``ks:mon:s:<series>:<day>`` | hash, TTL | minute of the UTC day -> value (counters and gauges) |
 | ``ks:mon:series`` | sorted set | series name -> last write (unix time) |
 | ``ks:mon:usage-last`` | hash | ``<agent>:tokens`` / ``<agent>:nusd``: the usage last sampled |
@@ -26,6 +27,7 @@ from gateway.keys import PREFIX
 
 LEASE = f"{PREFIX}mon:lease"
 CURSOR = f"{PREFIX}mon:cursor"
+STARTED = f"{PREFIX}mon:started"
 SERIES_INDEX = f"{PREFIX}mon:series"
 USAGE_LAST = f"{PREFIX}mon:usage-last"
 # A field of USAGE_LAST (no agent name has an @): the feeder's last usage sample; present once it watches.

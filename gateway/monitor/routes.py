@@ -38,6 +38,7 @@ from gateway.monitor.models import (
     TimelinePage,
     TimelinePost,
 )
+from gateway.monitor.overview_models import Overview
 from gateway.monitor.series import resample
 from gateway.monitor.service import MONITOR, MonitorService
 from gateway.monitor.timeline import TimelineStore
@@ -127,6 +128,14 @@ def build_monitor_router() -> APIRouter:
                 yield ServerSentEvent(data=entry.model_dump_json(), id=entry.id)
 
         return EventSourceResponse(waits.guarded(who, stream()), ping=15)
+
+    @r.get(
+        "/api/monitor/overview",
+        response_model=Overview,
+        summary="What the swarm is doing: tasks, PRs, jobs per pool, agents, spend, throughput, Attention",
+    )
+    async def overview(svc: Monitor, _: OperatorOnly) -> Overview:
+        return await svc.overview.report()
 
     @r.get("/api/monitor/doing", response_model=dict[str, Doing], summary="What each agent is doing now")
     async def doing(svc: Monitor, _: OperatorOnly, ctx: Ctx) -> dict[str, Doing]:

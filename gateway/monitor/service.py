@@ -15,6 +15,7 @@ from gateway.monitor.chartbook import ChartBook
 from gateway.monitor.cost import CostLedger
 from gateway.monitor.feeder import MonitorFeeder
 from gateway.monitor.models import ClaimWindow
+from gateway.monitor.overview import OverviewBuilder
 from gateway.monitor.series import SeriesStore
 from gateway.monitor.settings import MonitorSettings
 from gateway.monitor.timeline import Pricer, TimelineStore
@@ -43,20 +44,25 @@ class MonitorService:
     actions: OperatorActions
     charts: ChartBook
     feeder: MonitorFeeder
+    overview: OverviewBuilder
     usage: UsageStore | None = None  # the LLM proxy's books (None: no proxy in this gateway)
 
     @classmethod
     def build(cls, ctx: GatewayContext, settings: MonitorSettings) -> MonitorService:
         series = SeriesStore(ctx.redis, settings.retention_days)
+        attention = AttentionBuilder(ctx, settings)
+        overview = OverviewBuilder(ctx, settings, series, attention)
         return cls(
             settings=settings,
             series=series,
             timeline=TimelineStore(ctx.redis, settings.timeline_maxlen, proxy_pricer(ctx)),
-            attention=AttentionBuilder(ctx, settings),
+            attention=attention,
             cost=CostLedger(ctx.redis, series),
             actions=OperatorActions(ctx, settings),
-            charts=ChartBook(series),
+            # The queue chart's newest point and the overview's pools are one computation.
+            charts=ChartBook(series, overview.started_at, overview.pool_depths),
             feeder=MonitorFeeder(ctx, settings, series),
+            overview=overview,
             usage=ctx.services.find(LLM_USAGE),
         )
 

@@ -6,8 +6,8 @@ uses no other directly: the panels read the other components through the gateway
 
 - ``/ui/login`` (GET form, POST token -> cookie session), ``/ui/logout`` (POST);
 - ``/ui/login/link/<code>`` (a one-time login link) and ``POST /api/ui/login-links`` (``login_links.py``);
-- ``/ui/attention`` (the landing page), ``/ui/chat``, ``/ui/agents``, ``/ui/tasks``, ``/ui/jobs``,
-  ``/ui/prs``, ``/ui/dataset``, ``/ui/charts``: server-rendered panels;
+- ``/ui/overview`` (the landing page), ``/ui/attention``, ``/ui/chat``, ``/ui/agents``, ``/ui/tasks``,
+  ``/ui/jobs``, ``/ui/prs``, ``/ui/dataset``, ``/ui/charts``: server-rendered panels;
 - ``/ui/agents/<name>`` (timeline, live), ``/ui/jobs/<id>``, ``/ui/prs/<org>/<repo>/<n>`` (per-push diffs),
   ``/ui/commit/...``, ``/ui/pr/<n>``: one thing each;
 - ``/ui/events``: ``/api/events`` for the cookie session, each message with its rendered HTML;

@@ -16,6 +16,7 @@ from gateway.ui.render import Renderer
 from gateway.ui.swarm import SwarmControl
 
 PANELS = (
+    ("overview", "Overview", "/ui/overview"),
     ("attention", "Attention", "/ui/attention"),
     ("chat", "Chat", "/ui/chat"),
     ("agents", "Agents", "/ui/agents"),
@@ -25,7 +26,7 @@ PANELS = (
     ("dataset", "Dataset", "/ui/dataset"),
     ("charts", "Charts", "/ui/charts"),
 )
-LANDING = "/ui/attention"
+LANDING = "/ui/overview"
 
 
 class UiMetrics:

@@ -2,9 +2,9 @@
 monitor saw open and close: done, released, lapsed, taken), and the operator's task actions — post,
 release, reassign — through the audited ``/api/actions/tasks`` routes."""
 
-from typing import Any
+from typing import Annotated, Any
 
-from fastapi import APIRouter, Request
+from fastapi import APIRouter, Query, Request
 from fastapi.responses import HTMLResponse
 
 from gateway.ui.deps import UiDep
@@ -18,7 +18,11 @@ def build_tasks_pages(ui: UiService) -> APIRouter:
     router = APIRouter(prefix="/ui")
 
     @router.get("/tasks", response_class=HTMLResponse, summary="Tasks: the board, holders, leases, claims")
-    async def tasks(request: Request, user: UiDep) -> HTMLResponse:
+    async def tasks(
+        request: Request,
+        user: UiDep,
+        state: Annotated[str | None, Query(pattern="^(open|claimed|done)$")] = None,
+    ) -> HTMLResponse:
         api = ui.api(user)
         available = has_route(ui.app, TASKS_ROUTE)
         board: list[dict[str, Any]] = []
@@ -45,7 +49,8 @@ def build_tasks_pages(ui: UiService) -> APIRouter:
             "tasks",
             available=available,
             monitored=monitored,
-            board=board,
+            board=[t for t in board if state in (None, t.get("state"))],
+            state=state,
             claims=claims,
             agents=names,
             errors=errors,

@@ -32,7 +32,7 @@ def test_no_credentials_send_browsers_to_the_login_page_and_scripts_get_401(ui_g
         assert reply.headers["location"] == "/ui/login?next=/ui/chat%3Fc%3Dops%26at%3D1-0"
         form = client.get(reply.headers["location"]).text
         assert 'name="next" value="/ui/chat?c=ops&amp;at=1-0"' in form
-        assert client.get("/ui", headers=HTML).headers["location"] == "/ui/attention"  # the landing page
+        assert client.get("/ui", headers=HTML).headers["location"] == "/ui/overview"  # the landing page
         login = client.get("/ui/login", headers=HTML)
         assert login.status_code == 200 and 'name="token"' in login.text
         for path in ("/ui/agents", "/ui/events", "/ui/api/channels"):
@@ -87,7 +87,7 @@ def test_login_never_redirects_out_of_the_ui(ui_gateway: UiGateway) -> None:
     with httpx.Client(base_url=ui_gateway.url) as browser:
         for evil in ("https://evil.example/", "//evil.example/ui", "/api/principals"):
             reply = browser.post("/ui/login", data={"token": ui_gateway.operator_token, "next": evil})
-            assert reply.headers["location"] == "/ui/attention", evil
+            assert reply.headers["location"] == "/ui/overview", evil
 
 
 def test_changes_need_the_session_csrf_token(ui_gateway: UiGateway) -> None:

@@ -124,7 +124,7 @@ def test_an_agent_token_is_refused_in_the_browser(ui_gateway: UiGateway, chromiu
 def test_login_link_with_the_token_in_the_fragment(ui_gateway: UiGateway, chromium: Path) -> None:
     with browser_page(ui_gateway, login=False) as page:
         page.goto(f"{ui_gateway.url}/ui/login#token={ui_gateway.operator_token}")
-        page.wait_for_url("**/ui/attention")
+        page.wait_for_url("**/ui/overview")
         assert ui_gateway.operator_token not in page.url
         page.wait_for_selector("body[data-live=open]", timeout=10_000)
 

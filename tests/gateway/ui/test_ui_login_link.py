@@ -27,7 +27,7 @@ def test_a_link_logs_a_browser_in_once_and_holds_no_token(ui_gateway: UiGateway)
     assert ui_gateway.operator_token not in link["url"]
     with httpx.Client(base_url=ui_gateway.url) as browser:
         reply = browser.get(link["path"], headers=HTML)
-        assert reply.status_code == 303 and reply.headers["location"] == "/ui/attention"
+        assert reply.status_code == 303 and reply.headers["location"] == "/ui/overview"
         cookie = reply.headers["set-cookie"].lower()
         assert "httponly" in cookie and "samesite=strict" in cookie and "path=/ui" in cookie
         assert browser.get("/ui/agents", headers=HTML).status_code == 200  # logged in
@@ -87,7 +87,7 @@ def test_the_link_opens_the_landing_page_in_chromium(ui_gateway: UiGateway, chro
     link = make_link(ui_gateway)
     with browser_page(ui_gateway, login=False) as page:
         page.goto(link["url"])
-        page.wait_for_url("**/ui/attention")
+        page.wait_for_url("**/ui/overview")
         assert page.locator("nav").count() > 0
         page.goto(link["url"])  # used: the login form says so
         assert "used, expired or unknown" in page.locator("#login-error").inner_text()

@@ -28,7 +28,7 @@ def test_a_stalled_agent_comes_and_goes_on_attention_live(mon_ui: MonitorUiGatew
     dev = mon_ui.add_principal("dev-3")
     beat(mon_ui, dev)
     with browser_page(mon_ui) as page:
-        assert page.url.endswith("/ui/attention")
+        page.goto(f"{mon_ui.url}/ui/attention")
         page.evaluate("window.__sameDocument = true")
         item = page.locator('#attention-list li.att[data-key="agent:dev-3"]')
         expect(item).to_have_count(1, timeout=15_000)  # stall_after_s is 3 s

@@ -126,7 +126,7 @@ def browser_page(gw: UiGateway, token: str | None = None, login: bool = True) ->
                 page.goto(f"{gw.url}/ui/login")
                 page.fill("#token", token or gw.operator_token)
                 page.click("button[type=submit]")
-                page.wait_for_url(re.compile(r".*/ui/attention.*"))
+                page.wait_for_url(re.compile(r".*/ui/overview.*"))
             yield page
         finally:
             browser.close()
