@@ -1,4 +1,5 @@
-"""``kswarm attention``: everything that needs a human now, newest first (the UI's landing page).
+"""``kswarm attention``: everything that needs a human now, newest first (the UI's Attention, on top of
+its landing page, the Overview).
 
 Registered on the main CLI with ``attention.register(app)``; reads ``GET /api/attention`` (operators
 only, served by the gateway's monitor plugin) through ``commands.connect`` like every command.
