@@ -190,12 +190,20 @@ class OperatorActions:
     async def cancel_job(self, operator: Principal, job_id: str) -> ActionResult:
         svc = self._service(JOB_SERVICE, "job runner")
         current = await self._run(operator, "job:cancel", job_id, "", svc.read(operator, job_id))
-        if current.terminal:
-            why = f"job {job_id} is already {current.state}"
+        if current.terminal or current.cancel_requested:
+            # A running job already being stopped is cancelled as far as anyone can make it: a second
+            # cancel changes nothing and must not be announced as if it did.
+            why = f"job {job_id} is already {current.state}" + (
+                "" if current.terminal else ": cancelled, its worker is stopping it"
+            )
             await self._audit(operator, "job:cancel", job_id, "", "refused", why)
             raise GatewayError(why, 409)
         job = await self._run(operator, "job:cancel", job_id, "", svc.cancel(operator, job_id))
-        message = f"{operator.name} cancelled job {job_id} ({job.task}, {job.pool}): now {job.state}"
+        if job.terminal:
+            done = f"before it started: now {job.state}"
+        else:  # the worker stops it and records it as cancelled; until then it reads running
+            done = "it was running; its worker stops it and records it as cancelled"
+        message = f"{operator.name} cancelled job {job_id} ({job.task}, {job.pool}): {done}"
         text = f"@{job.submitter} {message}" if job.submitter != operator.name else message
         await self._audit(
             operator, "job:cancel", job_id, "", "done", message, self.settings.audit_channel, text

@@ -91,3 +91,24 @@ def test_cancel_of_a_running_job_says_it_is_cancelled_and_again_that_it_already_
     with gw.client(op) as c:
         cancels = [a for a in c.get("/api/monitor/actions").json() if a["action"] == "job:cancel"]
     assert [a["outcome"] for a in cancels] == ["done"], "the second cancel is not done (nor announced) again"
+    # What #ops and the UI say is what happened: cancelled, its worker stopping it -- not "now running".
+    assert "it was running; its worker stops it" in cancels[0]["message"], cancels[0]["message"]
+    assert "now running" not in cancels[0]["message"]
+
+
+def test_a_second_cancel_of_a_running_job_through_the_actions_api_is_refused_not_announced(
+    mon_ui: MonitorUiGateway, short_tmp: Path
+) -> None:
+    """The UI's button and any client of ``/api/actions``: the job is already being stopped, so a second
+    cancel is a 409 saying so, audited as refused, with no second announcement."""
+    gw, op = mon_ui, mon_ui.operator_token
+    seeded = seed_jobs(gw, short_tmp)
+    with gw.client(op) as c:
+        first = c.post(f"/api/actions/jobs/{seeded.running}/cancel")
+        assert first.status_code == 200, first.text
+        assert "its worker stops it" in first.json()["message"]
+        second = c.post(f"/api/actions/jobs/{seeded.running}/cancel")
+        assert second.status_code == 409
+        assert "cancelled, its worker is stopping it" in second.json()["detail"]
+        outcomes = [a["outcome"] for a in c.get("/api/monitor/actions").json() if a["action"] == "job:cancel"]
+    assert sorted(outcomes) == ["done", "refused"]
