@@ -29,6 +29,29 @@ def _left(expires_at: float | None) -> str:
     return f"{max(0, int(expires_at - time.time()))} s" if expires_at else ""
 
 
+def task_file_problem(directory: Path) -> str | None:
+    """The harness's own check of an operator's task, as a worker will load it: its shapes, layouts and
+    input domain (``DOMAIN``, required of a new task: the red-team and the gate's fresh inputs are
+    judged by it). None when it passes, or when this machine has no harness (no torch): the workers
+    then check it as they load it."""
+    try:
+        from orchestrator.verify.tasks import TaskError, load_task
+    except ImportError:
+        return None
+    try:
+        task = load_task(directory)
+    except TaskError as exc:
+        return f"{directory / 'task.py'}: {exc}"
+    except Exception as exc:  # the operator's own file, raising as it loads
+        return f"{directory / 'task.py'} does not load: {type(exc).__name__}: {exc}"
+    if task.domain is None:
+        return (
+            f"{directory / 'task.py'} declares no DOMAIN: every input its kernel must handle "
+            "(docs/tasks.md, 'Input domain')"
+        )
+    return None
+
+
 def register(app: typer.Typer) -> None:
     tasks_app = typer.Typer(help="The task board: tasks, who holds them, seeding from the catalogue.")
     app.add_typer(tasks_app, name="tasks")
@@ -103,6 +126,9 @@ def register(app: typer.Typer) -> None:
             info = task_info_from_source(name, text)
         except ValueError as exc:
             fail(str(exc), 2)
+        problem = task_file_problem(directory)
+        if problem is not None:
+            fail(problem, 2)
         body = {"name": name, "task_py": text, "repo": repo, "reviewers": reviewer or [], "message": message}
         answer = call(home, "POST", "/api/tasks/definitions", json=body)
         if as_json:

@@ -17,7 +17,9 @@ A task is a directory holding ``task.py`` (trusted, operator-authored code) that
   never used (fixed seeds can be memorised);
 - optional ``DEVICE_QUERIES`` (device queries the static gate permits, by name, e.g.
   ``("torch.cuda.synchronize",)``; any other is ``device_conditioned``) and ``ALLOW_INPUT_COPIES``
-  (``True``: host-side copies of input data are not ``torch_compute``; default ``False``).
+  (``True``: host-side copies of input data are not ``torch_compute``; default ``False``);
+- ``DOMAIN``: every input the kernel must handle (ranges per case key, constraints, value distribution,
+  special values the reference defines; ``domain.py``), the shapes above being named points in it.
 """
 
 from __future__ import annotations
@@ -27,13 +29,14 @@ import math
 import random
 import re
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from types import MappingProxyType, ModuleType
 from typing import Any
 
 import torch
 
+from orchestrator.verify.domain import DomainError, InputDomain, parse_domain
 from orchestrator.verify.layouts import LAYOUTS, LayoutError, relayout
 from orchestrator.verify.policy import PERMITTABLE_DEVICE_QUERIES
 from orchestrator.verify.seeds import derive_seeds, draw_seed_base
@@ -119,6 +122,8 @@ class Task:
     # Whether the candidate's host code may copy input data (clone/contiguous/copy_ of an input):
     # by default that is torch doing work outside the kernel, `torch_compute` at run time.
     allow_input_copies: bool = False
+    # Every input its kernel must handle (domain.py); None for a task that declares no DOMAIN yet.
+    domain: InputDomain | None = None
 
     def tolerance(self, dtype: str) -> Tolerance:
         return self.tolerances.get(dtype) or default_tolerance(dtype)
@@ -368,4 +373,18 @@ def load_task(task_dir: str | Path) -> Task:
         allow_input_copies=_parse_allow_input_copies(getattr(module, "ALLOW_INPUT_COPIES", False)),
     )
     _check_layouts_apply(task)
-    return task
+    raw_domain = getattr(module, "DOMAIN", None)
+    if raw_domain is None:
+        return task
+    try:
+        domain = parse_domain(
+            raw_domain,
+            dims=dims,
+            dtypes=dtypes,
+            layouts=task.input_layouts,
+            cpu_shapes=cpu_shapes,
+            shapes=shapes,
+        )
+    except DomainError as exc:
+        raise TaskError(str(exc)) from None
+    return replace(task, domain=domain)

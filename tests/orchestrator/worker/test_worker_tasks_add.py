@@ -125,6 +125,13 @@ def test_bad_task_dirs_are_refused_with_one_line(jobs_gw: JobsGateway, tmp_path:
     assert code == 2 and "NAME" in out, out  # NAME = "axpy" in a directory named other
     code, out = tasks_add(jobs_gw, token, str(task_dir(tmp_path, "axpy", "def reference(:\n")))
     assert code == 2 and "Traceback" not in out, out
+    # The harness's own check runs first: a task must declare its input domain, its shapes inside it.
+    start, end = AXPY.index("DOMAIN = {"), AXPY.index("}\n", AXPY.index('"special_values"')) + 2
+    code, out = tasks_add(jobs_gw, token, str(task_dir(tmp_path, "axpy", AXPY[:start] + AXPY[end:])))
+    assert code == 2 and "declares no DOMAIN" in out, out
+    narrow = AXPY.replace('"n": [1, 67108864]', '"n": [1, 4096]')
+    code, out = tasks_add(jobs_gw, token, str(task_dir(tmp_path, "axpy", narrow)))
+    assert code == 2 and "is outside its DOMAIN" in out and "Traceback" not in out, out
     # kswarm/kernels is not a trusted dataset repo: a task there would not be the workers'
     code, out = tasks_add(jobs_gw, token, str(task_dir(tmp_path, "axpy", AXPY)), "--repo", "kswarm/kernels")
     assert code == 1 and "not a trusted dataset branch" in out, out

@@ -26,6 +26,14 @@ SHAPES = [
     {"B": 33, "M": 127, "N": 255, "K": 129},
     {"B": 64, "M": 512, "N": 512, "K": 512},
 ]
+# Every input a kernel of this task must handle (docs/tasks.md, "Input domain"): inclusive ranges per
+# case key, the value distribution, the special values the reference defines; the shapes above are
+# named points in it, and a red-team's counterexample must lie inside it.
+DOMAIN = {
+    "dims": {"B": [1, 256], "M": [1, 4096], "N": [1, 4096], "K": [1, 4096]},
+    "values": "normal",
+    "special_values": ["zeros"],
+}
 
 
 def make_inputs(

@@ -23,6 +23,14 @@ SHAPES = [
     {"rows": 123, "cols": 8191},
     {"rows": 32768, "cols": 1024},
 ]
+# Every input a kernel of this task must handle (docs/tasks.md, "Input domain"): inclusive ranges per
+# case key, the value distribution, the special values the reference defines; the shapes above are
+# named points in it, and a red-team's counterexample must lie inside it.
+DOMAIN = {
+    "dims": {"rows": [1, 65536], "cols": [1, 65536]},
+    "values": "normal",
+    "special_values": ["zeros"],
+}
 
 
 def make_inputs(

@@ -26,6 +26,14 @@ SHAPES = [
     {"n": 4097, "vocab": 151_936, "dim": 1000},
     {"n": 65_536, "vocab": 50_257, "dim": 768},
 ]
+# Every input a kernel of this task must handle (docs/tasks.md, "Input domain"): inclusive ranges per
+# case key, the value distribution, the special values the reference defines; the shapes above are
+# named points in it, and a red-team's counterexample must lie inside it.
+DOMAIN = {
+    "dims": {"n": [1, 131072], "vocab": [1, 262144], "dim": [1, 8192]},
+    "values": "indices",
+    "special_values": [],
+}
 
 
 def make_inputs(

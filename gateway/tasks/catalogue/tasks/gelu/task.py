@@ -19,6 +19,14 @@ INPUT_LAYOUTS = {0: ["dense", "offset", "strided"]}
 # Two lengths that are not block multiples, one far smaller than any block (another scale).
 CPU_SHAPES = [{"n": 1000}, {"n": 3001}, {"n": 37}]
 SHAPES = [{"n": 98_765}, {"n": 1_000_003}, {"n": 16_777_216}]
+# Every input a kernel of this task must handle (docs/tasks.md, "Input domain"): inclusive ranges per
+# case key, the value distribution, the special values the reference defines; the shapes above are
+# named points in it, and a red-team's counterexample must lie inside it.
+DOMAIN = {
+    "dims": {"n": [1, 67108864]},
+    "values": "normal",
+    "special_values": ["zeros", "nan", "inf", "denormals", "large"],
+}
 
 
 def make_inputs(

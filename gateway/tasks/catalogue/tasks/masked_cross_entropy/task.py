@@ -34,6 +34,15 @@ SHAPES = [
     {"N": 1023, "V": 151_936},
     {"N": 4096, "V": 4096},
 ]
+# Every input a kernel of this task must handle (docs/tasks.md, "Input domain"): inclusive ranges per
+# case key, the value distribution, the special values the reference defines; the shapes above are
+# named points in it, and a red-team's counterexample must lie inside it.
+DOMAIN = {
+    "dims": {"N": [1, 16384], "V": [2, 262144]},
+    "params": {"zero_mask": [0, 1]},
+    "values": "logits",
+    "special_values": ["zeros", "large"],
+}
 
 
 def make_inputs(

@@ -22,6 +22,14 @@ SHAPES = [
     {"M": 1023, "N": 517, "K": 333},
     {"M": 4096, "N": 4096, "K": 4096},
 ]
+# Every input a kernel of this task must handle (docs/tasks.md, "Input domain"): inclusive ranges per
+# case key, the value distribution, the special values the reference defines; the shapes above are
+# named points in it, and a red-team's counterexample must lie inside it.
+DOMAIN = {
+    "dims": {"M": [1, 8192], "N": [1, 8192], "K": [1, 8192]},
+    "values": "normal",
+    "special_values": ["zeros"],
+}
 
 
 def make_inputs(

@@ -24,6 +24,16 @@ SHAPES = [
     {"T": 65_536, "E": 8, "k": 2},
     {"T": 1000, "E": 32, "k": 4},  # another scale (counted over DIMS: k is not a dimension)
 ]
+# Every input a kernel of this task must handle (docs/tasks.md, "Input domain"): inclusive ranges per
+# case key, the value distribution, the special values the reference defines; the shapes above are
+# named points in it, and a red-team's counterexample must lie inside it.
+DOMAIN = {
+    "dims": {"T": [1, 131072], "E": [2, 256]},
+    "params": {"k": [1, 8]},
+    "constraints": ["k <= E"],
+    "values": "logits",
+    "special_values": ["zeros", "ties"],
+}
 
 
 def make_inputs(

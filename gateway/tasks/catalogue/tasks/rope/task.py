@@ -24,6 +24,14 @@ SHAPES = [
     {"T": 16_384, "H": 8, "D": 64},
 ]
 THETA = 10_000.0
+# Every input a kernel of this task must handle (docs/tasks.md, "Input domain"): inclusive ranges per
+# case key, the value distribution, the special values the reference defines; the shapes above are
+# named points in it, and a red-team's counterexample must lie inside it.
+DOMAIN = {
+    "dims": {"T": [1, 32768], "H": [1, 64], "D": {"range": [2, 256], "multiple_of": 2}},
+    "values": "normal",
+    "special_values": ["zeros"],
+}
 
 
 def make_inputs(

@@ -18,6 +18,14 @@ DIMS = ("M", "N")  # the case keys that are tensor dimensions (the size rules co
 INPUT_LAYOUTS = {0: ["dense", "padded", "offset"]}
 CPU_SHAPES = [{"M": 33, "N": 47}, {"M": 70, "N": 45}, {"M": 128, "N": 96}]
 SHAPES = [{"M": 1000, "N": 1000}, {"M": 4097, "N": 513}, {"M": 8192, "N": 8192}]
+# Every input a kernel of this task must handle (docs/tasks.md, "Input domain"): inclusive ranges per
+# case key, the value distribution, the special values the reference defines; the shapes above are
+# named points in it, and a red-team's counterexample must lie inside it.
+DOMAIN = {
+    "dims": {"M": [1, 16384], "N": [1, 16384]},
+    "values": "normal",
+    "special_values": ["zeros"],
+}
 
 
 def make_inputs(
