@@ -40,9 +40,8 @@ class TokenCheck:
         self, redis: StrRedis, cache: TokenCache | None = None, counted: Callable[[str], None] | None = None
     ) -> None:
         self._script = redis.register_script(_VERIFY_SCRIPT)
-        self.cache = (
-            cache if cache is not None else TokenCache()
-        )  # suspended until a CacheListener grants it a lease
+        # Not ``cache or ...``: an empty cache is falsy. Suspended until a CacheListener grants it a lease.
+        self.cache = cache if cache is not None else TokenCache()
         self._counted = counted
 
     async def verify(self, token: str) -> Principal | None:
