@@ -42,6 +42,7 @@ def create_app(
         await ctx.chat.ensure_default_channels()
         async with AsyncExitStack() as stack:
             await stack.enter_async_context(ctx.hub.running())  # before anyone can wait on it
+            await stack.enter_async_context(ctx.token_listener.running())  # the token cache's lease
             await stack.enter_async_context(mcp.session_manager.run())
             for factory in lifespans:
                 await stack.enter_async_context(factory())

@@ -1,8 +1,11 @@
 """Request authentication: every route but /healthz resolves the caller from its token.
 
 ``TokenCheck`` is the lookup every request makes (REST, SSE, MCP, the LLM proxy): the token's hash to
-its principal in one Redis round trip (a script reads both keys), with ``PrincipalStore.verify``'s
-rules -- only ``ksw_`` tokens, unknown, revoked and quarantined ones refused.
+its principal, with ``PrincipalStore.verify``'s rules -- only ``ksw_`` tokens, unknown, revoked and
+quarantined ones refused. A granted token is then served from the replica's ``TokenCache`` (no Redis
+round trip) for as long as no change to principals or tokens has been announced
+(``gateway.auth_changes``); otherwise, and whenever the cache is suspended, one round trip (a script
+reads both keys). Refusals are never cached: a token issued a moment ago works at once.
 """
 
 from __future__ import annotations
@@ -18,6 +21,7 @@ from gateway import keys
 from gateway.errors import Forbidden, Unauthorized
 from gateway.principals import TOKEN_PREFIX, Principal, PrincipalKind, hash_token
 from gateway.redis_facade import StrRedis
+from gateway.token_cache import TokenCache
 
 # KEYS[1]: the token's key. Returns the principal's JSON, or false. The principal's key is derived from
 # the name the token maps to, so it cannot be declared (one Redis, no cluster: docs/architecture.md).
@@ -29,19 +33,39 @@ return redis.call('HGET', ARGV[1] .. name, 'json')
 
 
 class TokenCheck:
-    """Token -> principal in one round trip; None for unknown, revoked or disabled tokens."""
+    """Token -> principal from the cache or in one round trip; None for unknown, revoked or disabled
+    tokens. ``counted`` is told where each check was answered ("cache" or "redis"): the gateway's metrics."""
 
-    def __init__(self, redis: StrRedis) -> None:
+    def __init__(
+        self, redis: StrRedis, cache: TokenCache | None = None, counted: Callable[[str], None] | None = None
+    ) -> None:
         self._script = redis.register_script(_VERIFY_SCRIPT)
+        # Not ``cache or ...``: an empty cache is falsy. Suspended until a CacheListener grants it a lease.
+        self.cache = cache if cache is not None else TokenCache()
+        self._counted = counted
 
     async def verify(self, token: str) -> Principal | None:
         if not token.startswith(TOKEN_PREFIX):
             return None
-        raw = await self._script(keys=[keys.token(hash_token(token))], args=[keys.principal("")])
+        token_hash = hash_token(token)
+        cached = self.cache.get(token_hash)
+        if cached is not None:
+            self._count("cache")
+            return cached
+        generation = self.cache.generation  # before the read: a change announced meanwhile voids it
+        raw = await self._script(keys=[keys.token(token_hash)], args=[keys.principal("")])
+        self._count("redis")
         if not raw:
             return None
         principal = Principal.model_validate_json(raw)
-        return None if principal.disabled else principal
+        if principal.disabled:
+            return None
+        self.cache.put(token_hash, principal, generation)
+        return principal
+
+    def _count(self, source: str) -> None:
+        if self._counted is not None:
+            self._counted(source)
 
 
 def token_from_headers(headers: Headers) -> str | None:

@@ -22,6 +22,7 @@ from gateway.principals import PrincipalStore
 from gateway.redis_facade import StrRedis
 from gateway.redis_pool import RedisPool, connect_redis
 from gateway.services import ServiceRegistry
+from gateway.token_cache import CacheListener, TokenCache
 from gateway.waits_budget import WaitBudget
 
 # A component's own rendering of errors under its path prefix (the UI's HTML pages); None: the default.
@@ -39,6 +40,7 @@ class GatewayContext:
     metrics: GatewayMetrics
     hub: EventHub  # the one reader every waiter shares (its lifespan: the app's)
     tokens: TokenCheck  # what every request's token is checked with
+    token_listener: CacheListener  # keeps ``tokens``' cache safe to use (its lifespan: the app's)
     waits: WaitBudget  # the open waits each agent holds
     services: ServiceRegistry = field(default_factory=ServiceRegistry)  # what plugins share, typed
     error_pages: dict[str, ErrorPage] = field(default_factory=dict)  # path prefix -> renderer
@@ -51,6 +53,8 @@ class GatewayContext:
         hub = EventHub(redis, metrics)
         waits = WaitBudget(settings.max_waits_per_agent)
         chat = ChatService(redis, principals, settings, metrics, hub, waits)
+        token_cache = TokenCache()
+        checks = {source: metrics.token_checks.labels(source=source) for source in ("cache", "redis")}
         ctx = cls(
             settings=settings,
             redis=redis,
@@ -58,7 +62,8 @@ class GatewayContext:
             chat=chat,
             metrics=metrics,
             hub=hub,
-            tokens=TokenCheck(redis),
+            tokens=TokenCheck(redis, token_cache, lambda source: checks[source].inc()),
+            token_listener=CacheListener(redis, token_cache),
             waits=waits,
         )
         metrics.refreshers.append(ctx._refresh_gauges)

@@ -69,3 +69,12 @@ WAKE_MAXLEN = 100_000  # approximate length cap of the wake-up stream (the hub r
 
 def inbox_topic(name: str) -> str:
     return f"inbox:{name}"  # the wake-up topic of a principal's inbox
+
+
+# Token cache invalidation (gateway/auth_changes.py): every change to a principal or a token bumps the
+# version and publishes it on the channel; each replica acks on the ack channel once its cache is clean,
+# and keeps its lease (the Redis time until which it may use its cache, ms) in the replicas hash.
+AUTH_VERSION = f"{PREFIX}auth:version"
+AUTH_CHANGED = f"{PREFIX}auth:changed"
+AUTH_ACKS = f"{PREFIX}auth:acks"
+AUTH_REPLICAS = f"{PREFIX}auth:replicas"

@@ -39,6 +39,12 @@ class GatewayMetrics:
             "Requests refused (503) because every pooled Redis connection stayed busy",
             registry=self.registry,
         )
+        self.token_checks = Counter(
+            "kswarm_token_checks",
+            "Token checks, by where they were answered: the replica's token cache or Redis",
+            ["source"],
+            registry=self.registry,
+        )
         self.redis_unavailable = Counter(
             "kswarm_redis_unavailable",
             "Requests answered 503 because Redis could not be reached",

@@ -2,6 +2,10 @@
 
 Tokens are 32 random bytes, shown once, and stored only as SHA-256 hashes; the hash is the
 lookup key, so verifying a token is one Redis GET. Revoking deletes the hash.
+
+Every write that could end or change a grant (revoking, quarantining, enabling, rewriting a principal)
+goes through ``announced_change``: the gateway replicas cache granted tokens (``gateway.token_cache``)
+and the change returns only once none of them can still grant from what it cached before.
 """
 
 from __future__ import annotations
@@ -15,6 +19,7 @@ from enum import StrEnum
 from pydantic import BaseModel, Field
 
 from gateway import keys
+from gateway.auth_changes import announced_change
 from gateway.errors import PrincipalError
 from gateway.redis_facade import StrRedis
 
@@ -110,12 +115,11 @@ class PrincipalStore:
         hashes = await self.redis.smembers(keys.principal_tokens(name))
         if not hashes:
             return 0
-        async with self.redis.pipeline(transaction=True) as pipe:
+        async with announced_change(self.redis) as pipe:
             for token_hash in hashes:
                 pipe.delete(keys.token(token_hash))
             pipe.delete(keys.principal_tokens(name))
-            await pipe.execute()
-        await self.end_waits(name)
+        await self.end_waits(name)  # after the caches were dropped: a woken wait asks Redis again
         return len(hashes)
 
     async def end_waits(self, name: str) -> None:
@@ -130,8 +134,9 @@ class PrincipalStore:
         name = await self.redis.get(keys.token(token_hash))
         if name is None:
             return False
-        await self.redis.delete(keys.token(token_hash))
-        await self.redis.srem(keys.principal_tokens(name), token_hash)
+        async with announced_change(self.redis) as pipe:
+            pipe.delete(keys.token(token_hash))
+            pipe.srem(keys.principal_tokens(name), token_hash)
         await self.end_waits(name)
         return True
 
@@ -140,7 +145,8 @@ class PrincipalStore:
         if principal is None:
             raise PrincipalError(f"unknown principal {name!r}", status=404)
         principal.disabled = disabled
-        await self.redis.hset(keys.principal(name), "json", principal.model_dump_json())
+        async with announced_change(self.redis) as pipe:
+            pipe.hset(keys.principal(name), "json", principal.model_dump_json())
         if disabled:
             await self.end_waits(name)
         return principal

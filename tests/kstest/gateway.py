@@ -70,7 +70,15 @@ class GatewayThread(GatewayClients):
     """A real gateway (real uvicorn, real sockets, default plugins) served from a thread of the
     test process: the same code path as ``python -m gateway`` without paying the import per test."""
 
-    def __init__(self, home: Path, redis_url: str, swarm: str = "test", **overrides: object) -> None:
+    def __init__(
+        self,
+        home: Path,
+        redis_url: str,
+        swarm: str = "test",
+        operator_token: str | None = None,
+        **overrides: object,
+    ) -> None:
+        """``operator_token``: a second replica on the same Redis reuses the first one's operator."""
         self.home = home
         self.redis_url = redis_url
         self.swarm = swarm
@@ -82,7 +90,7 @@ class GatewayThread(GatewayClients):
             swarm=swarm,
             **overrides,  # type: ignore[arg-type]
         )
-        self.operator_token = asyncio.run(
+        self.operator_token = operator_token or asyncio.run(
             _create_principal(redis_url, "operator", PrincipalKind.operator, swarm)
         )
         self._thread: threading.Thread | None = None
