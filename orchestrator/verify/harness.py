@@ -24,6 +24,7 @@ import torch
 
 from orchestrator.verify.device_shapes import device_trials
 from orchestrator.verify.forkserver import ForkServer
+from orchestrator.verify.fresh_shapes import fresh_trials
 from orchestrator.verify.guards import GuardParams, draw_guard_params
 from orchestrator.verify.judge import VALUE_FLAGS, TrialData, judge_trial
 from orchestrator.verify.models import (
@@ -119,6 +120,7 @@ def verify(
         bench_config=bench_config or BenchConfig(),
         seeds=tuple(chosen),
         server=server,
+        seed_base=base,
     )
     try:
         _verify(job, raw.decode("utf-8", errors="replace"), result)
@@ -152,6 +154,7 @@ class _Job:
     bench_config: BenchConfig
     seeds: tuple[int, ...]
     server: ForkServer | None
+    seed_base: int | None = None  # the run's base: fresh shapes are drawn from it (None: explicit seeds)
 
 
 def _verify(job: _Job, source: str, result: VerificationResult) -> None:
@@ -187,6 +190,8 @@ def _verify(job: _Job, source: str, result: VerificationResult) -> None:
     if spec.interpret and trials:  # the task's device shapes too, sampled
         extra, skipped = device_trials(task, dtypes, job.seeds, len(trials))
         trials += extra
+    if trials:  # shapes no agent has seen, drawn from the domain for this run
+        trials += fresh_trials(task, dtypes, job.seeds, job.seed_base, len(trials), not spec.interpret)
     if not trials:
         result.verdict = "unverifiable"
         result.reasons.append("no trial can run on this pool")

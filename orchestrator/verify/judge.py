@@ -254,6 +254,7 @@ def judge_trial(
         refill_seed=data.refill_seed,
         layout={str(k): v for k, v in trial.layout.items()},
         ok=False,
+        fresh=trial.fresh,
     )
     top = _Acc()
     if report is None:

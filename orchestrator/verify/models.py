@@ -52,6 +52,9 @@ class TrialResult(_Model):
     # launch's programs ran, and only the output elements they own were compared.
     device_shape: bool = False
     sampled: str | None = None  # what was sampled, e.g. "37 of 4096 programs (boundaries + random)"
+    # A case drawn from the task's input domain for this run, never shown to any agent
+    # (fresh_shapes.py); ``--seed-base`` replays the same draw.
+    fresh: bool = False
     calls: list[CallResult] = Field(default_factory=list)
 
 

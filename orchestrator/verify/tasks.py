@@ -98,6 +98,7 @@ class Trial:
     seed_index: int = 0
     layout: Mapping[int, str] = field(default_factory=dict)  # input index -> layout name
     sampled: bool = False  # a device shape (SHAPES) on the cpu pool: a sample of programs (device_shapes.py)
+    fresh: bool = False  # a case drawn from the task's domain for this run (fresh_shapes.py)
 
 
 @dataclass(frozen=True)
