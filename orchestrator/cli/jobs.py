@@ -61,6 +61,27 @@ def cancel_job(gateway: GatewayClient, job_id: str) -> dict[str, Any]:
     return result
 
 
+def _shape_note(trial: dict[str, Any]) -> str:
+    if trial.get("fresh"):
+        return " (fresh: drawn from the task's domain)"
+    return " (device shape)" if trial.get("device_shape") else ""
+
+
+def reproduction(job: dict[str, Any]) -> str | None:
+    """The command that reruns a job's verification exactly (its seed base replays its seeds and its
+    fresh shapes), from kswarm's root with the kernel checked out at the job's sha; None before the
+    harness answered."""
+    result = job.get("result") or {}
+    base = result.get("seed_base")
+    if base is None:
+        return None
+    return (
+        f"git -C CHECKOUT checkout {job['sha']} && python -m orchestrator.verify "
+        f"--task gateway/tasks/catalogue/tasks/{job['task']} --candidate CHECKOUT/{job['kernel']} "
+        f"--pool {result.get('pool') or job['pool']} --seed-base {base}"
+    )
+
+
 def register(app: typer.Typer) -> None:
     job_app = typer.Typer(help="One job: show its state, result and log.", no_args_is_help=True)
     app.add_typer(job_app, name="job")
@@ -182,8 +203,10 @@ def register(app: typer.Typer) -> None:
         with connect(home) as gateway:
             job = gateway.get(f"/api/jobs/{checked_job(job_id)}")
             tail = gateway.get(f"/api/jobs/{job_id}/logs", tail=4000) if log else None
+        command = reproduction(job)
         if as_json:
-            print_json(job if tail is None else {**job, "log_tail": tail})
+            extra = {"reproduce": command} if command else {}
+            print_json({**job, **extra} if tail is None else {**job, **extra, "log_tail": tail})
             return
         console.print(
             f"[bold]{safe(job['id'])}[/bold] {safe(job['kind'])} of {safe(job['task'])} "
@@ -211,7 +234,7 @@ def register(app: typer.Typer) -> None:
             for t in trials:
                 table.add_row(
                     safe(t["index"]),
-                    safe(json.dumps(t.get("shape")) + (" (device shape)" if t.get("device_shape") else "")),
+                    safe(json.dumps(t.get("shape")) + _shape_note(t)),
                     safe(t.get("dtype")),
                     safe(t.get("seed")),
                     "yes" if t.get("ok") else "[red]no[/red]",
@@ -219,5 +242,8 @@ def register(app: typer.Typer) -> None:
                     safe(",".join(t.get("flags") or [])),
                 )
             console.print(table)
+        if command:
+            where = f"CHECKOUT: a clone of {job['repo']}; a task of the dataset repo: its tasks/{job['task']}"
+            console.print(f"reproduce ({safe(where)}): {safe(command)}", highlight=False, soft_wrap=True)
         if tail is not None:
             console.print(safe(tail, markup=False), markup=False, highlight=False)

@@ -70,3 +70,31 @@ def test_the_seed_base_reproduces_the_fresh_failure_and_explicit_seeds_draw_none
     ]
     fixed_only = verify(CATALOGUE / "add", SHOWN_ONLY, "cpu", seeds=first.seeds)
     assert not any(t.fresh for t in fixed_only.trials) and fixed_only.verdict == "pass"
+
+
+def test_job_show_prints_the_command_that_reproduces_the_run(tmp_path) -> None:
+    """``kswarm job show``'s reproduction command, run as printed (the kernel checked out at the job's
+    sha), fails the same fresh trials the job failed."""
+    from orchestrator.cli.jobs import reproduction
+
+    first = verify(CATALOGUE / "add", SHOWN_ONLY, "cpu")
+    checkout = tmp_path / "k"
+    (checkout / "kernels" / "add").mkdir(parents=True)
+    (checkout / "kernels" / "add" / "k.py").write_text(SHOWN_ONLY.read_text())
+    git = ["git", "-C", str(checkout), "-c", "user.name=t", "-c", "user.email=t@t"]
+    subprocess.run([*git[:3], "init", "-q"], check=True)
+    subprocess.run([*git, "add", "."], check=True)
+    subprocess.run([*git, "commit", "-qm", "k"], check=True)
+    sha = subprocess.run([*git[:3], "rev-parse", "HEAD"], capture_output=True, text=True).stdout.strip()
+    job = {"sha": sha, "task": "add", "kernel": "kernels/add/k.py", "pool": "cpu", "repo": "kswarm/kernels"}
+    command = reproduction({**job, "result": first.model_dump(mode="json")})
+    assert command is not None and f"--seed-base {first.seed_base}" in command
+    out = tmp_path / "again.json"
+    line = command.replace("CHECKOUT", str(checkout)).replace("python ", f"{sys.executable} ", 1)
+    subprocess.run(f"{line} --out {out}", shell=True, cwd=ROOT, capture_output=True, timeout=600)
+    again = json.loads(out.read_text())
+    assert again["verdict"] == "fail"
+    assert [(t["shape"], t["ok"]) for t in again["trials"] if t["fresh"]] == [
+        (t.shape, t.ok) for t in first.trials if t.fresh
+    ]
+    assert reproduction({**job, "result": None}) is None, "nothing to reproduce before the harness answered"
