@@ -257,3 +257,21 @@ def test_the_check_refuses_what_the_parser_refuses(
     assert start is not None
     doc = DocCommand("t:1", tuple(words_of(placeholders_marked(line[start.end() :]))), in_block, line)
     assert problems_of(doc, cli) == expected
+
+
+def test_the_demo_s_options_table_is_the_demo_s_options_and_their_defaults(cli: Any) -> None:
+    """docs/demo.md's "Options": every option of `kswarm demo`, none more, each default as the code's."""
+    text = (REPO / "docs" / "demo.md").read_text().split("## Options", 1)[1].split("\n## ", 1)[0]
+    rows = re.findall(r"^\| `(--[\w-]+)[^`]*` \| ([^|]*(?:\\\|[^|]*)*) \|", text, flags=re.M)
+    documented = {option: default.strip() for option, default in rows}
+    demo = cli.commands["demo"]
+    options = {p.opts[0]: p for p in params_of(demo, "option")}
+    assert set(documented) == set(options) - {"--help"}
+    for name, option in options.items():
+        default, cell = option.default, documented[name]
+        if isinstance(default, bool):
+            assert cell == ("on" if default else "off"), name
+        elif isinstance(default, str) and "," in default:  # a list of tasks: counted
+            assert cell == f"{len(default.split(','))} tasks", name
+        elif isinstance(default, (str, int, Path)) and not isinstance(default, bool):
+            assert str(default) in cell, (name, default, cell)
