@@ -14,6 +14,8 @@ command -v docker-compose >/dev/null 2>&1 || need+=(docker-compose)
 command -v bwrap >/dev/null 2>&1 || need+=(bubblewrap)
 # The images' base where no registry serves debian:bookworm-slim (infra/ci/base-image.sh).
 command -v debootstrap >/dev/null 2>&1 || [ -x /usr/sbin/debootstrap ] || need+=(debootstrap)
+# promtool checks and unit-tests the alert rules of infra/prometheus/ (tests/test_monitoring_config.py).
+command -v promtool >/dev/null 2>&1 || need+=(prometheus)
 [ ${#need[@]} -eq 0 ] && exit 0
 if [ "$(id -u)" != 0 ]; then
   echo "missing packages (${need[*]}) and not root: install them with apt-get" >&2; exit 2
@@ -24,4 +26,8 @@ DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "$
 # Debian starts the packaged redis service on install; the tests start their own servers.
 if [[ " ${need[*]} " == *" redis-server "* ]] && command -v systemctl >/dev/null 2>&1; then
   systemctl disable --now redis-server >/dev/null 2>&1 || true
+fi
+# Likewise its prometheus service: only promtool is wanted.
+if [[ " ${need[*]} " == *" prometheus "* ]] && command -v systemctl >/dev/null 2>&1; then
+  systemctl disable --now prometheus >/dev/null 2>&1 || true
 fi
