@@ -22,8 +22,17 @@ if [ "$(id -u)" != 0 ]; then
 fi
 echo "installing ${need[*]} ..." >&2
 apt-get update -qq
-DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "${need[@]}" >/dev/null
-# Debian starts the packaged redis service on install; the tests start their own servers.
+# No packaged service starts during the install (redis-server, prometheus: they would listen beyond
+# loopback, if only for a moment): Debian's invoke-rc.d asks policy-rc.d, and 101 means "not now".
+# A policy the machine already has is left as it is.
+own_policy=""
+if [ ! -e /usr/sbin/policy-rc.d ]; then
+  printf '#!/bin/sh\nexit 101\n' >/usr/sbin/policy-rc.d && chmod 755 /usr/sbin/policy-rc.d && own_policy=1
+fi
+DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "${need[@]}" >/dev/null \
+  || { [ -n "$own_policy" ] && rm -f /usr/sbin/policy-rc.d; exit 1; }
+[ -n "$own_policy" ] && rm -f /usr/sbin/policy-rc.d
+# And none starts at boot either: the tests start their own servers.
 if [[ " ${need[*]} " == *" redis-server "* ]] && command -v systemctl >/dev/null 2>&1; then
   systemctl disable --now redis-server >/dev/null 2>&1 || true
 fi
