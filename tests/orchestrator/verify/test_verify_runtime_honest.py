@@ -19,14 +19,17 @@ def test_honest_kernel_passes(name: str) -> None:
     result = verify(CATALOGUE / name, candidate, "cpu")
     assert result.verdict == "pass", summary(result)
     assert result.flags == [] and result.static_violations == []
-    cpu_shapes = [t for t in result.trials if not t.sampled]  # device shapes: test_verify_device_shapes
+    # device shapes: test_verify_device_shapes; fresh shapes: test_verify_fresh_shapes
+    cpu_shapes = [t for t in result.trials if not t.sampled and not t.fresh]
     assert len(cpu_shapes) == 30 and all(t.ok for t in result.trials)
+    assert sum(t.fresh for t in result.trials) == 4, "2 fresh cases from the domain x 2 dtypes"
     assert len({t.seed for t in result.trials}) >= 5 and result.seed_base is not None
     assert {t.dtype for t in result.trials} == {"float32", "float16"}
     calls = [c for t in result.trials for c in t.calls]
-    # per case and dtype: one trial of three calls (same inputs twice, then refilled), one blind call
+    # per fixed case and dtype: one trial of three calls (same inputs twice, then refilled) and one
+    # blind call; each fresh case and dtype (one trial) is refilled too
     assert {c.kind for c in calls} == {"first", "repeat", "refill", "blind"}
-    assert sum(c.kind == "blind" for c in calls) == 6 and sum(c.kind == "refill" for c in calls) == 6
+    assert sum(c.kind == "blind" for c in calls) == 6 and sum(c.kind == "refill" for c in calls) == 6 + 4
     assert {c.order for c in calls if c.monitored} >= {"natural", "reversed", "shuffled"}
     assert all(c.launches and c.launches >= 1 for c in calls if c.monitored)
     assert len({tuple(sorted(t.layout.items())) for t in result.trials}) > 1  # the declared layouts ran
