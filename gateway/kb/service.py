@@ -177,3 +177,38 @@ class KnowledgeBase:
             "files": sorted({p.file for p in index.passages}),
             "passages": len(index.passages),
         }
+
+    async def history(self, path: str, limit: int = 20, walk: int = 300) -> dict[str, Any]:
+        """The commits on the protected branch that changed ``path`` (added, edited or removed it), newest
+        first: its first-parent chain from the head, at most ``walk`` commits back, comparing the note's
+        blob at each commit with its parent's (through the Forge protocol, so any forge answers)."""
+        path = path.strip("/")
+        sha = await self.head()
+        commits: list[dict[str, Any]] = []
+        current: str | None = sha
+        blob = await self._blob(current, path)
+        for _ in range(walk):
+            if current is None or len(commits) >= limit:
+                break
+            info = await self.forge.get_commit(self.org, self.name, current)
+            parent = info.parents[0] if info.parents else None
+            before = await self._blob(parent, path) if parent else None
+            if blob != before:
+                commits.append(
+                    {
+                        "sha": info.sha,
+                        "message": info.message,
+                        "author": info.author_name,
+                        "author_email": info.author_email,
+                        "created": info.created,
+                        "change": "added" if before is None else ("removed" if blob is None else "edited"),
+                    }
+                )
+            current, blob = parent, before
+        return {"repo": self.settings.repo, "file": path, "commit": sha, "commits": commits}
+
+    async def _blob(self, ref: str | None, path: str) -> str | None:
+        if ref is None:
+            return None
+        found = await self.forge.read_file(self.org, self.name, ref, path, max_bytes=1)
+        return found.sha if found is not None else None
