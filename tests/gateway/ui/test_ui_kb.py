@@ -51,7 +51,7 @@ def kb_ui(ui_gateway: UiGateway) -> Iterator[UiGateway]:
 
 
 def no_attacker_markup(page: str) -> None:
-    """No tag of the attacker's and no handler or script URL inside any tag (as escaped text they may stay)."""
+    """No tag of the attacker's, no handler or script URL inside any tag (as escaped text they may stay)."""
     assert "<script>window" not in page and "<img" not in page and "<b " not in page, page[:3000]
     inside = re.findall(r"<[^>]*\b(?:on\w+=|javascript:)", page)
     assert not inside, inside
