@@ -15,7 +15,7 @@ from urllib.parse import quote
 
 import pytest
 from playwright.sync_api import expect
-from ui_kit import UiGateway, browser_page
+from ui_kit import UiGateway, browser_page, shot
 
 from gateway.forge.seed import GATE
 from gateway.services import FORGE
@@ -101,3 +101,6 @@ def test_kb_page_in_chromium(kb_ui: UiGateway, chromium: Path) -> None:
         page.hover("#kb-history")
         assert page.evaluate("window.pwned") is None
         assert page.locator("#kb-note img, #kb-note script, #panel script").count() == 0
+        shot(page, "kb-note")
+        page.goto(f"{kb_ui.url}/ui/kb")
+        shot(page, "kb")
