@@ -29,6 +29,7 @@ from gateway.services import FORGE
 log = logging.getLogger("kswarm.kb")
 
 SeedFiles = Callable[[], Mapping[str, bytes]]
+HISTORY_CACHE = 256  # notes' histories kept (each a few KiB at most)
 
 
 class KBSettings(BaseSettings):
@@ -71,6 +72,8 @@ class KnowledgeBase:
         self._ensured = False
         self._lock = asyncio.Lock()
         self._cache: tuple[str, Bm25Index] | None = None
+        # (head, path, limit) -> history: a head's history never changes; bounded, oldest dropped first
+        self._histories: dict[tuple[str, str, int], list[dict[str, Any]]] = {}
 
     @property
     def forge(self) -> Forge:
@@ -184,6 +187,14 @@ class KnowledgeBase:
         blob at each commit with its parent's (through the Forge protocol, so any forge answers)."""
         path = path.strip("/")
         sha = await self.head()
+        key = (sha, path, limit)
+        if key not in self._histories:
+            self._histories[key] = await self._walk(sha, path, limit, walk)
+            while len(self._histories) > HISTORY_CACHE:
+                self._histories.pop(next(iter(self._histories)))
+        return {"repo": self.settings.repo, "file": path, "commit": sha, "commits": self._histories[key]}
+
+    async def _walk(self, sha: str, path: str, limit: int, walk: int) -> list[dict[str, Any]]:
         commits: list[dict[str, Any]] = []
         current: str | None = sha
         blob = await self._blob(current, path)
@@ -205,7 +216,7 @@ class KnowledgeBase:
                     }
                 )
             current, blob = parent, before
-        return {"repo": self.settings.repo, "file": path, "commit": sha, "commits": commits}
+        return commits
 
     async def _blob(self, ref: str | None, path: str) -> str | None:
         if ref is None:

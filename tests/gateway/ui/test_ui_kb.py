@@ -67,6 +67,11 @@ def test_kb_history_lists_the_commits_that_changed_a_note(kb_ui: UiGateway) -> N
     ], got
     assert got["commits"][0]["author"] and got["commits"][0]["created"] > 0
     assert other["commits"] == []
+    # A new head has its own history (what was read for the old one is not served again).
+    commit_note(kb_ui, {GOOD_PATH: None}, "Remove the plain note\n")
+    with kb_ui.client(kb_ui.operator_token) as op:
+        again = op.get(f"/api/kb/history/{GOOD_PATH}").json()
+    assert [c["change"] for c in again["commits"]] == ["removed", "edited", "added"], again
 
 
 def test_kb_pages_list_search_and_render_a_note_inert(kb_ui: UiGateway) -> None:
