@@ -74,12 +74,19 @@ def model_of(entry: dict[str, Any]) -> str:
     return model if isinstance(model, str) and model else "unknown"
 
 
+def stream_order(entry: dict[str, Any]) -> tuple[int, int]:
+    """An entry's place in its stream (its id ``<ms>-<seq>``): the order the agent reported them in, also
+    within one report (whose entries share their arrival time)."""
+    ms, _, seq = str(entry.get("id") or "0-0").partition("-")
+    return (int(ms), int(seq or 0)) if ms.isdigit() and (seq or "0").isdigit() else (0, 0)
+
+
 def per_wake(entries: list[dict[str, Any]]) -> list[WakeCost]:
     """Newest first: each wake with the model calls that followed it (calls before the first wake read
     go to a wake of ts 0, 'before the wakes read')."""
     wakes: list[WakeCost] = []
     current: WakeCost | None = None
-    for entry in sorted(entries, key=lambda e: float(e.get("received") or 0.0)):
+    for entry in sorted(entries, key=stream_order):
         if entry.get("kind") == "wake":
             current = WakeCost(ts=float(entry.get("ts") or 0.0), summary=str(entry.get("summary") or ""))
             wakes.append(current)

@@ -55,6 +55,12 @@ def scripted_call(tokens_in: int, tokens_out: int) -> dict:
     return {"kind": "model", "ts": time.time(), "summary": "scripted", "data": data}
 
 
+def wakes_html(page: str) -> str:
+    match = re.search(r'<table class="grid" id="agent-cost-wakes">.*?<tbody>(.*?)</tbody>', page, re.S)
+    assert match, page[:2000]
+    return match.group(1)
+
+
 def cell_text(page: str, pattern: str) -> str:
     match = re.search(pattern, page, re.S)
     assert match, (pattern, page[:2000])
@@ -93,6 +99,10 @@ def test_the_agent_page_shows_cost_per_task_and_per_wake_labelled_as_estimates(
     assert "1 call " in cell_text(page, r'<tr data-task="-">(.*?)</tr>')
     wakes = cell_text(page, r'<table class="grid" id="agent-cost-wakes">(.*?)</table>')
     assert wakes.index("task softmax") < wakes.index("inbox: 1 DM"), "newest wake first"
-    assert "2 · 3,500 tokens" in wakes and "1 · 110 tokens" in wakes and "estimate" in wakes, wakes
+    rows = re.findall(r"<tr>(.*?)</tr>", wakes_html(page), re.S)
+    cells = [" ".join(html.unescape(re.sub(r"<[^>]+>", " ", r)).split()) for r in rows]
+    assert len(cells) == 2, cells
+    assert "task softmax 2 · 3,500 tokens" in cells[0] and "estimate" in cells[0], cells
+    assert "inbox: 1 DM 1 · 110 tokens" in cells[1] and "estimate" in cells[1], cells
     rates = cell_text(page, r'<p class="muted" id="agent-cost-rates">(.*?)</p>')
     assert "scripted $3.0 in / $15.0 out per MTok" in " ".join(rates.split()), rates
