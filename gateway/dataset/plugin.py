@@ -2,8 +2,9 @@
 
 - ``GET /api/dataset``: the summary (counts, pass rates per task, pool and author, cost) and the newest
   accepted records;
-- ``GET /api/dataset/records``: records, filtered (``task``, ``accepted``, ``author``), newest first, with
-  the fields the panel shows (author, reviewers, pool, timings, speedup, cost, lineage, links);
+- ``GET /api/dataset/records``: records, filtered (``task``, ``accepted``, ``author``, ``kernel``, ``pr``),
+  newest first, with the fields the panel shows (author, reviewers, pool, timings, speedup, cost, lineage,
+  links);
 - ``GET /api/dataset/files/{name}``: the build's files (``records.jsonl``, ``records.parquet``,
   ``README.md``, ``summary.json``) for download.
 
@@ -88,7 +89,13 @@ def read_dataset(root: Path, accepted: int) -> dict[str, Any]:
 
 
 def select_records(
-    root: Path, task: str | None, accepted: bool | None, author: str | None, limit: int
+    root: Path,
+    task: str | None,
+    accepted: bool | None,
+    author: str | None,
+    limit: int,
+    kernel: str | None = None,
+    pr: int | None = None,
 ) -> list[dict[str, Any]]:
     read_summary(root)  # 404 when nothing was built
     rows = [
@@ -97,6 +104,8 @@ def select_records(
         if (task is None or row.get("task") == task)
         and (accepted is None or bool(row.get("accepted")) == accepted)
         and (author is None or row.get("author") == author)
+        and (kernel is None or row.get("kernel_path") == kernel.strip("/"))
+        and (pr is None or row.get("pr_number") == pr)
     ]
     rows.sort(key=lambda r: r.get("submitted_at") or 0.0, reverse=True)
     return rows[:limit]
@@ -130,9 +139,13 @@ class DatasetPlugin(Plugin[NoSettings]):
                 bool | None, Query(description="Only accepted (or only not accepted)")
             ] = None,
             author: Annotated[str | None, Query(max_length=64)] = None,
+            kernel: Annotated[
+                str | None, Query(max_length=500, description="Only attempts at this kernel file (path).")
+            ] = None,
+            pr: Annotated[int | None, Query(ge=1, description="Only attempts of this PR.")] = None,
             limit: Annotated[int, Query(ge=1, le=5000)] = 500,
         ) -> list[dict[str, Any]]:
-            return await asyncio.to_thread(select_records, root, task, accepted, author, limit)
+            return await asyncio.to_thread(select_records, root, task, accepted, author, limit, kernel, pr)
 
         @app.get(
             "/api/dataset/files/{name}",

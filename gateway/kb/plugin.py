@@ -44,6 +44,14 @@ def build_kb_router() -> APIRouter:
     async def read(path: str, kb: KB, _: AnyPrincipal) -> dict[str, Any]:
         return await kb.read(path)
 
+    @r.get(
+        "/history/{path:path}", summary="The protected branch's commits that changed one note, newest first"
+    )
+    async def history(
+        path: str, kb: KB, _: AnyPrincipal, limit: Annotated[int, Query(ge=1, le=100)] = 20
+    ) -> dict[str, Any]:
+        return await kb.history(path, limit)
+
     @r.post("/seed", summary="Create the knowledge repo and seed it with the project's notes (operators)")
     async def seed(kb: KB, _: OperatorOnly) -> dict[str, Any]:
         info, commit = await kb.ensure()

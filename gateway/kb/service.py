@@ -29,6 +29,7 @@ from gateway.services import FORGE
 log = logging.getLogger("kswarm.kb")
 
 SeedFiles = Callable[[], Mapping[str, bytes]]
+HISTORY_CACHE = 256  # notes' histories kept (each a few KiB at most)
 
 
 class KBSettings(BaseSettings):
@@ -71,6 +72,8 @@ class KnowledgeBase:
         self._ensured = False
         self._lock = asyncio.Lock()
         self._cache: tuple[str, Bm25Index] | None = None
+        # (head, path, limit) -> history: a head's history never changes; bounded, oldest dropped first
+        self._histories: dict[tuple[str, str, int], list[dict[str, Any]]] = {}
 
     @property
     def forge(self) -> Forge:
@@ -177,3 +180,46 @@ class KnowledgeBase:
             "files": sorted({p.file for p in index.passages}),
             "passages": len(index.passages),
         }
+
+    async def history(self, path: str, limit: int = 20, walk: int = 300) -> dict[str, Any]:
+        """The commits on the protected branch that changed ``path`` (added, edited or removed it), newest
+        first: its first-parent chain from the head, at most ``walk`` commits back, comparing the note's
+        blob at each commit with its parent's (through the Forge protocol, so any forge answers)."""
+        path = path.strip("/")
+        sha = await self.head()
+        key = (sha, path, limit)
+        if key not in self._histories:
+            self._histories[key] = await self._walk(sha, path, limit, walk)
+            while len(self._histories) > HISTORY_CACHE:
+                self._histories.pop(next(iter(self._histories)))
+        return {"repo": self.settings.repo, "file": path, "commit": sha, "commits": self._histories[key]}
+
+    async def _walk(self, sha: str, path: str, limit: int, walk: int) -> list[dict[str, Any]]:
+        commits: list[dict[str, Any]] = []
+        current: str | None = sha
+        blob = await self._blob(current, path)
+        for _ in range(walk):
+            if current is None or len(commits) >= limit:
+                break
+            info = await self.forge.get_commit(self.org, self.name, current)
+            parent = info.parents[0] if info.parents else None
+            before = await self._blob(parent, path) if parent else None
+            if blob != before:
+                commits.append(
+                    {
+                        "sha": info.sha,
+                        "message": info.message,
+                        "author": info.author_name,
+                        "author_email": info.author_email,
+                        "created": info.created,
+                        "change": "added" if before is None else ("removed" if blob is None else "edited"),
+                    }
+                )
+            current, blob = parent, before
+        return commits
+
+    async def _blob(self, ref: str | None, path: str) -> str | None:
+        if ref is None:
+            return None
+        found = await self.forge.read_file(self.org, self.name, ref, path, max_bytes=1)
+        return found.sha if found is not None else None

@@ -230,6 +230,13 @@ class LLMProxySettings(BaseSettings):
                 return self.prices[max(matches, key=len)]
         return self.prices["default"]
 
+    def has_price(self, model: str | None) -> bool:
+        """Whether the table prices ``model`` itself (its name or a prefix of it), not by ``default``:
+        a cost of a model without a price (``scripted``, an unknown or local one) is an estimate."""
+        if not model or model == "default":
+            return False
+        return model in self.prices or any(k != "default" and model.startswith(k) for k in self.prices)
+
     def key(self) -> str | None:
         """The real key in clear text, for the one place that sends it upstream."""
         return self.api_key.get_secret_value() if self.api_key else None

@@ -7,19 +7,43 @@ however short the claim (a scripted developer claims, works and finishes in one 
 all time in ``ks:mon:cost`` (integers: tokens and nano-USD per task and agent) and per minute in the
 series ``cost-tokens:task:<task>:agent:<agent>`` / ``cost-usd:...`` (for windows such as one dataset
 record's). Tokens and cost per agent and for the swarm over time are sampled from the proxy's totals.
+
+A cost explains itself: where the model is ``scripted``, unknown or missing from the proxy's price table
+(priced at its ``default`` rate), the answer says ``estimate: true`` and carries the rates it used.
 """
 
 from __future__ import annotations
 
 from collections import defaultdict
 
+from gateway.llm.config import LLMProxySettings
 from gateway.monitor import keys
-from gateway.monitor.models import CostLine, CostPoint, CostReport
+from gateway.monitor.models import CostLine, CostPoint, CostReport, ModelRate
 from gateway.monitor.series import SeriesStore
 from gateway.redis_facade import StrRedis
 
 NANO = 1_000_000_000
 UNATTRIBUTED = "-"
+UNKNOWN_MODEL = "unknown"
+
+
+def estimate_rate(prices: LLMProxySettings | None, model: str | None) -> ModelRate | None:
+    """The rate a cost of ``model`` was computed at when that cost is an estimate (the table has no price
+    of its own for the model); None when the table prices it, or when there is no table at all."""
+    if prices is None or prices.has_price(model):
+        return None
+    rate = prices.price_for(model)
+    return ModelRate(input_per_mtok=rate.input, output_per_mtok=rate.output)
+
+
+def rates_used(prices: LLMProxySettings | None, models: list[str | None]) -> dict[str, ModelRate]:
+    """``{model: rate}`` for each of ``models`` whose cost is an estimate (``unknown`` for no model)."""
+    out: dict[str, ModelRate] = {}
+    for model in models:
+        rate = estimate_rate(prices, model)
+        if rate is not None:
+            out[model or UNKNOWN_MODEL] = rate
+    return out
 
 
 def tokens_series(task: str, agent: str) -> str:
@@ -35,9 +59,10 @@ def cost_field(task: str, agent: str, unit: str) -> str:
 
 
 class CostLedger:
-    def __init__(self, redis: StrRedis, series: SeriesStore) -> None:
+    def __init__(self, redis: StrRedis, series: SeriesStore, prices: LLMProxySettings | None = None) -> None:
         self.redis = redis
         self.series = series
+        self.prices = prices  # the LLM proxy's table (None: no proxy, nothing is booked)
 
     async def lines(self, models: dict[str, str] | None = None) -> list[CostLine]:
         raw = await self.redis.hgetall(keys.COST)
@@ -49,7 +74,14 @@ class CostLedger:
                 sums[(task, agent)][unit] += int(value)
         models = models or {}
         return [
-            CostLine(task=t, agent=a, model=models.get(a), tokens=v["tokens"], cost_usd=v["nusd"] / NANO)
+            CostLine(
+                task=t,
+                agent=a,
+                model=models.get(a),
+                tokens=v["tokens"],
+                cost_usd=v["nusd"] / NANO,
+                estimate=estimate_rate(self.prices, models.get(a)) is not None,
+            )
             for (t, a), v in sorted(sums.items())
         ]
 
@@ -84,7 +116,10 @@ class CostLedger:
         total_accepted = sum(accepted.values())
         if total_accepted:
             swarm["usd_per_accepted"] = swarm["attributed_usd"] / total_accepted
+        prices = rates_used(self.prices, [x.model for x in lines if x.estimate])
         return CostReport(
+            estimate=bool(prices),
+            prices=prices,
             lines=lines,
             by_task=by_task,
             by_agent=table("agent"),
@@ -94,7 +129,9 @@ class CostLedger:
             "it; '-' is usage while holding no task",
         )
 
-    async def window(self, task: str, agent: str, since: float, until: float) -> CostPoint:
+    async def window(
+        self, task: str, agent: str, since: float, until: float, model: str | None = None
+    ) -> CostPoint:
         """Tokens and USD ``agent`` spent on ``task`` from ``since`` (excluded) to ``until`` (included),
         within the retention: the calls themselves, by their own time (``(since, until]`` windows
         partition time, so two attempts within one minute each get their own calls)."""
@@ -103,4 +140,12 @@ class CostLedger:
         for member in found:
             _, t, n = str(member).split(" ")
             tokens, nusd = tokens + int(t), nusd + int(n)
-        return CostPoint(ts=until, tokens=float(tokens), cost_usd=nusd / NANO)
+        prices = rates_used(self.prices, [model]) if tokens else {}
+        return CostPoint(
+            ts=until,
+            tokens=float(tokens),
+            cost_usd=nusd / NANO,
+            model=model,
+            estimate=bool(prices),
+            prices=prices,
+        )

@@ -73,6 +73,13 @@ class TimelinePost(BaseModel):
     entries: list[TimelineIn] = Field(max_length=200, description="Oldest first.")
 
 
+class ModelRate(BaseModel):
+    """The price table's rate for one model, as a cost answer shows the one it used."""
+
+    input_per_mtok: float = Field(description="USD per million uncached input tokens.")
+    output_per_mtok: float = Field(description="USD per million output tokens.")
+
+
 class TimelineEntry(TimelineIn):
     """A stored entry: the agent's report plus what the gateway knows."""
 
@@ -82,6 +89,10 @@ class TimelineEntry(TimelineIn):
     agent: str = Field(description="The principal that reported it (from its token).")
     received: float = Field(description="Unix time the gateway stored it.")
     cost_usd: float | None = Field(None, description="Model calls: estimated from the proxy's price table.")
+    cost_estimate: bool = Field(
+        False, description="The model is scripted or not in the price table: cost_usd is at the rate below."
+    )
+    rate: ModelRate | None = Field(None, description="With cost_estimate: the price table's rate it used.")
 
 
 class TimelinePage(BaseModel):
@@ -125,6 +136,7 @@ class CostLine(BaseModel):
     model: str | None = None
     tokens: int
     cost_usd: float
+    estimate: bool = Field(False, description="The model is scripted, unknown or not in the price table.")
 
 
 class CostReport(BaseModel):
@@ -134,12 +146,21 @@ class CostReport(BaseModel):
     by_model: dict[str, dict[str, float]]
     swarm: dict[str, float]
     note: str = ""
+    estimate: bool = Field(False, description="Some line's cost is an estimate (see prices).")
+    prices: dict[str, ModelRate] = Field(
+        default_factory=dict, description="The rates the estimated lines used, by their model."
+    )
 
 
 class CostPoint(BaseModel):
     ts: float
     tokens: float
     cost_usd: float
+    model: str | None = Field(
+        None, description="The model the LLM proxy booked most of the agent's tokens under."
+    )
+    estimate: bool = False
+    prices: dict[str, ModelRate] = Field(default_factory=dict)
 
 
 class ActionRecord(BaseModel):

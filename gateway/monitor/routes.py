@@ -225,7 +225,7 @@ def build_monitor_router() -> APIRouter:
     ) -> CostPoint:
         if since > until:
             raise BadRequest("since must not be after until")
-        return await svc.cost.window(task, agent, since, until)
+        return await svc.cost.window(task, agent, since, until, (await svc.booked_models()).get(agent))
 
     @r.get("/api/monitor/claims", response_model=list[ClaimWindow], summary="Claim windows, newest first")
     async def claims(

@@ -12,9 +12,9 @@ from gateway.monitor import keys
 from gateway.monitor.actions import OperatorActions
 from gateway.monitor.attention import AttentionBuilder
 from gateway.monitor.chartbook import ChartBook
-from gateway.monitor.cost import CostLedger
+from gateway.monitor.cost import CostLedger, estimate_rate
 from gateway.monitor.feeder import MonitorFeeder
-from gateway.monitor.models import ClaimWindow
+from gateway.monitor.models import ClaimWindow, ModelRate
 from gateway.monitor.overview import OverviewBuilder
 from gateway.monitor.series import SeriesStore
 from gateway.monitor.settings import MonitorSettings
@@ -23,13 +23,14 @@ from gateway.services import LLM_USAGE
 
 
 def proxy_pricer(ctx: GatewayContext) -> Pricer | None:
-    """The LLM proxy's price table (its public settings), to estimate what a reported model call cost."""
+    """The LLM proxy's price table (its public settings), to estimate what a reported model call cost:
+    its cost and, when the table has no price of the model's own, the rate it was estimated at."""
     store = ctx.services.find(LLM_USAGE)
     if store is None:
         return None
 
-    def price(model: str | None, counts: list[int]) -> float:
-        return float(store.settings.price_for(model).cost(*counts))
+    def price(model: str | None, counts: list[int]) -> tuple[float, ModelRate | None]:
+        return float(store.settings.price_for(model).cost(*counts)), estimate_rate(store.settings, model)
 
     return price
 
@@ -51,19 +52,20 @@ class MonitorService:
     def build(cls, ctx: GatewayContext, settings: MonitorSettings) -> MonitorService:
         series = SeriesStore(ctx.redis, settings.retention_days)
         attention = AttentionBuilder(ctx, settings)
+        usage = ctx.services.find(LLM_USAGE)
         overview = OverviewBuilder(ctx, settings, series, attention)
         return cls(
             settings=settings,
             series=series,
             timeline=TimelineStore(ctx.redis, settings.timeline_maxlen, proxy_pricer(ctx)),
             attention=attention,
-            cost=CostLedger(ctx.redis, series),
+            cost=CostLedger(ctx.redis, series, usage.settings if usage is not None else None),
             actions=OperatorActions(ctx, settings),
             # The queue chart's newest point and the overview's pools are one computation.
             charts=ChartBook(series, overview.started_at, overview.pool_depths),
             feeder=MonitorFeeder(ctx, settings, series),
             overview=overview,
-            usage=ctx.services.find(LLM_USAGE),
+            usage=usage,
         )
 
     async def booked_models(self) -> dict[str, str]:

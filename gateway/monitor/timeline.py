@@ -19,11 +19,12 @@ from redis.exceptions import TimeoutError as RedisTimeoutError
 from gateway.errors import Forbidden
 from gateway.models import FIRST_ID
 from gateway.monitor import keys
-from gateway.monitor.models import Doing, TimelineEntry, TimelineIn, TimelinePage
+from gateway.monitor.models import Doing, ModelRate, TimelineEntry, TimelineIn, TimelinePage
 from gateway.principals import Principal, PrincipalKind
 from gateway.redis_facade import StrRedis
 
-Pricer = Callable[[str | None, list[int]], float]
+# (model, token counts) -> (cost in USD, the rate used when that cost is an estimate, else None)
+Pricer = Callable[[str | None, list[int]], tuple[float, ModelRate | None]]
 TOKEN_FIELDS = ("input_tokens", "output_tokens", "cache_creation_input_tokens", "cache_read_input_tokens")
 SCAN_CHUNK = 500
 BLOCK_MS = 2000
@@ -98,16 +99,20 @@ class TimelineStore:
         if principal.kind != PrincipalKind.operator and principal.name != agent:
             raise Forbidden("an agent reads only its own timeline (operators read every one)")
 
-    def _cost(self, entry: TimelineIn) -> float | None:
+    def _cost(self, entry: TimelineIn) -> dict[str, Any]:
+        """The gateway's fields of a model call: ``cost_usd`` and, for a model without a price of its own
+        (``scripted``, unknown), ``cost_estimate`` and the ``rate`` used."""
         usage = entry.data.get("usage")
         if entry.kind != "model" or self.pricer is None or not isinstance(usage, dict):
-            return None
+            return {"cost_usd": None}
         counts = [int(usage.get(f) or 0) if isinstance(usage.get(f), int) else 0 for f in TOKEN_FIELDS]
         model = entry.data.get("model")
         try:
-            return round(self.pricer(model if isinstance(model, str) else None, counts), 6)
+            cost, rate = self.pricer(model if isinstance(model, str) else None, counts)
         except Exception:  # an unknown model or a price table without it: no estimate, not an error
-            return None
+            return {"cost_usd": None}
+        estimate = {"cost_estimate": True, "rate": rate.model_dump()} if rate is not None else {}
+        return {"cost_usd": round(cost, 6)} | estimate
 
     async def append(self, principal: Principal, entries: list[TimelineIn]) -> list[str]:
         """Store ``entries`` as ``principal``'s (an agent's own); returns their ids."""
@@ -115,8 +120,7 @@ class TimelineStore:
         now = time.time()
         async with self.redis.pipeline(transaction=False) as pipe:
             for entry in entries:
-                cost = self._cost(entry)
-                record = entry.model_dump() | {"agent": principal.name, "received": now, "cost_usd": cost}
+                record = entry.model_dump() | {"agent": principal.name, "received": now} | self._cost(entry)
                 pipe.xadd(
                     keys.timeline(principal.name),
                     {"json": json.dumps(record, default=str)},

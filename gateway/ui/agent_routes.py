@@ -1,5 +1,5 @@
-"""One agent's page: its state, what it is doing, what it cost, its timeline (live), its jobs, PRs and
-tasks, the actions on it and a DM composer.
+"""One agent's page: its state, what it is doing, what it cost (in all, per task, per wake:
+``agent_cost.py``), its timeline (live), its jobs, PRs and tasks, the actions on it and a DM composer.
 
 The timeline comes from ``GET /api/agents/<name>/timeline`` (paged with ``before``, searchable with ``q``,
 filtered by ``kind``); new entries arrive over ``/ui/agents/<name>/timeline/events`` (SSE, each entry
@@ -20,6 +20,7 @@ from gateway.errors import GatewayError, NotFound
 from gateway.events import resume_id
 from gateway.monitor.service import MONITOR
 from gateway.monitor.timeline import TimelineStore
+from gateway.ui.agent_cost import agent_cost
 from gateway.ui.deps import UiDep
 from gateway.ui.internal import InternalApi, has_route
 from gateway.ui.service import UiService
@@ -99,6 +100,7 @@ async def reported_recent(api: InternalApi, name: str, seconds: float = RECENT_S
         "calls": len(entries),
         "tokens": tokens,
         "cost": sum(float(e.get("cost_usd") or 0.0) for e in entries),
+        "estimate": any(e.get("cost_estimate") for e in entries),
         "at_least": bool(page.get("more")) and len(entries) == len(page.get("entries") or []),
     }
 
@@ -175,6 +177,7 @@ def build_agent_pages(ui: UiService) -> APIRouter:
             usage=usage,
             recent=recent,
             reported=await reported_recent(api, name),
+            cost=await agent_cost(api, name, time.time()),
             charts=charts,
             jobs=jobs.json() if jobs is not None and jobs.ok else [],
             pulls=[

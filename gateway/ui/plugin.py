@@ -7,9 +7,9 @@ uses no other directly: the panels read the other components through the gateway
 - ``/ui/login`` (GET form, POST token -> cookie session), ``/ui/logout`` (POST);
 - ``/ui/login/link/<code>`` (a one-time login link) and ``POST /api/ui/login-links`` (``login_links.py``);
 - ``/ui/overview`` (the landing page), ``/ui/attention``, ``/ui/chat``, ``/ui/agents``, ``/ui/tasks``,
-  ``/ui/jobs``, ``/ui/prs``, ``/ui/dataset``, ``/ui/charts``: server-rendered panels;
+  ``/ui/jobs``, ``/ui/prs``, ``/ui/dataset``, ``/ui/kb``, ``/ui/charts``: server-rendered panels;
 - ``/ui/agents/<name>`` (timeline, live), ``/ui/jobs/<id>``, ``/ui/prs/<org>/<repo>/<n>`` (per-push diffs),
-  ``/ui/commit/...``, ``/ui/pr/<n>``: one thing each;
+  ``/ui/commit/...``, ``/ui/pr/<n>``, ``/ui/kb/<note>``: one thing each;
 - ``/ui/events``: ``/api/events`` for the cookie session, each message with its rendered HTML;
 - ``/ui/api/...``: the gateway's ``/api`` for the cookie session (CSRF-checked unless GET);
 - ``/ui/static/...``: the CSS and JavaScript (no secrets, no auth).
@@ -44,6 +44,7 @@ from gateway.ui.dataset_routes import build_dataset_pages
 from gateway.ui.deps import ActingDep, UiDep
 from gateway.ui.internal import MAX_BODY
 from gateway.ui.jobs_routes import build_jobs_router
+from gateway.ui.kb_routes import build_kb_pages
 from gateway.ui.login_links import build_login_link_routes
 from gateway.ui.monitor_routes import build_monitor_pages
 from gateway.ui.panel_routes import build_panel_router
@@ -207,6 +208,7 @@ def install_ui(app: FastAPI, ctx: GatewayContext, ui: UiService) -> None:
     app.include_router(build_pr_pages(ui))
     app.include_router(build_tasks_pages(ui))
     app.include_router(build_dataset_pages(ui))
+    app.include_router(build_kb_pages(ui))
     app.include_router(build_jobs_router(ui))
     app.include_router(build_api_bridge(ui))
     app.include_router(build_swarm_router(ui.control.actions))  # /api/swarm: the seam's REST routes

@@ -24,6 +24,7 @@ PANELS = (
     ("jobs", "Jobs", "/ui/jobs"),
     ("prs", "PRs", "/ui/prs"),
     ("dataset", "Dataset", "/ui/dataset"),
+    ("kb", "KB", "/ui/kb"),
     ("charts", "Charts", "/ui/charts"),
 )
 LANDING = "/ui/overview"

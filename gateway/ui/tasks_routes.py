@@ -1,6 +1,7 @@
 """The Tasks panel: the board (state, holder, lease time left, claims), the claims history (windows the
-monitor saw open and close: done, released, lapsed, taken), and the operator's task actions — post,
-release, reassign — through the audited ``/api/actions/tasks`` routes."""
+monitor saw open and close: done, released, lapsed, taken, reassigned), the reassignments (from the
+operators' audit log, ``GET /api/monitor/actions``), and the operator's task actions — post, release,
+reassign — through the audited ``/api/actions/tasks`` routes."""
 
 from typing import Annotated, Any
 
@@ -12,6 +13,42 @@ from gateway.ui.internal import has_route
 from gateway.ui.service import UiService
 
 TASKS_ROUTE = "/api/tasks"
+REASSIGN_ACTION = "task:reassign"
+RELEASE_SLACK_S = 10.0  # a reassignment's forced release closes the claim window within this of its audit
+
+
+def reassignments(actions: list[dict[str, Any]], claims: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The reassignments done, newest first, each with the agent that lost the claim (the claim window of
+    its task released when it was audited) and that window marked ``reassigned``."""
+    out: list[dict[str, Any]] = []
+    for action in actions:
+        if action.get("action") != REASSIGN_ACTION or action.get("outcome") != "done":
+            continue
+        ts = float(action.get("ts") or 0.0)
+        lost = next(
+            (
+                c
+                for c in claims
+                if c.get("task") == action.get("target")
+                and c.get("how") in ("released", "taken")  # "taken": closed once the new holder claimed
+                and c.get("until") is not None
+                and abs(float(c["until"]) - ts) <= RELEASE_SLACK_S
+            ),
+            None,
+        )
+        if lost is not None:
+            lost["reassigned_to"] = action.get("detail")
+        out.append(
+            {
+                "ts": ts,
+                "task": action.get("target"),
+                "to": action.get("detail"),
+                "by": action.get("operator"),
+                "from": lost["agent"] if lost is not None else "",
+                "message": action.get("message") or "",
+            }
+        )
+    return out
 
 
 def build_tasks_pages(ui: UiService) -> APIRouter:
@@ -38,6 +75,11 @@ def build_tasks_pages(ui: UiService) -> APIRouter:
         if monitored:
             got = await api.get("/api/monitor/claims", limit=100)
             claims = got.json() if got.ok else []
+        audit = await api.get("/api/monitor/actions", limit=200) if monitored else None
+        moved = reassignments(audit.json() if audit is not None and audit.ok else [], claims)
+        last_move: dict[str, dict[str, Any]] = {}
+        for move in reversed(moved):  # oldest first: the newest of each task wins
+            last_move[move["task"]] = move
         agents = await api.get("/api/agents")
         names = sorted(a["name"] for a in (agents.json() if agents.ok else []) if a.get("kind") == "agent")
         order = {"claimed": 0, "open": 1, "done": 2}
@@ -52,6 +94,8 @@ def build_tasks_pages(ui: UiService) -> APIRouter:
             board=[t for t in board if state in (None, t.get("state"))],
             state=state,
             claims=claims,
+            reassigned=moved,
+            last_move=last_move,
             agents=names,
             errors=errors,
             counts={s: sum(1 for t in board if t.get("state") == s) for s in ("open", "claimed", "done")},

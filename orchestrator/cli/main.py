@@ -15,6 +15,7 @@ from orchestrator.cli import (
     agent,
     attention,
     chat,
+    cost,
     dataset,
     demo,
     images,
@@ -47,6 +48,7 @@ def build_app() -> typer.Typer:
     jobs.register(app)
     tasks.register(app)
     dataset.register(app)
+    cost.register(app)
     demo.register(app)
     images.register(app)
     ui.register(app)

@@ -21,6 +21,7 @@ from redis import Redis
 from typer.testing import CliRunner
 
 from gateway.client.jobs.pools import NodeConfig, PoolConfig
+from gateway.dataset.plugin import DatasetPlugin
 from gateway.forge.plugin import ForgePlugin
 from gateway.forge.settings import ForgeSettings
 from gateway.jobs.plugin import JobsPlugin
@@ -34,6 +35,7 @@ from gateway.plugin import Plugin
 from gateway.tasks.catalogue import TASKS_DIR, solution_path
 from gateway.tasks.plugin import TasksPlugin
 from kstest.upstream import ScriptedUpstream, text_reply
+from orchestrator.cli import cost as cost_cli
 from orchestrator.cli.dataset import register
 
 MODEL = "claude-cost-1"
@@ -64,6 +66,7 @@ class CostGateway(DatasetGateway):
             JobsPlugin(JobsSettings(pools=[pool])),
             LLMProxyPlugin(llm),
             MonitorPlugin(monitor),
+            DatasetPlugin(),  # serves the build under its home: what `kswarm cost --kernel` reads
         ]
 
 
@@ -150,8 +153,9 @@ def test_the_accepted_record_and_the_card_carry_what_its_author_spent(
                     alice.post("/api/tasks/add/done", json={"result": f"PR #{pr} merged"}).status_code == 200
                 )
 
-            out = short_tmp / "ds"
+            out = gw.home / "dataset"  # where the gateway serves the last build from
             register(app := typer.Typer())
+            cost_cli.register(app)
             env = {"KSWARM_URL": gw.url, "KSWARM_TOKEN": gw.operator_token}
             argv = [
                 "dataset",
@@ -165,6 +169,11 @@ def test_the_accepted_record_and_the_card_carry_what_its_author_spent(
             ]
             result = CliRunner().invoke(app, [*argv, "--json"], env=env)
             assert result.exit_code == 0, result.output
+            # "What did this kernel cost?": the build's answer, by its file and by its PR.
+            by_kernel = CliRunner().invoke(app, ["cost", "--kernel", KERNEL, "--json"], env=env)
+            assert by_kernel.exit_code == 0, by_kernel.output
+            by_pr = CliRunner().invoke(app, ["cost", "--pr", str(pr)], env=env)
+            assert by_pr.exit_code == 0, by_pr.output
         finally:
             gw.stop()
 
@@ -172,6 +181,11 @@ def test_the_accepted_record_and_the_card_carry_what_its_author_spent(
     assert record["record_id"] == job and record["accepted"] and record["author"] == "alice"
     assert record["cost_tokens"] == 2_500, record
     assert record["cost_usd"] == pytest.approx(usd(2_000, 500), abs=1e-6)
+    kernel_cost = json.loads(by_kernel.stdout)
+    assert [r["record_id"] for r in kernel_cost["records"]] == [job] and kernel_cost["estimate"] is False
+    assert kernel_cost["total"]["tokens"] == 2_500 and not kernel_cost["prices"]
+    assert kernel_cost["total"]["cost_usd"] == pytest.approx(usd(2_000, 500), abs=1e-6)
+    assert f"${usd(2_000, 500):.4f}" in by_pr.stdout and KERNEL in by_pr.stdout, by_pr.stdout
     summary = json.loads((out / "summary.json").read_text())["cost"]
     assert summary["by_task"]["add"]["tokens"] == 2_500 and summary["by_task"]["-"]["tokens"] == 500
     assert summary["usd_per_accepted"] == pytest.approx(usd(2_000, 500), abs=1e-6)

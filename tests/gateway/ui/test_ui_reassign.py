@@ -7,6 +7,8 @@ agent (a worker, the operator, a name that is none). Each refused with nothing c
 
 from __future__ import annotations
 
+import html
+import re
 from pathlib import Path
 
 import httpx
@@ -117,3 +119,26 @@ def test_reassign_from_the_tasks_panel(mon_ui: MonitorUiGateway, chromium: Path)
 
     [line] = wait_for(announced, what="the #ops announcement")
     assert line.startswith("@dev-1 operator reassigned task softmax to dev-2")
+
+    # The Tasks page says it was reassigned: on the board, in its own table, on the claim window it ended.
+    def released() -> list[dict]:
+        with mon_ui.client(mon_ui.operator_token) as op:
+            windows = op.get("/api/monitor/claims", params={"task": "softmax"}).json()
+        # closed by the forced release, or seen closed only once dev-2 had claimed ("taken")
+        return [w for w in windows if w["agent"] == "dev-1" and w["how"] in ("released", "taken")]
+
+    wait_for(released, what="dev-1's claim window closed")
+    with mon_ui.login() as browser:
+        page = browser.get("/ui/tasks").text
+    moves = text_of(page, r'<table class="grid" id="reassign-table">.*?<tbody>(.*?)</tbody>')
+    assert moves.split()[-4:] == ["softmax", "dev-1", "dev-2", "operator"], moves
+    board = text_of(page, r'<tr data-task="softmax" class="task-claimed">(.*?)</tr>')
+    assert "reassigned from dev-1 to dev-2 by operator" in board, board
+    history = text_of(page, r'<table class="grid" id="claims-table">(.*?)</table>')
+    assert "reassigned to dev-2" in history, history
+
+
+def text_of(page: str, pattern: str) -> str:
+    match = re.search(pattern, page, re.S)
+    assert match, pattern
+    return " ".join(html.unescape(re.sub(r"<[^>]+>", " ", match.group(1))).split())

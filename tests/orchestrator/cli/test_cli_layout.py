@@ -34,6 +34,7 @@ NOUNS = {
     "job": "jobs",
     "tasks": "tasks",
     "dataset": "dataset",
+    "cost": "cost",
     "demo": "demo",
     "images": "images",
     "workers": "worker",
