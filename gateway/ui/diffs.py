@@ -6,8 +6,9 @@ the diff's own order (the unified view: old and new line numbers, kind ``ctx``/`
 ``rows`` for the split view; a row has a left (old) and a right (new) cell: line number, kind (``ctx``,
 ``del``, ``add``, ``empty``) and the line as highlighted, escaped HTML. Deleted and added runs inside a
 hunk are paired line by line, the way side-by-side viewers show a change. Both views share each line's
-highlighted HTML (a line is highlighted once). An added file is shown as its code (``DiffFile.is_new``). Highlighting is per line with the lexer of the file's name (a line
-out of its multi-line context may be coloured slightly off; the text is always exact and escaped).
+highlighted HTML (a line is highlighted once). An added file is shown as its code (``DiffFile.is_new``).
+Highlighting is per line with the lexer of the file's name (a line out of its multi-line context may be
+coloured slightly off; the text is always exact and escaped).
 """
 
 from __future__ import annotations

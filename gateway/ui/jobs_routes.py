@@ -16,8 +16,8 @@ from fastapi.responses import HTMLResponse
 from gateway.client.jobs.models import JOB_ID_RE, TERMINAL_STATES
 from gateway.errors import BadRequest, GatewayError
 from gateway.forge.gate.evidence import EVIDENCE_MEANS
-from gateway.ui.deps import UiDep
 from gateway.services import FORGE
+from gateway.ui.deps import UiDep
 from gateway.ui.internal import InternalApi, has_route, segment
 from gateway.ui.job_prs import prs_of_job
 from gateway.ui.service import UiService

@@ -1,7 +1,8 @@
 """The PRs panel and one PR: the gate's verdict in words that fit the PR's state, Markdown text, every head
 the PR had with the job results on it and the diff of each push, the whole diff (unified, or side by side
-with ``?view=split`` or the page's toggle), each kernel file with the verification evidence of its jobs at
-that head beside it (``kernel_evidence``), and the operator's review and comment forms (``/api/actions/prs/...``: audited, CSRF-checked through /ui/api).
+with ``?view=split`` or the page's toggle), each kernel file with the verification evidence of its jobs
+at that head beside it (``kernel_evidence``), and the operator's review and comment forms
+(``/api/actions/prs/...``: audited, CSRF-checked through /ui/api).
 
 Also the resolvers the rendered links point to: ``/ui/pr/<n>`` (the repo that has PR n) and
 ``/ui/commit/[<org>/<repo>/]<sha>`` (one commit's diff).

@@ -15,6 +15,8 @@ from jobs_kit import PR_KERNEL, REPO, JobsUiGateway, Worker, result_record, tria
 from playwright.sync_api import expect
 from ui_kit import browser_page, shot, wait_for
 
+from gateway.ui.render import Renderer
+
 PAGE = {"Accept": "text/html"}
 BRANCH = "dev-1/softmax"
 # A path git takes as it is (no quoting for < > ' ="), and a content that would close the code cell.
@@ -203,3 +205,22 @@ def test_the_diff_toggle_and_the_evidence_in_chromium(
         page.wait_for_url(re.compile(rf".*/ui/jobs/{pr.job}$"))
         page.locator(f'#job-prs a[href="/ui/prs/kswarm/kernels/{pr.number}"]').click()
         page.wait_for_url(re.compile(rf".*/ui/prs/kswarm/kernels/{pr.number}$"))
+
+
+def test_an_attention_reason_links_its_job_pr_and_sha_and_stays_escaped() -> None:
+    item = {
+        "key": "job:j0123456789abcdef",
+        "kind": "job",
+        "severity": "warning",
+        "title": "a job failed",
+        "since": 0.0,
+        "link": "/ui/jobs/j0123456789abcdef",
+        "reason": "job j0123456789abcdef at 1a2b3c4d5e of kswarm/kernels#4 failed: <script>alert(1)</script>",
+        "actions": [],
+    }
+    html = Renderer().render("_attention_list.html", report={"items": [item], "sources": {}})
+    reason = html[html.index('<div class="att-reason">') : html.index("</div>", html.index("att-reason"))]
+    assert '<a href="/ui/jobs/j0123456789abcdef" class="ref ref-job">' in reason
+    assert '<a href="/ui/commit/1a2b3c4d5e" class="ref ref-sha">' in reason
+    assert '<a href="/ui/prs/kswarm/kernels/4" class="ref ref-pr">' in reason
+    assert "<script>" not in reason and "&lt;script&gt;alert(1)&lt;/script&gt;" in reason
