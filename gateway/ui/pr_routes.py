@@ -5,7 +5,7 @@ at that head beside it (``kernel_evidence``), and the operator's review and comm
 (``/api/actions/prs/...``: audited, CSRF-checked through /ui/api).
 
 Also the resolvers the rendered links point to: ``/ui/pr/<n>`` (the repo that has PR n) and
-``/ui/commit/[<org>/<repo>/]<sha>`` (one commit's diff).
+``/ui/commit/[<org>/<repo>/]<sha>`` (one commit's diff, the jobs run at it and the PRs whose head it is).
 """
 
 from typing import Annotated, Any
@@ -19,6 +19,8 @@ from gateway.forge.gate.policy import ReviewPolicy, operator_approval_counts
 from gateway.services import FORGE, FORGE_SETTINGS
 from gateway.ui.deps import UiDep
 from gateway.ui.internal import InternalApi, has_route, segment
+from gateway.ui.job_prs import prs_at_head
+from gateway.ui.jobs_routes import summarise
 from gateway.ui.kernel_evidence import evidence_by_path
 from gateway.ui.push_diffs import DiffBudget, push_diff
 from gateway.ui.service import UiService
@@ -142,10 +144,13 @@ def pr_heads(pr: dict[str, Any], pushes: list[dict[str, Any]]) -> list[dict[str,
 async def jobs_on(api: InternalApi, repo: str, shas: set[str]) -> dict[str, list[dict[str, Any]]]:
     if not shas or not has_route(api.app, "/api/jobs"):
         return {}
-    reply = await api.get("/api/jobs", limit=500, full="true")  # full: the results, for the evidence
+    reply = await api.get("/api/jobs", limit=500)
     out: dict[str, list[dict[str, Any]]] = {}
     for job in reply.json() if reply.ok else []:
         if job.get("repo") == repo and job.get("sha") in shas:
+            if job.get("verdict"):  # its result record, for the evidence beside the file (only these)
+                got = await api.get(f"/api/jobs/{segment(str(job.get('id')))}")
+                job = got.json() if got.ok else job
             out.setdefault(job["sha"], []).append(job)
     return out
 
@@ -272,6 +277,8 @@ def build_pr_pages(ui: UiService) -> APIRouter:
         if parent:
             budget = DiffBudget.of(ui.ctx.services.find(FORGE_SETTINGS))
             diff, note = await push_diff(forge, org, repo, parent, full_sha, budget)
+        api = ui.api(user)
+        jobs = (await jobs_on(api, f"{org}/{repo}", {full_sha})).get(full_sha, [])
         return ui.page(
             "commit.html",
             request,
@@ -282,6 +289,8 @@ def build_pr_pages(ui: UiService) -> APIRouter:
             diff=diff,
             note=note,
             diff_view=diff_view(view),
+            jobs=sorted((summarise(j) for j in jobs), key=lambda j: -float(j.get("submitted") or 0)),
+            prs=await prs_at_head(api, f"{org}/{repo}", full_sha),
         )
 
     return router

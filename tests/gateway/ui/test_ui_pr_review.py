@@ -139,6 +139,14 @@ def test_the_pr_page_for_review_and_the_links_between_jobs_shas_and_prs(
     assert f'href="/ui/prs/kswarm/kernels/{pr.number}" class="ref ref-pr"' in prs
     assert "an earlier head" not in prs
     assert "tolerance atol 0.0001 · rtol 0.0001" in job_page
+    # The commit page: the PR whose head it is and the jobs run at it.
+    links = commit_page[
+        commit_page.index('id="commit-links"') : commit_page.index(
+            "</table>", commit_page.index('id="commit-links"')
+        )
+    ]
+    assert f'href="/ui/prs/kswarm/kernels/{pr.number}" class="ref ref-pr"' in links
+    assert f'href="/ui/jobs/{pr.job}" class="ref ref-job"' in links
     # Attack: the hostile path and content are text in every view and in the highlighted code.
     for page in (html, split, commit_page):
         assert "<script>window.__pwned" not in page and "<img src=x" not in page
