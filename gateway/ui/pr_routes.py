@@ -201,10 +201,14 @@ def build_pr_pages(ui: UiService) -> APIRouter:
         forge = ui.ctx.services.find(FORGE)
         budget = DiffBudget.of(ui.ctx.services.find(FORGE_SETTINGS))
         base = found.get("base_sha") or ""
+        # The PR's changed kernels get an evidence box even with no job yet (it says so).
+        kernels: dict[str, list[dict[str, Any]]] = {
+            str(k.get("path")): [] for k in (found.get("gate") or {}).get("kernels") or []
+        }
         for i in reversed(range(len(heads))):  # the newest pushes first: they get the page's diff budget
             head = heads[i]
             head["jobs"] = by_sha.get(head["sha"], [])
-            head["evidence"] = evidence_by_path(head["jobs"])
+            head["evidence"] = kernels | evidence_by_path(head["jobs"])
             head["diff"], head["diff_note"] = "", ""
             previous = heads[i - 1]["sha"] if i else None
             head["from"] = previous
@@ -229,7 +233,7 @@ def build_pr_pages(ui: UiService) -> APIRouter:
             name=repo,
             gate=gate_box(found),
             heads=list(reversed(heads)),
-            head_evidence=evidence_by_path(by_sha.get(str(found.get("head_sha") or ""), [])),
+            head_evidence=kernels | evidence_by_path(by_sha.get(str(found.get("head_sha") or ""), [])),
             diff_view=diff_view(view),
             operator_actions=actions,
             can_act=has_route(ui.app, "/api/actions/prs/{org}/{repo}/{number}/review", "POST"),

@@ -172,6 +172,9 @@ def test_a_job_on_an_older_head_links_to_its_pr_as_an_earlier_head(
     wait_for(lambda: pr_view(gw, number)["head_sha"] != first, what="the head moved")
     with gw.login() as browser:
         page = browser.get(f"/ui/jobs/{job}", headers=PAGE).text
+        pr_page = browser.get(f"/ui/prs/{REPO}/{number}", headers=PAGE).text
+    # No job at the new head yet: the kernel's box says so instead of showing nothing.
+    assert "no job on this file at this head yet" in file_block(pr_page, "pr-diff", PR_KERNEL)
     prs = page[page.index('id="job-prs"') : page.index("</td>", page.index('id="job-prs"'))]
     assert f'href="/ui/prs/kswarm/kernels/{number}"' in prs and "an earlier head" in prs
 
