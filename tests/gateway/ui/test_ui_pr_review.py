@@ -133,6 +133,9 @@ def test_the_pr_page_for_review_and_the_links_between_jobs_shas_and_prs(
     assert f'href="/ui/commit/{REPO}/{pr.head}" class="ref ref-sha"' in html
     gate_box = html[html.index('id="gate-kernels"') : html.index("</table>", html.index('id="gate-kernels"'))]
     assert f'href="/ui/jobs/{pr.job}"' in gate_box
+    reasons = html[html.index('id="gate-reasons"') : html.index("</ul>", html.index('id="gate-reasons"'))]
+    assert f'href="/ui/jobs/{pr.job}" class="ref ref-job"' in reasons, "a reason's job links to it"
+    assert f'href="/ui/commit/{REPO}/{pr.head[:10]}" class="ref ref-sha"' in reasons, "and its head sha"
     # The job page: its commit and the PR it verified (head = the job's sha, the PR changes its kernel).
     assert f'href="/ui/commit/{REPO}/{pr.head}" class="ref ref-sha" id="job-commit"' in job_page
     prs = job_page[job_page.index('id="job-prs"') : job_page.index("</td>", job_page.index('id="job-prs"'))]
