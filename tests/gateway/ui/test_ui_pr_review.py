@@ -108,6 +108,8 @@ def test_the_pr_page_for_review_and_the_links_between_jobs_shas_and_prs(
         split = browser.get(f"/ui/prs/{REPO}/{pr.number}?view=split", headers=PAGE).text
         job_page = browser.get(f"/ui/jobs/{pr.job}", headers=PAGE).text
         commit_page = browser.get(f"/ui/commit/{REPO}/{pr.head}?view=split", headers=PAGE).text
+        listing = browser.get("/ui/prs", headers=PAGE).text
+        jobs_list = browser.get("/ui/jobs", headers=PAGE).text
     # Unified by default; ?view=split opens side by side, and the toggle says which is shown.
     assert '<div class="diffview" data-view="unified" id="pr-diff">' in html
     assert '<div class="diffview" data-view="split" id="pr-diff">' in split
@@ -142,6 +144,14 @@ def test_the_pr_page_for_review_and_the_links_between_jobs_shas_and_prs(
     assert f'href="/ui/prs/kswarm/kernels/{pr.number}" class="ref ref-pr"' in prs
     assert "an earlier head" not in prs
     assert "tolerance atol 0.0001 · rtol 0.0001" in job_page
+    # The PR list's gate reasons and the job page's reasons and error link the failed job and the head.
+    assert f'href="/ui/jobs/{pr.job}" class="ref ref-job"' in listing
+    reasons_box = job_page[
+        job_page.index('id="job-reasons"') : job_page.index("</ul>", job_page.index('id="job-reasons"'))
+    ]
+    assert "trial 1: 17 mismatched" in reasons_box
+    # The jobs list: each job's sha links to its commit.
+    assert f'href="/ui/commit/{REPO}/{pr.head}" class="ref ref-sha"' in jobs_list
     # The commit page: the PR whose head it is and the jobs run at it.
     links = commit_page[
         commit_page.index('id="commit-links"') : commit_page.index(
