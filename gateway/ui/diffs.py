@@ -1,10 +1,14 @@
-"""Unified diffs as split (side-by-side) views, syntax-highlighted by Pygments with CSS classes only.
+"""``git diff`` output as unified and split (side-by-side) views, syntax-highlighted by Pygments with CSS
+classes only.
 
-``split_diff(text)`` parses ``git diff`` output into files, each with hunks of rows; a row has a left
-(old) and a right (new) cell: line number, kind (``ctx``, ``del``, ``add``, ``empty``) and the line as
-highlighted, escaped HTML. Deleted and added runs inside a hunk are paired line by line, the way
-side-by-side viewers show a change. Highlighting is per line with the lexer of the file's name (a line
-out of its multi-line context may be coloured slightly off; the text is always exact and escaped).
+``split_diff(text)`` parses ``git diff`` output into files, each with hunks. A hunk has its ``lines`` in
+the diff's own order (the unified view: old and new line numbers, kind ``ctx``/``del``/``add``) and its
+``rows`` for the split view; a row has a left (old) and a right (new) cell: line number, kind (``ctx``,
+``del``, ``add``, ``empty``) and the line as highlighted, escaped HTML. Deleted and added runs inside a
+hunk are paired line by line, the way side-by-side viewers show a change. Both views share each line's
+highlighted HTML (a line is highlighted once). An added file is shown as its code (``DiffFile.is_new``).
+Highlighting is per line with the lexer of the file's name (a line out of its multi-line context may be
+coloured slightly off; the text is always exact and escaped).
 """
 
 from __future__ import annotations
@@ -40,9 +44,20 @@ class Row:
 
 
 @dataclass
+class Line:
+    """One line of the unified view: its number on the old side and on the new (None where absent)."""
+
+    old: int | None
+    new: int | None
+    kind: str  # ctx | del | add
+    html: Markup
+
+
+@dataclass
 class Hunk:
     header: str
     rows: list[Row] = field(default_factory=list)
+    lines: list[Line] = field(default_factory=list)
 
 
 @dataclass
@@ -58,6 +73,11 @@ class DiffFile:
     @property
     def path(self) -> str:
         return self.new_path if self.new_path != "/dev/null" else self.old_path
+
+    @property
+    def is_new(self) -> bool:
+        """An added file with text: both views show it as plain code at full width, not as "+" lines."""
+        return self.status == "added" and bool(self.hunks)
 
 
 @dataclass
@@ -185,11 +205,15 @@ def split_diff(text: str, highlighter: LineHighlighter | None = None) -> SplitDi
         mark, body = line[:1], line[1:]
         path = current.path
         if mark == "-":
-            dels.append(Cell(old_no, "del", hl.line(path, body)))
+            code = hl.line(path, body)
+            dels.append(Cell(old_no, "del", code))
+            hunk.lines.append(Line(old_no, None, "del", code))
             old_no += 1
             current.deleted += 1
         elif mark == "+":
-            adds.append(Cell(new_no, "add", hl.line(path, body)))
+            code = hl.line(path, body)
+            adds.append(Cell(new_no, "add", code))
+            hunk.lines.append(Line(None, new_no, "add", code))
             new_no += 1
             current.added += 1
         elif mark == "\\":
@@ -198,6 +222,7 @@ def split_diff(text: str, highlighter: LineHighlighter | None = None) -> SplitDi
             _pair(dels, adds, hunk.rows)
             code = hl.line(path, body)
             hunk.rows.append(Row(Cell(old_no, "ctx", code), Cell(new_no, "ctx", code)))
+            hunk.lines.append(Line(old_no, new_no, "ctx", code))
             old_no += 1
             new_no += 1
     flush()

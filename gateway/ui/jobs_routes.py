@@ -16,8 +16,10 @@ from fastapi.responses import HTMLResponse
 from gateway.client.jobs.models import JOB_ID_RE, TERMINAL_STATES
 from gateway.errors import BadRequest, GatewayError
 from gateway.forge.gate.evidence import EVIDENCE_MEANS
+from gateway.services import FORGE
 from gateway.ui.deps import UiDep
 from gateway.ui.internal import InternalApi, has_route, segment
+from gateway.ui.job_prs import prs_of_job
 from gateway.ui.service import UiService
 from kswarm_contracts.verification import ADVISORY_FLAGS, ERROR_FLAGS
 
@@ -75,6 +77,9 @@ def summarise(job: dict[str, Any]) -> dict[str, Any]:
         "speedup": speedup(result),
         "wall_s": finished - started if started and finished else None,
         "pr_url": f"/ui/prs/{segment(org)}/{segment(name)}/{pr}" if pr and name else None,
+        "commit_url": f"/ui/commit/{segment(org)}/{segment(name)}/{job.get('sha')}"
+        if name and job.get("sha")
+        else None,
         "url": f"/ui/jobs/{segment(str(job.get('id')))}",
     }
 
@@ -251,6 +256,7 @@ def build_jobs_router(ui: UiService) -> APIRouter:
             terminal=data.get("state") in FINISHED_STATES,
             flag_class=flag_class,
             requeued_as=requeued_as,
+            prs=await prs_of_job(api, ui.ctx.services.find(FORGE), data),
         )
 
     return router

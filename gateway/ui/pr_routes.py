@@ -1,9 +1,11 @@
 """The PRs panel and one PR: the gate's verdict in words that fit the PR's state, Markdown text, every head
-the PR had with the job results on it and the diff of each push, the whole diff side by side, and the
-operator's review and comment forms (``/api/actions/prs/...``: audited, CSRF-checked through /ui/api).
+the PR had with the job results on it and the diff of each push, the whole diff (unified, or side by side
+with ``?view=split`` or the page's toggle), each kernel file with the verification evidence of its jobs
+at that head beside it (``kernel_evidence``), and the operator's review and comment forms
+(``/api/actions/prs/...``: audited, CSRF-checked through /ui/api).
 
 Also the resolvers the rendered links point to: ``/ui/pr/<n>`` (the repo that has PR n) and
-``/ui/commit/[<org>/<repo>/]<sha>`` (one commit's diff).
+``/ui/commit/[<org>/<repo>/]<sha>`` (one commit's diff, the jobs run at it and the PRs whose head it is).
 """
 
 from typing import Annotated, Any
@@ -17,6 +19,9 @@ from gateway.forge.gate.policy import ReviewPolicy, operator_approval_counts
 from gateway.services import FORGE, FORGE_SETTINGS
 from gateway.ui.deps import UiDep
 from gateway.ui.internal import InternalApi, has_route, segment
+from gateway.ui.job_prs import prs_at_head
+from gateway.ui.jobs_routes import summarise
+from gateway.ui.kernel_evidence import evidence_by_path
 from gateway.ui.push_diffs import DiffBudget, push_diff
 from gateway.ui.service import UiService
 
@@ -24,6 +29,12 @@ FORGE_PULLS = "/api/forge/pulls"
 Sha = Annotated[str, Path(pattern=r"^[0-9a-f]{7,40}$")]
 Segment = Annotated[str, Path(pattern=r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,99}$")]
 MAX_PUSHES = 10  # per-push diffs computed for the newest pushes
+DIFF_VIEWS = ("unified", "split")
+
+
+def diff_view(view: str | None) -> str:
+    """The diff view a page opens with: unified unless ``?view=split`` asks for side by side."""
+    return view if view in DIFF_VIEWS else "unified"
 
 
 def gate_kernels(gate: dict[str, Any]) -> list[dict[str, Any]]:
@@ -43,7 +54,12 @@ def gate_kernels(gate: dict[str, Any]) -> list[dict[str, Any]]:
                 "ok": need is None or evidence_rank(have) >= evidence_rank(str(need)),
                 "insufficient": any(c.get("state") == "insufficient" for c in checks),
                 "checks": [
-                    {"context": c.get("context"), "state": c.get("state"), "summary": c.get("summary") or ""}
+                    {
+                        "context": c.get("context"),
+                        "state": c.get("state"),
+                        "summary": c.get("summary") or "",
+                        "jobs": [str(j.get("id")) for j in c.get("jobs") or [] if j.get("id")],
+                    }
                     for c in checks
                 ],
             }
@@ -132,6 +148,9 @@ async def jobs_on(api: InternalApi, repo: str, shas: set[str]) -> dict[str, list
     out: dict[str, list[dict[str, Any]]] = {}
     for job in reply.json() if reply.ok else []:
         if job.get("repo") == repo and job.get("sha") in shas:
+            if job.get("verdict"):  # its result record, for the evidence beside the file (only these)
+                got = await api.get(f"/api/jobs/{segment(str(job.get('id')))}")
+                job = got.json() if got.ok else job
             out.setdefault(job["sha"], []).append(job)
     return out
 
@@ -163,26 +182,33 @@ def build_pr_pages(ui: UiService) -> APIRouter:
         )
 
     @router.get("/prs/{org}/{repo}/{number}", response_class=HTMLResponse, summary="One PR, with its diffs")
-    async def pr(request: Request, org: str, repo: str, number: int, user: UiDep) -> HTMLResponse:
+    async def pr(
+        request: Request, org: str, repo: str, number: int, user: UiDep, view: str | None = None
+    ) -> HTMLResponse:
         api = ui.api(user)
         path = f"/api/forge/repos/{segment(org)}/{segment(repo)}/pulls/{number}"
         reply = await api.get(path, diff="true")
         if not reply.ok:
             raise GatewayError(reply.detail, reply.status)
-        view = reply.json()
+        found = reply.json()
         full = f"{org}/{repo}"
         pushes: list[dict[str, Any]] = []
         if has_route(ui.app, "/api/monitor/heads"):
-            got = await api.get("/api/monitor/heads", repo=full, branch=view.get("head", ""))
+            got = await api.get("/api/monitor/heads", repo=full, branch=found.get("head", ""))
             pushes = got.json() if got.ok else []
-        heads = pr_heads(view, pushes)
+        heads = pr_heads(found, pushes)
         by_sha = await jobs_on(api, full, {h["sha"] for h in heads})
         forge = ui.ctx.services.find(FORGE)
         budget = DiffBudget.of(ui.ctx.services.find(FORGE_SETTINGS))
-        base = view.get("base_sha") or ""
+        base = found.get("base_sha") or ""
+        # The PR's changed kernels get an evidence box even with no job yet (it says so).
+        kernels: dict[str, list[dict[str, Any]]] = {
+            str(k.get("path")): [] for k in (found.get("gate") or {}).get("kernels") or []
+        }
         for i in reversed(range(len(heads))):  # the newest pushes first: they get the page's diff budget
             head = heads[i]
             head["jobs"] = by_sha.get(head["sha"], [])
+            head["evidence"] = kernels | evidence_by_path(head["jobs"])
             head["diff"], head["diff_note"] = "", ""
             previous = heads[i - 1]["sha"] if i else None
             head["from"] = previous
@@ -201,15 +227,17 @@ def build_pr_pages(ui: UiService) -> APIRouter:
             request,
             user,
             "prs",
-            pr=view,
+            pr=found,
             repo=full,
             org=org,
             name=repo,
-            gate=gate_box(view),
+            gate=gate_box(found),
             heads=list(reversed(heads)),
+            head_evidence=kernels | evidence_by_path(by_sha.get(str(found.get("head_sha") or ""), [])),
+            diff_view=diff_view(view),
             operator_actions=actions,
             can_act=has_route(ui.app, "/api/actions/prs/{org}/{repo}/{number}/review", "POST"),
-            approval_counts=await approval_counts(forge, org, repo, view.get("base") or ""),
+            approval_counts=await approval_counts(forge, org, repo, found.get("base") or ""),
         )
 
     @router.get("/pr/{number}", summary="The PR with this number (in the only repo that has it)")
@@ -238,7 +266,9 @@ def build_pr_pages(ui: UiService) -> APIRouter:
         raise NotFound(f"no commit {sha} in any repo")
 
     @router.get("/commit/{org}/{repo}/{sha}", response_class=HTMLResponse, summary="One commit's diff")
-    async def commit(request: Request, org: Segment, repo: Segment, sha: Sha, user: UiDep) -> HTMLResponse:
+    async def commit(
+        request: Request, org: Segment, repo: Segment, sha: Sha, user: UiDep, view: str | None = None
+    ) -> HTMLResponse:
         forge = ui.ctx.services.find(FORGE)
         if forge is None or not hasattr(forge, "get_commit"):
             raise NotFound("this forge cannot show commits")
@@ -251,8 +281,20 @@ def build_pr_pages(ui: UiService) -> APIRouter:
         if parent:
             budget = DiffBudget.of(ui.ctx.services.find(FORGE_SETTINGS))
             diff, note = await push_diff(forge, org, repo, parent, full_sha, budget)
+        api = ui.api(user)
+        jobs = (await jobs_on(api, f"{org}/{repo}", {full_sha})).get(full_sha, [])
         return ui.page(
-            "commit.html", request, user, "prs", repo=f"{org}/{repo}", commit=info, diff=diff, note=note
+            "commit.html",
+            request,
+            user,
+            "prs",
+            repo=f"{org}/{repo}",
+            commit=info,
+            diff=diff,
+            note=note,
+            diff_view=diff_view(view),
+            jobs=sorted((summarise(j) for j in jobs), key=lambda j: -float(j.get("submitted") or 0)),
+            prs=await prs_at_head(api, f"{org}/{repo}", full_sha),
         )
 
     return router

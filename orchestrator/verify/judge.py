@@ -33,7 +33,7 @@ from orchestrator.verify.guards import (
 from orchestrator.verify.models import CallResult, Flag, TrialResult
 from orchestrator.verify.protocol import CallPlan, CallReport, TrialPlan, TrialReport
 from orchestrator.verify.runtime_policy import FLAG_FOR_FINDING, NOTE_FOR_FINDING
-from orchestrator.verify.tasks import OutputContract, Tolerance, Trial, dtype_name
+from orchestrator.verify.tasks import OutputContract, TaskError, Tolerance, Trial, dtype_name
 
 VALUE_FLAGS = frozenset({Flag.MISMATCH, Flag.NAN_INF, Flag.UNWRITTEN_OUTPUT, Flag.STALE_OUTPUT})
 # A device-shape trial failing with one of these is flagged device_shapes too (wrong values, a part
@@ -246,6 +246,10 @@ def judge_trial(
     device: torch.device,
 ) -> TrialResult:
     trial = data.trial
+    try:
+        tol: Tolerance | None = tolerance_for(trial.dtype)
+    except TaskError:
+        tol = None
     result = TrialResult(
         index=trial.index,
         shape=dict(trial.case),
@@ -255,6 +259,8 @@ def judge_trial(
         layout={str(k): v for k, v in trial.layout.items()},
         ok=False,
         fresh=trial.fresh,
+        atol=tol.atol if tol is not None else None,
+        rtol=tol.rtol if tol is not None else None,
     )
     top = _Acc()
     if report is None:

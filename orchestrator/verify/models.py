@@ -45,6 +45,10 @@ class TrialResult(_Model):
     ok: bool
     max_abs_err: float | None = None  # over elements where output and reference are both finite
     max_rel_err: float | None = None  # abs err / |ref| over those elements with ref != 0
+    # The tolerance of the trial's dtype (|out - ref| <= atol + rtol * |ref|); an output of another dtype
+    # is compared with its own. None: no tolerance is defined for the dtype.
+    atol: float | None = None
+    rtol: float | None = None
     flags: list[Flag] = Field(default_factory=list)
     detail: str | None = None
     launches: int | None = None  # kernel launches the child counted (advisory: the child reports it)

@@ -120,6 +120,26 @@ const KS = (() => {
     if (button && !button.disabled) act(button);
   });
 
+  // The diff view toggle (PR and commit pages): every diff on the page holds both views; a click shows
+  // the other one without a reload and keeps it in the address (?view=split), so a reload keeps it too.
+  function showDiffView(view) {
+    document.querySelectorAll(".diffview").forEach((d) => { d.dataset.view = view; });
+    document.querySelectorAll("a[data-diff-view]").forEach((a) => {
+      const on = a.dataset.diffView === view;
+      a.classList.toggle("active", on);
+      a.setAttribute("aria-pressed", on ? "true" : "false");
+    });
+    const url = new URL(location.href);
+    url.searchParams.set("view", view);
+    history.replaceState(null, "", url);
+  }
+  document.addEventListener("click", (ev) => {
+    const link = ev.target.closest("a[data-diff-view]");
+    if (!link || ev.ctrlKey || ev.metaKey || ev.shiftKey) return;
+    ev.preventDefault();
+    showDiffView(link.dataset.diffView);
+  });
+
   document.addEventListener("DOMContentLoaded", () => {
     decorate();
     connect();

@@ -153,7 +153,7 @@ def test_every_panel_renders(jobs_ui: JobsUiGateway, chromium: Path, short_tmp: 
             shot(page, panel, full_page=panel == "jobs")
         assert page.locator("#prs-table tbody tr").count() == 1
         page.click(f'a:text("kswarm/kernels#{number}")')
-        page.wait_for_selector("#pr-diff .sd-add")
+        page.wait_for_selector("#pr-diff .new-file table.sd-code")  # a new kernel: its code
         shot(page, "pr")
         page.goto(f"{gw.url}/ui/dataset")
         assert page.locator("#unavailable").count() == 0 and "no dataset built yet" in page.content()

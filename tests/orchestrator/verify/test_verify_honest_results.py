@@ -43,3 +43,15 @@ def test_a_namedtuple_result_is_a_valid_multi_output_result(tmp_path: Path) -> N
     (task / "task.py").write_text(ROW_MAX_MIN_TASK)
     result = verify(task, HONEST / "row_max_min_namedtuple.py")
     assert result.verdict in ("pass",), summary(result)
+
+
+def test_each_trial_records_the_tolerance_it_was_judged_by(tmp_path: Path) -> None:
+    """The PR page shows a failing case's errors against its tolerance: the record carries the task's
+    (here its own TOLERANCES, not the float32 default of 1e-4)."""
+    task = tmp_path / "row_max_min"
+    task.mkdir()
+    tolerances = '\nTOLERANCES = {"float32": {"atol": 0.5, "rtol": 0.25}}\n'
+    (task / "task.py").write_text(ROW_MAX_MIN_TASK + tolerances)
+    result = verify(task, HONEST / "row_max_min_namedtuple.py")
+    assert result.verdict == "pass", summary(result)
+    assert result.trials and {(t.atol, t.rtol) for t in result.trials} == {(0.5, 0.25)}
