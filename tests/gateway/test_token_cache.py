@@ -21,7 +21,7 @@ from gateway.principals import Principal, PrincipalKind, PrincipalStore, hash_to
 from gateway.redis_facade import str_redis
 from gateway.token_cache import TokenCache
 from kstest.gateway import GatewayThread
-from kstest.jobkit import wait_for
+from kstest.waiting import wait_for
 
 
 @pytest.fixture

@@ -6,9 +6,9 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
-from orch_kit import SwarmUnderTest, docker_available, make_spec
 
 from kstest.gateway import GatewayProcess
+from kstest.orchestrator import SwarmUnderTest, docker_available, make_spec
 from orchestrator.spec import SwarmSpec
 
 

@@ -11,7 +11,8 @@ from typing import Any
 
 import pytest
 import yaml
-from orch_kit import REPO
+
+from kstest.orchestrator import REPO
 
 LONG_RUNNING = {"redis", "gateway", "orchestrator", "worker-cpu"}
 

@@ -15,13 +15,13 @@ from pathlib import Path
 
 import pytest
 import yaml
-from orch_kit import REPO
 from redis.asyncio import Redis
 from test_compose_config import compose_command
 
 from gateway.jobs.queue import JobQueue
 from gateway.principals import Principal, PrincipalKind, PrincipalStore
 from kstest.gateway import GatewayThread
+from kstest.orchestrator import REPO
 
 HELPER = REPO / "infra" / "compose" / "kswarm_compose.py"
 SPEC = REPO / "infra" / "compose" / "swarm.yaml"

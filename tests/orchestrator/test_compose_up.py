@@ -21,8 +21,9 @@ from typing import Any
 import docker
 import httpx
 import pytest
-from orch_kit import REPO
 from test_compose_config import compose_command
+
+from kstest.orchestrator import REPO
 
 pytestmark = [pytest.mark.docker, pytest.mark.slow]
 SECRET_DIRS = ("model_key", "operator_token", "worker_token_cpu", "gitea_admin_token")

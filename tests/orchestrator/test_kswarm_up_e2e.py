@@ -9,10 +9,10 @@ import time
 from pathlib import Path
 
 import pytest
-from orch_kit import wait_for
 
 from kstest.cli import Up, kswarm
 from kstest.gateway import free_port
+from kstest.waiting import wait_for
 from orchestrator.runtime.process import proc_env
 
 

@@ -12,10 +12,11 @@ from pathlib import Path
 import pytest
 import typer
 import yaml
-from orch_kit import SwarmUnderTest, wait_for
 from typer.testing import CliRunner
 
 from kstest.gateway import free_port
+from kstest.orchestrator import SwarmUnderTest
+from kstest.waiting import wait_for
 from orchestrator.cli import agent, logs
 from orchestrator.cli.swarm import register
 

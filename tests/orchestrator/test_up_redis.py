@@ -10,10 +10,11 @@ from pathlib import Path
 
 import httpx
 import pytest
-from up_kit import Up, wait_for
 
 from gateway.client.target import auth_headers
 from kstest.gateway import free_port
+from kstest.up import Up
+from kstest.waiting import wait_for
 
 pytestmark = pytest.mark.slow
 BEFORE, MIN_AFTER = 30, 20  # posts acknowledged before the kill; posts acknowledged after the heal

@@ -11,7 +11,10 @@ from pathlib import Path
 
 import httpx
 import pytest
-from up_kit import (
+
+from gateway.client.target import auth_headers
+from kstest.gateway import free_port
+from kstest.up import (
     Up,
     alive,
     interrupt,
@@ -20,13 +23,10 @@ from up_kit import (
     processes_with,
     push_kernel,
     spec_text,
-    wait_for,
     wait_workers_running,
     workers_json,
 )
-
-from gateway.client.target import auth_headers
-from kstest.gateway import free_port
+from kstest.waiting import wait_for
 
 pytestmark = pytest.mark.slow
 KERNEL, PASSING = "kernels/add/k.py", "# standin: verdict pass\n"
@@ -200,7 +200,8 @@ def test_down_purge_with_sixteen_docker_agents_leaves_no_container_volume_or_pro
     """The docker backend's stop path (it once hung with 18 agents and left 16 volumes): `up -d`, then
     `kswarm down --purge` leaves no container or volume of the swarm (by label) and no process."""
     import docker
-    from orch_kit import docker_available
+
+    from kstest.orchestrator import docker_available
 
     ok, why = docker_available()
     if not ok:
@@ -226,7 +227,8 @@ def test_down_purge_with_sixteen_docker_agents_leaves_no_container_volume_or_pro
 @pytest.mark.docker
 def test_ctrl_c_with_sixteen_docker_agents_leaves_no_container_volume_or_process(short_tmp: Path) -> None:
     import docker
-    from orch_kit import docker_available
+
+    from kstest.orchestrator import docker_available
 
     ok, why = docker_available()
     if not ok:

@@ -8,8 +8,7 @@ import secrets
 import shutil
 import subprocess
 import tempfile
-import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -26,6 +25,7 @@ from gateway.forge.settings import ForgeSettings
 from gateway.plugin import Plugin
 from gateway.plugins import default_plugins, replace_plugins
 from kstest.gateway import GatewayThread
+from kstest.waiting import wait_for
 
 
 def with_forge(settings: ForgeSettings | None = None) -> list[Plugin[Any]]:
@@ -284,14 +284,3 @@ class Swarm:
         with self.gw.op() as op:
             reply = op.put(f"/api/forge/repos/{self.full}/policy", json=policy)
             assert reply.status_code == 200, reply.text
-
-
-def wait_for(predicate: Callable[[], Any], timeout: float = 15.0, interval: float = 0.1) -> Any:
-    deadline = time.monotonic() + timeout
-    while True:
-        value = predicate()
-        if value:
-            return value
-        if time.monotonic() > deadline:
-            raise AssertionError(f"condition not met within {timeout}s")
-        time.sleep(interval)

@@ -5,7 +5,9 @@ from __future__ import annotations
 import threading
 import time
 
-from forgekit import Swarm, wait_for
+from forgekit import Swarm
+
+from kstest.waiting import wait_for
 
 
 def test_self_approval_rejected(swarm: Swarm) -> None:

@@ -21,7 +21,7 @@ from typing import Any
 import httpx
 import pytest
 import redis as redis_sync
-from forgekit import ForgeGateway, Git, wait_for
+from forgekit import ForgeGateway, Git
 from redis.asyncio import Redis
 
 from gateway.forge import keys
@@ -32,6 +32,7 @@ from gateway.forge.gitea.webhook import HOOK_PATH, repo_secret
 from gateway.forge.hooks_out import signature
 from gateway.forge.settings import ForgeSettings
 from kstest.mcp_client import call, mcp_session
+from kstest.waiting import wait_for
 
 SECRET = "test-webhook-master-secret"
 

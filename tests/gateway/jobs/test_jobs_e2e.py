@@ -12,7 +12,8 @@ from typer.testing import CliRunner
 from gateway import keys as gateway_keys
 from gateway.forge import keys as forge_keys
 from gateway.forge.gate.evidence import Verification
-from kstest.jobkit import CHEAT_ADD, HONEST_ADD, JobsGateway, wait_for
+from kstest.jobkit import CHEAT_ADD, HONEST_ADD, JobsGateway
+from kstest.waiting import wait_for
 
 FINAL = ("succeeded", "failed", "error", "timeout", "cancelled")
 

@@ -29,8 +29,9 @@ from gateway.jobs.plugin import JobsPlugin
 from gateway.jobs.queue import JobQueue
 from gateway.jobs.settings import JobsSettings
 from gateway.plugins import default_plugins, replace_plugins
-from kstest.jobkit import JobsGateway, WorkerProc, git, push_kernels, wait_for
+from kstest.jobkit import JobsGateway, WorkerProc, git, push_kernels
 from kstest.jobs_fixtures import pool_configs
+from kstest.waiting import wait_for
 
 FINAL = ("succeeded", "failed", "error", "timeout", "cancelled")
 REPO = "kswarm/dataset"

@@ -8,7 +8,8 @@ from typing import Any
 
 import redis as redis_sync
 
-from kstest.jobkit import JobsGateway, WorkerProc, wait_for
+from kstest.jobkit import JobsGateway, WorkerProc
+from kstest.waiting import wait_for
 
 
 def pools(gw: JobsGateway, who: str = "operator") -> dict[str, dict[str, Any]]:

@@ -7,7 +7,6 @@ import os
 import re
 import subprocess
 import time
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -47,20 +46,6 @@ class MonitorGateway(GatewayThread):
 
     def plugins(self) -> list[Plugin[Any]]:
         return monitor_plugins(self.monitor_settings, *self.extra)
-
-
-def wait_for(predicate: Callable[[], T], timeout: float = 20.0, what: str = "condition") -> T:
-    deadline = time.monotonic() + timeout
-    last: Any = None
-    while time.monotonic() < deadline:
-        try:
-            last = predicate()
-        except Exception as exc:  # transient while the feeder catches up
-            last = exc
-        if last and not isinstance(last, Exception):
-            return last
-        time.sleep(0.1)
-    raise AssertionError(f"timed out after {timeout}s waiting for {what}; last: {last!r}")
 
 
 def entry(kind: str, summary: str = "", **data: Any) -> dict[str, Any]:

@@ -10,7 +10,9 @@ import subprocess
 import sys
 from pathlib import Path
 
-from monitor_kit import MonitorGateway, wait_for
+from monitor_kit import MonitorGateway
+
+from kstest.waiting import wait_for
 
 
 def test_a_dm_wake_shows_up_on_the_agents_timeline(mon_gateway: MonitorGateway, short_tmp: Path) -> None:

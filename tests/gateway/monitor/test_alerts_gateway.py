@@ -11,10 +11,11 @@ from pathlib import Path
 import httpx
 import pytest
 from alerts_kit import Receiver
-from monitor_kit import MonitorGateway, fast_monitor, wait_for
+from monitor_kit import MonitorGateway, fast_monitor
 
 from gateway.monitor.alerts import AlertTarget
 from kstest.cli import kswarm
+from kstest.waiting import wait_for
 from orchestrator.demo.spec import write_spec
 from orchestrator.local.launcher import Launcher
 from orchestrator.spec import load_spec, parse_spec

@@ -8,7 +8,7 @@ from __future__ import annotations
 import asyncio
 import time
 
-from monitor_kit import MonitorGateway, wait_for
+from monitor_kit import MonitorGateway
 from redis import Redis
 
 from gateway.llm.usage import Usage
@@ -16,6 +16,7 @@ from gateway.monitor import keys
 from gateway.services import LLM_USAGE
 from gateway.tasks.models import TasksSettings
 from gateway.tasks.plugin import TasksPlugin
+from kstest.waiting import wait_for
 
 
 def book(gw: MonitorGateway, agent: str, tokens_in: int, tokens_out: int) -> None:

@@ -14,10 +14,11 @@ from pathlib import Path
 import httpx
 import pytest
 import typer
-from monitor_kit import MonitorGateway, entry, wait_for
+from monitor_kit import MonitorGateway, entry
 from typer.testing import CliRunner
 
 from gateway.client import GatewayClient, GatewayTarget
+from kstest.waiting import wait_for
 from orchestrator.cli import attention as attention_cli
 from orchestrator.cli.timeline import follow, register_agent_timeline
 

@@ -9,9 +9,10 @@ from pathlib import Path
 
 import httpx
 import typer
-from monitor_kit import MonitorGateway, git, log_in, open_pr, wait_for
+from monitor_kit import MonitorGateway, git, log_in, open_pr
 from typer.testing import CliRunner
 
+from kstest.waiting import wait_for
 from orchestrator.cli import prs as prs_cli
 
 REPO = "kswarm/reviewed"

@@ -12,11 +12,12 @@ from typing import Any
 
 import httpx
 import pytest
-from monitor_kit import MonitorGateway, git, log_in, monitor_plugins, open_pr, wait_for
+from monitor_kit import MonitorGateway, git, log_in, monitor_plugins, open_pr
 
 from gateway.forge.plugin import ForgePlugin
 from gateway.forge.settings import ForgeSettings
 from gateway.plugin import Plugin
+from kstest.waiting import wait_for
 
 REPO = "kswarm/bigdiff"
 REBASED = "kswarm/rebased"

@@ -8,8 +8,7 @@ import signal
 import subprocess
 import sys
 import threading
-import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, TypeVar
@@ -27,20 +26,6 @@ REPO = Path(__file__).resolve().parents[3]
 AGENTS = "  - pattern: dev-{i}\n    count: 2\n"
 LIFECYCLE = {"reconcile_s": 0.2, "backoff_base_s": 0.2, "backoff_max_s": 1.0, "stall_after_s": 60}
 T = TypeVar("T")
-
-
-def wait_for(predicate: Callable[[], T], timeout: float = 30.0, what: str = "condition") -> T:
-    deadline = time.monotonic() + timeout
-    last: Any = None
-    while time.monotonic() < deadline:
-        try:
-            last = predicate()
-        except Exception as exc:  # transient: a record being rewritten, a process starting
-            last = exc
-        if last and not isinstance(last, Exception):
-            return last
-        time.sleep(0.1)
-    raise AssertionError(f"timed out after {timeout}s waiting for {what}; last: {last!r}")
 
 
 def swarm_spec(gw: GatewayThread, agents_yaml: str = AGENTS) -> SwarmSpec:

@@ -7,10 +7,11 @@ import json
 from pathlib import Path
 
 import pytest
-from swarm_kit import report, running, supervised_swarm, wait_for
+from swarm_kit import report, running, supervised_swarm
 from typer.testing import CliRunner
 
 from kstest.gateway import GatewayThread
+from kstest.waiting import wait_for
 from orchestrator.cli.main import build_app
 
 pytestmark = pytest.mark.slow

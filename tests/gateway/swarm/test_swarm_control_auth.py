@@ -11,9 +11,10 @@ import time
 import httpx
 import pytest
 import redis as redis_sync
-from swarm_kit import control_requests, report, running, supervised_swarm, ui_session, wait_for
+from swarm_kit import control_requests, report, running, supervised_swarm, ui_session
 
 from kstest.gateway import GatewayThread
+from kstest.waiting import wait_for
 from orchestrator.supervisor.main import Supervisor
 
 CONTROL = "ks:swarm:control"

@@ -15,12 +15,12 @@ from swarm_kit import (
     supervised_swarm,
     swarm_spec,
     ui_session,
-    wait_for,
 )
 
 from gateway.swarm import keys
 from gateway.swarm.models import ControlTicket, ReplyStatus, SupervisorBeat
 from kstest.gateway import GatewayThread
+from kstest.waiting import wait_for
 from orchestrator.supervisor.control_link import ControlLink
 from orchestrator.supervisor.main import make_runtime
 from orchestrator.swarm_dir.provision import SwarmLayout

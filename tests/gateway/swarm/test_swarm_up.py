@@ -7,11 +7,11 @@ from pathlib import Path
 
 import httpx
 import pytest
-from swarm_kit import wait_for
 
 from gateway.swarm.models import SwarmReport
 from kstest.cli import Up, kswarm
 from kstest.gateway import free_port
+from kstest.waiting import wait_for
 
 pytestmark = pytest.mark.slow
 

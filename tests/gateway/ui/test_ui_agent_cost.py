@@ -10,9 +10,9 @@ import time
 
 from monitor_ui_kit import MonitorUiGateway
 from redis import Redis
-from ui_kit import wait_for
 
 from gateway.monitor import keys
+from kstest.waiting import wait_for
 
 
 def model_call(tokens_in: int, tokens_out: int) -> dict:

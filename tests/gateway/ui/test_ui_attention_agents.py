@@ -11,8 +11,9 @@ from pathlib import Path
 import pytest
 from attention_kit import action_urls, attention_items, cli_attention, cli_attention_items
 from monitor_ui_kit import MonitorUiGateway
-from ui_kit import running_swarm, wait_for
+from ui_kit import running_swarm
 
+from kstest.waiting import wait_for
 from orchestrator.supervisor.reconcile import load_record
 
 CRASHER = '  - name: c-1\n    runtime: {command: ["python", "-c", "import sys; sys.exit(3)"]}\n'

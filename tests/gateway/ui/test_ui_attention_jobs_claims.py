@@ -14,7 +14,7 @@ import pytest
 from attention_kit import action_urls, attention_items, cli_attention_items
 from jobs_kit import REPO, Worker, pools, push_kernels, result_record, timing, trial
 from monitor_ui_kit import MonitorUiGateway
-from ui_kit import ui_plugins, wait_for
+from ui_kit import ui_plugins
 
 from gateway.jobs.plugin import JobsPlugin
 from gateway.jobs.settings import JobsSettings
@@ -24,6 +24,7 @@ from gateway.plugin import Plugin
 from gateway.search.plugin import SearchPlugin
 from gateway.tasks.models import TasksSettings
 from gateway.tasks.plugin import TasksPlugin
+from kstest.waiting import wait_for
 
 SOFTMAX = "kernels/softmax/softmax_rowwise.py"
 CLAIM_TTL_S = 3.0

@@ -9,10 +9,10 @@ from pathlib import Path
 
 from jobs_kit import seed_jobs
 from monitor_ui_kit import MonitorUiGateway
-from ui_kit import wait_for
 
 from gateway.llm.usage import Usage
 from gateway.services import LLM_USAGE
+from kstest.waiting import wait_for
 
 
 def attention(gw: MonitorUiGateway) -> dict[str, dict]:

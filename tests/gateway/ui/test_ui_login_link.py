@@ -7,7 +7,9 @@ from pathlib import Path
 
 import httpx
 import redis as redis_sync
-from ui_kit import UiGateway, browser_page, wait_for
+from ui_kit import UiGateway, browser_page
+
+from kstest.waiting import wait_for
 
 HTML = {"Accept": "text/html"}
 LINK_KEYS = "ks:ui-login-link:*"

@@ -11,7 +11,9 @@ from typing import Any
 from jobs_kit import seed_jobs
 from monitor_ui_kit import MonitorUiGateway
 from playwright.sync_api import expect
-from ui_kit import UiGateway, browser_page, shot, wait_for
+from ui_kit import UiGateway, browser_page, shot
+
+from kstest.waiting import wait_for
 
 
 def beat(gw: UiGateway, token: str, doing: str = "") -> None:

@@ -11,9 +11,9 @@ from pathlib import Path
 
 import pytest
 from overview_kit import FAILED, OverviewGateway, call, figures, jobs_of, make_swarm, overview
-from ui_kit import wait_for
 
 from gateway.monitor.models import Series
+from kstest.waiting import wait_for
 
 HTML = {"Accept": "text/html"}
 

@@ -11,7 +11,9 @@ import pytest
 from jobs_kit import finish_running
 from overview_kit import OverviewGateway, figures, make_swarm, overview
 from playwright.sync_api import expect
-from ui_kit import browser_page, shot, wait_for
+from ui_kit import browser_page, shot
+
+from kstest.waiting import wait_for
 
 
 @pytest.fixture

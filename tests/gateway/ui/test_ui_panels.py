@@ -9,9 +9,10 @@ from typing import Any
 
 import httpx
 import pytest
-from ui_kit import UiGateway, running_swarm, wait_for
+from ui_kit import UiGateway, running_swarm
 
 from kstest.sse import read_events
+from kstest.waiting import wait_for
 
 HTML = {"Accept": "text/html"}
 

@@ -14,9 +14,10 @@ from pathlib import Path
 import httpx
 from monitor_ui_kit import MonitorUiGateway
 from playwright.sync_api import expect
-from ui_kit import browser_page, wait_for
+from ui_kit import browser_page
 
 from gateway.chat import dm_channel
+from kstest.waiting import wait_for
 
 REASSIGN = "/api/actions/tasks/softmax/reassign"
 

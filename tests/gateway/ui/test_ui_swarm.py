@@ -5,8 +5,9 @@ from __future__ import annotations
 from pathlib import Path
 
 from playwright.sync_api import expect
-from ui_kit import UiGateway, browser_page, running_swarm, shot, wait_for
+from ui_kit import UiGateway, browser_page, running_swarm, shot
 
+from kstest.waiting import wait_for
 from orchestrator.supervisor.reconcile import load_record
 
 AGENTS = "  - pattern: dev-{i}\n    count: 2\n"

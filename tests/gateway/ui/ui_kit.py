@@ -4,8 +4,7 @@ from __future__ import annotations
 
 import re
 import threading
-import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, TypeVar
@@ -67,20 +66,6 @@ class ScanSearchUiGateway(UiGateway):
 
     def plugins(self) -> list[Plugin[Any]]:
         return without_plugins(super().plugins(), "search")
-
-
-def wait_for(predicate: Callable[[], T], timeout: float = 20.0, what: str = "condition") -> T:
-    deadline = time.monotonic() + timeout
-    last: Any = None
-    while time.monotonic() < deadline:
-        try:
-            last = predicate()
-        except Exception as exc:  # transient: a record half-written
-            last = exc
-        if last and not isinstance(last, Exception):
-            return last
-        time.sleep(0.1)
-    raise AssertionError(f"timed out after {timeout}s waiting for {what}; last: {last!r}")
 
 
 @contextmanager

@@ -10,7 +10,8 @@ import os
 import subprocess
 
 import pytest
-from orch_kit import REPO
+
+from kstest.orchestrator import REPO
 
 pytestmark = pytest.mark.docker
 TAG = "kswarm/agent:test"

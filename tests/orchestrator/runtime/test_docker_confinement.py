@@ -6,7 +6,8 @@ import time
 
 import docker
 import pytest
-from orch_kit import wait_for
+
+from kstest.waiting import wait_for
 
 pytestmark = pytest.mark.docker
 

@@ -14,8 +14,9 @@ import docker
 import httpx
 import pytest
 import yaml
-from orch_kit import SwarmUnderTest, wait_for
 
+from kstest.orchestrator import SwarmUnderTest
+from kstest.waiting import wait_for
 from orchestrator.runtime.process import proc_env
 from orchestrator.supervisor.main import quarantine, release, stop_swarm
 

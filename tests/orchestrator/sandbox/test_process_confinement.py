@@ -8,8 +8,8 @@ import sys
 from pathlib import Path
 
 import pytest
-from orch_kit import wait_for
 
+from kstest.waiting import wait_for
 from orchestrator.runtime.launch import plan_hides
 
 pytestmark = pytest.mark.skipif(os.geteuid() != 0, reason="uid isolation needs root")
@@ -131,7 +131,7 @@ def test_plan_hides_covers_untraversable_ancestors(tmp_path: Path) -> None:
 def test_two_swarms_never_share_agent_uids(gateway, short_tmp: Path) -> None:
     """Default: a uid block per home. Pinned to the same uid_base, the second swarm refuses to start
     its agent (stopping one would otherwise kill the other's processes)."""
-    from orch_kit import SwarmUnderTest, make_spec
+    from kstest.orchestrator import SwarmUnderTest, make_spec
 
     def swarm(name: str, home: str, extra: str = "") -> SwarmUnderTest:
         sleeper = (

@@ -14,9 +14,9 @@ import socket
 from collections.abc import Iterator
 
 import pytest
-from orch_kit import wait_for
 
 from kstest.upstream import ScriptedUpstream
+from kstest.waiting import wait_for
 from orchestrator.runtime import process
 from orchestrator.sandbox.bubblewrap import BubblewrapSandbox
 

@@ -9,7 +9,7 @@ import subprocess
 import sys
 import textwrap
 
-from orch_kit import REPO
+from kstest.orchestrator import REPO
 
 SCRIPT = textwrap.dedent(
     """

@@ -7,8 +7,9 @@ import signal
 import time
 
 import pytest
-from orch_kit import wait_for
 from test_runtime_backends import agent_pid, running_copies
+
+from kstest.waiting import wait_for
 
 NAMES = [f"dev-{i}" for i in range(1, 17)]
 

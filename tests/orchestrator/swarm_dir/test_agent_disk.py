@@ -16,8 +16,8 @@ import subprocess
 from pathlib import Path
 
 import pytest
-from orch_kit import wait_for
 
+from kstest.waiting import wait_for
 from orchestrator.sandbox.bubblewrap import BubblewrapSandbox
 from orchestrator.supervisor import memory
 from orchestrator.supervisor.main import stop_swarm

@@ -20,8 +20,9 @@ from typer.testing import CliRunner
 
 from gateway.client.jobs.models import Job, new_job_id
 from gateway.jobs.queue import JobQueue
-from kstest.jobkit import HONEST_ADD, JobsGateway, git, push_kernels, wait_for
+from kstest.jobkit import HONEST_ADD, JobsGateway, git, push_kernels
 from kstest.jobs_fixtures import jobs_gateway
+from kstest.waiting import wait_for
 from orchestrator.cli import tasks as tasks_cli
 
 DATASET = "kswarm/dataset"

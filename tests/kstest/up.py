@@ -11,11 +11,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from orch_kit import REPO, wait_for
-
 from gateway.client.jobs.pools import CATALOGUE_TASKS
 from kstest.cli import Up, kswarm
 from kstest.jobkit import STANDIN, push_kernels
+from kstest.orchestrator import REPO
+from kstest.waiting import wait_for
 
 STANDIN_YAML = json.dumps(STANDIN)  # a YAML flow list: the pool's harness_command
 

@@ -7,15 +7,14 @@ import secrets
 import subprocess
 import sys
 import threading
-import time
-from collections.abc import Callable
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import TypeVar
 
 import yaml
 
 from gateway.client.http import GatewayClient, GatewayTarget
 from kstest.gateway import GatewayProcess
+from kstest.waiting import wait_for
 from orchestrator.spec import SwarmSpec, parse_spec
 from orchestrator.supervisor.main import Supervisor
 from orchestrator.supervisor.reconcile import AgentRecord, load_record
@@ -33,20 +32,6 @@ FAST_LIFECYCLE = {
     "stable_after_s": 30,
     "stall_after_s": 30,
 }
-
-
-def wait_for(predicate: Callable[[], T], timeout: float = 20.0, what: str = "condition") -> T:
-    deadline = time.monotonic() + timeout
-    last: Any = None
-    while time.monotonic() < deadline:
-        try:
-            last = predicate()
-        except Exception as exc:  # transient: a record half-written, a container going away
-            last = exc
-        if last and not isinstance(last, Exception):
-            return last
-        time.sleep(0.1)
-    raise AssertionError(f"timed out after {timeout}s waiting for {what}; last: {last!r}")
 
 
 def make_spec(agents_yaml: str, extra: str = "", **lifecycle: float) -> SwarmSpec:
