@@ -29,80 +29,23 @@ import logging
 import time
 from collections import deque
 from collections.abc import Sequence
-from typing import Annotated, Any, Literal
-from urllib.parse import urlsplit
+from typing import Any
 
 import httpx
 from prometheus_client import CollectorRegistry, Counter
-from pydantic import AfterValidator, BaseModel, ConfigDict, Field, SecretStr, field_validator
+from pydantic import BaseModel, Field
 
 from gateway.monitor import keys
+from gateway.monitor.alert_targets import SEVERITY_RANK, AlertTarget
 from gateway.monitor.models import AttentionItem, AttentionReport, Severity
 from gateway.redis_facade import StrRedis
 
 log = logging.getLogger("kswarm.monitor.alerts")
 
-SEVERITY_RANK: dict[str, int] = {"info": 0, "warning": 1, "critical": 2}
 WINDOW_S = 60.0  # the rate limit's window: per_minute messages per target
 MAX_PENDING = 500  # items one target holds while it waits for its window; the rest are only counted
 RETRY_BASE_S = 0.5  # backoff before retry k: RETRY_BASE_S * 2**(k-1)
 SUMMARY_LISTED = 20  # items named in a summary's JSON
-
-
-class AlertTarget(BaseModel):
-    """One receiver of Attention alerts (the spec's ``alerts:`` entries, ``KSWARM_MONITOR_ALERTS``)."""
-
-    model_config = ConfigDict(extra="forbid")
-
-    name: str = Field(
-        pattern=r"^[a-z0-9][a-z0-9-]{0,38}$",
-        description="What logs and metrics call this target (never its URL).",
-    )
-    kind: Literal["webhook", "slack"] = Field(
-        description="webhook: POST the item as JSON; slack: a Slack incoming webhook ({text: ...})."
-    )
-    url: SecretStr = Field(
-        description="http:// or https:// URL to POST to; a secret (shown as ********** everywhere)."
-    )
-    min_severity: Severity = Field("warning", description="Items at least this severe are sent.")
-    per_minute: int = Field(
-        10, ge=1, le=600, description="Messages per minute at most; the rest in one 'and K more'."
-    )
-    timeout_s: float = Field(5.0, gt=0, le=60, description="Longest one POST may take.")
-    retries: int = Field(
-        2, ge=0, le=5, description="Retries after a connection error, a timeout, a 429 or a 5xx."
-    )
-
-    @field_validator("url")
-    @classmethod
-    def _http_url(cls, url: SecretStr) -> SecretStr:
-        # Messages name the scheme only: the rest of the URL may be the secret.
-        parts = urlsplit(url.get_secret_value().strip())
-        if parts.scheme not in ("http", "https"):
-            raise ValueError(f"an alert URL must be http:// or https:// (not {parts.scheme or 'no'} scheme)")
-        if not parts.hostname:
-            raise ValueError("an alert URL needs a host (http://host[:port]/path)")
-        return SecretStr(url.get_secret_value().strip())
-
-    def shown_url(self) -> str:
-        """The URL as logs may show it: scheme, host and port; no credentials, path or query."""
-        parts = urlsplit(self.url.get_secret_value())
-        port = f":{parts.port}" if parts.port else ""
-        return f"{parts.scheme}://{parts.hostname}{port}/…"
-
-    def wants(self, item: AttentionItem) -> bool:
-        return SEVERITY_RANK[item.severity] >= SEVERITY_RANK[self.min_severity]
-
-
-def _unique_names(targets: list[AlertTarget]) -> list[AlertTarget]:
-    names = [t.name for t in targets]
-    for i, name in enumerate(names):
-        if name in names[:i]:
-            raise ValueError(f"alert target {name!r} is defined twice")
-    return targets
-
-
-AlertTargets = Annotated[list[AlertTarget], AfterValidator(_unique_names)]
 
 
 # -- what is sent ----------------------------------------------------------------------------------

@@ -5,7 +5,7 @@ from __future__ import annotations
 from pydantic import Field
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
-from gateway.monitor.alerts import AlertTargets
+from gateway.monitor.alert_targets import AlertTargets
 
 
 class MonitorSettings(BaseSettings):

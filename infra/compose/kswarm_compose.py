@@ -239,8 +239,11 @@ def run_gateway() -> None:
     from gateway.server import serve
 
     key = secret("model_key", required=False)
-    if key:
-        os.environ["KSWARM_LLM_API_KEY"] = key  # this process's environment only, not the container's config
+    if key and os.environ.get("KSWARM_LLM_API_KEY") != key:
+        # The key in this process's own environment only, never the container's configuration: the
+        # helper runs itself again with it (exec), so the gateway's process is the one that has it.
+        env = {**os.environ, "KSWARM_LLM_API_KEY": key}
+        os.execvpe(sys.executable, [sys.executable, str(Path(__file__).resolve()), "gateway"], env)
     configure_logging()
     try:
         settings = GatewaySettings()

@@ -33,7 +33,7 @@ from gateway.client.jobs.pools import PoolConfig
 from gateway.forge.gate.evidence import parse_check_context
 from gateway.forge.gate.policy import ReviewPolicy
 from gateway.llm.config import BudgetSettings
-from gateway.monitor.alerts import AlertTargets
+from gateway.monitor.alert_targets import AlertTargets
 from gateway.tasks.models import TaskRules
 from orchestrator.spec.yaml_lines import Loc, SpecError, compose_with_lines, dotted, line_of
 
