@@ -28,11 +28,13 @@ import logging
 import time
 from typing import Any
 
+from gateway.client.jobs.models import Job
 from gateway.context import GatewayContext
 from gateway.llm.refusals import clear_command
 from gateway.llm.usage_models import AgentUsage
 from gateway.monitor import keys
 from gateway.monitor.models import AttentionAction, AttentionItem, AttentionReport, ClaimWindow, Severity
+from gateway.monitor.requeue import head_label, requeue_check
 from gateway.monitor.settings import MonitorSettings
 from gateway.services import FORGE, JOB_SERVICE, LLM_USAGE, REVIEW_GATE, TASK_BOARD
 from gateway.swarm.liveness import LivenessBook
@@ -186,20 +188,18 @@ class AttentionBuilder:
             result = job.result if isinstance(job.result, dict) else {}
             flags = [str(f) for f in result.get("flags") or []]
             if job.state in ("error", "timeout") and job.id not in dead_ids:  # a dead letter says more
+                retry, why_not = await self._retry(job)
                 items.append(
                     AttentionItem(
                         key=f"job:{job.id}",
                         kind="job",
                         severity="warning",
                         title=f"job {job.id} {job.state}: {job.task} ({job.pool}) by {job.submitter}",
-                        reason=job.error or f"the job ended in {job.state}",
+                        reason=(job.error or f"the job ended in {job.state}") + why_not,
                         since=finished,
                         link=f"/ui/jobs/{job.id}",
                         subject=job.id,
-                        actions=[
-                            AttentionAction(label="Requeue", url=f"/ui/api/actions/jobs/{job.id}/requeue"),
-                            ack_action(f"job:{job.id}"),
-                        ],
+                        actions=[*retry, ack_action(f"job:{job.id}")],
                         dismissable=True,
                     )
                 )
@@ -223,20 +223,19 @@ class AttentionBuilder:
             for dead in dead_letters[pool.name]:
                 job_id = dead.get("job") or dead.get("id", "")
                 since = float(dead["id"].split("-")[0]) / 1000 if "-" in dead.get("id", "") else now
+                dead_job = await svc.queue.get(job_id) if job_id else None
+                retry, why_not = await self._retry(dead_job) if dead_job is not None else ([], "")
                 items.append(
                     AttentionItem(
                         key=f"dead:{pool.name}:{job_id}",
                         kind="job",
                         severity="critical",
                         title=f"job {job_id} dead-lettered in {pool.name}",
-                        reason=dead.get("reason") or dead.get("error") or "too many attempts",
+                        reason=(dead.get("reason") or dead.get("error") or "too many attempts") + why_not,
                         since=since,
                         link=f"/ui/jobs/{job_id}" if job_id else "/ui/jobs",
                         subject=job_id,
-                        actions=[
-                            AttentionAction(label="Requeue", url=f"/ui/api/actions/jobs/{job_id}/requeue"),
-                            ack_action(f"dead:{pool.name}:{job_id}"),
-                        ],
+                        actions=[*retry, ack_action(f"dead:{pool.name}:{job_id}")],
                         dismissable=True,
                     )
                 )
@@ -256,6 +255,19 @@ class AttentionBuilder:
                     )
                 )
         return items, "ok"
+
+    async def _retry(self, job: Job) -> tuple[list[AttentionAction], str]:
+        """The retry a failed job's item offers: Requeue while its commit is reachable; else why not,
+        and a resubmission at its PR's (or branch's) head when there is one (``gateway.monitor.requeue``)."""
+        check = await requeue_check(self.ctx.services.find(FORGE), job)
+        if check.possible:
+            return [AttentionAction(label="Requeue", url=f"/ui/api/actions/jobs/{job.id}/requeue")], ""
+        if check.head_sha is None:
+            return [], f"; not requeued: {check.reason}"
+        resubmit = AttentionAction(
+            label=head_label(check.head_of), url=f"/ui/api/actions/jobs/{job.id}/resubmit"
+        )
+        return [resubmit], f"; not requeued: {check.reason}"
 
     async def _has_worker(self, pattern: str) -> bool:
         async for _ in self.ctx.redis.scan_iter(match=pattern, count=100):
