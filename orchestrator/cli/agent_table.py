@@ -67,7 +67,7 @@ def print_agent_table(rows: list[dict[str, Any]]) -> None:
     for r in rows:
         beat = age(r["last_heartbeat_s"]) + (" ago" if r["last_heartbeat_s"] is not None else "")
         restarts = "-" if r["restarts"] is None else r["restarts"]
-        doing = safe(" ".join(str(r.get("doing") or "").split())[:60], markup=False)  # the agent's words
+        doing = safe(r.get("doing") or "", markup=False)  # the agent's words, every character visible
         typer.echo(
             f"{safe(r['agent'], markup=False):<20} {r['backend']:<8} {r['state']:<14} "
             f"{age(r['uptime_s']):>8} {restarts:>8} {beat:>10} {r['tokens']:>9} "
