@@ -99,7 +99,7 @@ def test_every_view_shows_the_one_computed_state(mon_ui: MonitorUiGateway) -> No
         looping = attention_items(mon_ui)["agent:c-1"]
         assert f"No module named '{MISSING}'" in looping["reason"] and "last exit 1" in looping["reason"]
         code, table = kswarm(mon_ui, "ps")
-        assert code == 0 and f"c-1: crash-looping: " in table and f"No module named '{MISSING}'" in table
+        assert code == 0 and "c-1: crash-looping: " in table and f"No module named '{MISSING}'" in table
         stalled = attention_items(mon_ui)["agent:s-1"]
         assert stalled["severity"] == "critical" and "no heartbeat for" in stalled["reason"], stalled
         with mon_ui.client(mon_ui.operator_token) as op:
