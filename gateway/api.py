@@ -25,6 +25,7 @@ from gateway.models import (
     TopicUpdate,
 )
 from gateway.principals import PrincipalKind
+from gateway.swarm.liveness import LivenessReport, liveness_book
 
 # Message-id parameters declare their form; the chat service checks it (a 400 naming the parameter).
 AN_ID: dict[str, Any] = {"json_schema_extra": MESSAGE_ID_SCHEMA}
@@ -83,6 +84,14 @@ def build_api_router() -> APIRouter:
     @router.get("/agents", response_model=list[AgentInfo], summary="Agents with their last heartbeat")
     async def agents(ctx: Ctx, _: AnyPrincipal) -> list[AgentInfo]:
         return await list_principal_infos(ctx, PrincipalKind.agent)
+
+    @router.get(
+        "/agents/liveness",
+        response_model=LivenessReport,
+        summary="Every agent's liveness: the one state all views show (operators only)",
+    )
+    async def liveness(ctx: Ctx, _: OperatorOnly) -> LivenessReport:
+        return await liveness_book(ctx).report()
 
     @router.get("/principals", response_model=list[AgentInfo], summary="All principals (operators only)")
     async def principals(ctx: Ctx, _: OperatorOnly) -> list[AgentInfo]:

@@ -27,6 +27,7 @@ if TYPE_CHECKING:
     from gateway.llm.proxy import LLMProxy
     from gateway.llm.usage import UsageStore
     from gateway.monitor.service import MonitorService
+    from gateway.swarm.liveness import LivenessBook
     from gateway.tasks.service import BoardService
     from gateway.ui.service import UiService
 
@@ -94,4 +95,6 @@ JOB_SERVICE: ServiceKey[JobService] = ServiceKey("job service", "jobs")
 TASK_BOARD: ServiceKey[BoardService] = ServiceKey("task board", "tasks")
 KNOWLEDGE_BASE: ServiceKey[KnowledgeBase] = ServiceKey("knowledge base", "kb")
 MONITOR: ServiceKey[MonitorService] = ServiceKey("monitor", "monitor")
+# The one computation of an agent's liveness, with the monitor's stall threshold (gateway/swarm/liveness.py).
+LIVENESS: ServiceKey[LivenessBook] = ServiceKey("agent liveness", "monitor")
 UI: ServiceKey[UiService] = ServiceKey("ui", "ui")

@@ -143,6 +143,11 @@ class Forge(Protocol):
         None when it names no commit (404 when the repository does not exist)."""
         ...
 
+    async def commit_reachable(self, org: str, repo: str, sha: str) -> bool:
+        """Whether commit ``sha`` can still be fetched by a clone: it exists and a branch, tag or PR ref
+        contains it (after a force-push or a deleted branch it may not, and a gc removes it)."""
+        ...
+
     async def get_commit(self, org: str, repo: str, sha: str) -> CommitInfo:
         """One commit (its parents: none for a branch's initial commit); 404 when missing."""
         ...

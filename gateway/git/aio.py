@@ -260,6 +260,16 @@ class BareRepo:
                 return parts[0]
         return None
 
+    async def reachable(self, sha: str) -> bool:
+        """Whether commit ``sha`` exists and some ref (a branch, a tag, a PR's ref) contains it: what a
+        clone can fetch. False for a commit a force-push left dangling, or one never pushed here."""
+        if await self.resolve(sha) != sha:
+            return False
+        result = await run_git(
+            "for-each-ref", "--contains", sha, "--count=1", "--format=%(refname)", git_dir=self.path
+        )
+        return result.rc == 0 and bool(result.out.strip())
+
     async def commit_info(self, sha: str) -> CommitMeta | None:
         """Parents, tree, author, committer and message of commit ``sha``; None when it is none."""
         if await self.rev_parse(sha) != sha:

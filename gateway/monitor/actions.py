@@ -10,7 +10,9 @@ finds it in its inbox. A refusal by the component (a closed PR, a job that is no
   counted, the operator's among them);
 - cancel: the job runner's ``cancel`` as the operator;
 - requeue: a **new** job of the same kernel at the same commit (``ref`` = the resolved sha), pool, kind,
-  devices and timeout, submitted by the operator. A final job stays final: its result was delivered once
+  devices and timeout, submitted by the operator; refused, saying why, when the commit is no longer
+  reachable (``gateway.monitor.requeue``), and then offered at the head of the job's PR or branch
+  (``at_head``: "resubmit"). A final job stays final: its result was delivered once
   (evidence to the gate, the notice to its submitter) and reopening it would retract what the gate
   already acted on; the new job's result is new evidence for that same sha;
 - tasks: post (``TaskSpec``), release (the operator's forced release), reassign (release, then a DM to
@@ -30,6 +32,7 @@ from gateway.errors import GatewayError, NotFound
 from gateway.forge.gate.policy import ReviewPolicy, operator_approval_counts
 from gateway.monitor import keys
 from gateway.monitor.models import ActionRecord, ActionResult, ReassignBody, ReviewBody
+from gateway.monitor.requeue import requeue_check
 from gateway.monitor.settings import MonitorSettings
 from gateway.principals import Principal, PrincipalKind
 from gateway.redis_facade import StrRedis
@@ -210,42 +213,58 @@ class OperatorActions:
         )
         return ActionResult(ok=True, message=message, data={"state": str(job.state)})
 
-    async def requeue_job(self, operator: Principal, job_id: str) -> ActionResult:
+    async def requeue_job(self, operator: Principal, job_id: str, at_head: bool = False) -> ActionResult:
+        """A new job of ``job_id``'s kernel at its commit; with ``at_head``, at the current head of what
+        it verified (``gateway.monitor.requeue``): what is offered when its commit is gone."""
+        action = "job:resubmit" if at_head else "job:requeue"
         svc = self._service(JOB_SERVICE, "job runner")
         job = await svc.queue.get(job_id)
         if job is None:
-            await self._audit(operator, "job:requeue", job_id, "", "refused", f"no job {job_id}")
+            await self._audit(operator, action, job_id, "", "refused", f"no job {job_id}")
             raise NotFound(f"no job {job_id}")
         if not job.terminal:
             why = f"job {job_id} is {job.state}: only a finished job is requeued (cancel it first)"
-            await self._audit(operator, "job:requeue", job_id, "", "refused", why)
+            await self._audit(operator, action, job_id, "", "refused", why)
+            raise GatewayError(why, 409)
+        check = await requeue_check(self.ctx.services.find(FORGE), job)
+        sha = job.sha
+        if at_head:
+            if check.head_sha is None:
+                why = f"job {job_id}: " + (check.reason or "no open PR or branch names a newer head")
+                await self._audit(operator, action, job_id, "", "refused", why)
+                raise GatewayError(why, 409)
+            sha = check.head_sha
+        elif not check.possible:
+            hint = f" (kswarm job retry {job_id} --at-head)" if check.head_sha else ""
+            why = f"job {job_id} cannot be requeued: {check.reason}{hint}"
+            await self._audit(operator, action, job_id, "", "refused", why)
             raise GatewayError(why, 409)
         request = JobRequest(
             kernel=job.kernel,
             task=job.task,
-            ref=job.sha,
+            ref=sha,
             repo=job.repo,
             pool=job.pool,
             devices=job.devices,
             kind=job.kind,
             timeout_s=job.timeout_s,
         )
-        new = await self._run(operator, "job:requeue", job_id, "", svc.submit(operator, request))
+        new = await self._run(operator, action, job_id, "", svc.submit(operator, request))
         # Requeued, the old job's failure or dead letter is dealt with: off Attention (ks:mon:ack), until
         # it happens again (the new job's own failure is a new item).
         await self.ctx.redis.hset(
             keys.ACK,
             mapping={f"job:{job_id}": repr(time.time()), f"dead:{job.pool}:{job_id}": repr(time.time())},
         )
-        message = (
-            f"{operator.name} requeued job {job_id} as {new.id}: {job.kernel} at {job.sha[:10]} "
-            f"on {job.pool} ({job.kind})"
-        )
+        where = f"at the head of {check.head_of}, {sha[:10]}" if at_head else f"at {sha[:10]}"
+        verb = "resubmitted" if at_head else "requeued"
+        what = f"{job.kernel} {where} on {job.pool} ({job.kind})"
+        message = f"{operator.name} {verb} job {job_id} as {new.id}: {what}"
         text = f"@{job.submitter} {message}" if job.submitter != operator.name else message
         await self._audit(
-            operator, "job:requeue", job_id, new.id, "done", message, self.settings.audit_channel, text
+            operator, action, job_id, new.id, "done", message, self.settings.audit_channel, text
         )
-        return ActionResult(ok=True, message=message, data={"job": new.id, "requeued": job_id})
+        return ActionResult(ok=True, message=message, data={"job": new.id, "requeued": job_id, "sha": sha})
 
     # -- tasks ------------------------------------------------------------------------------
 

@@ -5,8 +5,8 @@ not an error):
 
 | item | source | when |
 |---|---|---|
-| agent stalled | ``ks:heartbeat:<agent>`` | last heartbeat older than ``stall_after_s`` |
-| agent crash-loop, backoff, failed, quarantined | the supervisor's records (``gateway.swarm``) | that state |
+| agent stalled, crash-looping, quarantined | its liveness (``gateway.swarm.liveness``) | that state |
+| agent exited, restarting | its liveness | ``stopped`` while the supervisor backs off |
 | PR blocked | forge, the gate's audit | open longer than ``pr_blocked_after_s``; the gate's last reasons |
 | job failed | job runner | state ``error`` or ``timeout`` (harness or infrastructure) within the window |
 | job dead-lettered | job runner | an entry in the pool's dead letters |
@@ -28,26 +28,25 @@ import logging
 import time
 from typing import Any
 
-from gateway import keys as gateway_keys
+from gateway.client.jobs.models import Job
 from gateway.context import GatewayContext
 from gateway.llm.refusals import clear_command
 from gateway.llm.usage_models import AgentUsage
 from gateway.monitor import keys
-from gateway.monitor.models import AttentionAction, AttentionItem, AttentionReport, ClaimWindow
+from gateway.monitor.models import AttentionAction, AttentionItem, AttentionReport, ClaimWindow, Severity
+from gateway.monitor.requeue import head_label, requeue_check
 from gateway.monitor.settings import MonitorSettings
-from gateway.principals import PrincipalKind
 from gateway.services import FORGE, JOB_SERVICE, LLM_USAGE, REVIEW_GATE, TASK_BOARD
-from gateway.swarm.board import SwarmBoard
+from gateway.swarm.liveness import LivenessBook
 
 log = logging.getLogger("kswarm.monitor")
 
 SEVERITY_ORDER = {"critical": 0, "warning": 1, "info": 2}
-ORCH_STATES = {
-    "stalled": ("critical", "the orchestrator sees it stalled (no heartbeat)"),
-    "crash-loop": ("critical", "crash-looping: it keeps exiting soon after each start"),
-    "backoff": ("warning", "exited; the orchestrator restarts it after a back-off"),
-    "failed": ("critical", "could not be started"),
-    "quarantined": ("info", "quarantined: stopped, tokens revoked, until an operator releases it"),
+# The liveness states that put an agent on the list, and how urgent each is.
+AGENT_STATES: dict[str, Severity] = {
+    "stalled": "critical",
+    "crash-looping": "critical",
+    "quarantined": "info",
 }
 BUDGET_FIELDS = (
     ("total_tokens", "budget_tokens", "token budget"),
@@ -80,10 +79,10 @@ def _pr_path(repo: str, number: int) -> str:
 class AttentionBuilder:
     """``report()``: the current list, newest first; every source that fails is named, not raised."""
 
-    def __init__(self, ctx: GatewayContext, settings: MonitorSettings) -> None:
+    def __init__(self, ctx: GatewayContext, settings: MonitorSettings, liveness: LivenessBook) -> None:
         self.ctx = ctx
         self.settings = settings
-        self.board = SwarmBoard(ctx.redis)
+        self.liveness = liveness
 
     async def report(self) -> AttentionReport:
         now = time.time()
@@ -111,62 +110,34 @@ class AttentionBuilder:
     # -- agents -----------------------------------------------------------------------------
 
     async def agents(self, now: float) -> tuple[list[AttentionItem], str]:
-        agents = [a for a in await self.ctx.principals.list(PrincipalKind.agent) if not a.disabled]
-        async with self.ctx.redis.pipeline(transaction=False) as pipe:
-            for agent in agents:
-                pipe.hget(gateway_keys.heartbeat(agent.name), "ts")
-            beats = await pipe.execute()
-        report = await self.board.report()
-        records = {r.name: r for r in report.agents}
-        found: dict[str, AttentionItem] = {}
-        for agent, beat in zip(agents, beats, strict=True):
-            if not beat:
+        """One item per agent whose liveness (``gateway.swarm.liveness``: the state every view shows)
+        needs a human: stalled, crash-looping, quarantined, or exited and waiting for a back-off restart."""
+        report = await self.liveness.report(now)
+        items = []
+        for agent in report.agents:
+            backoff = agent.state == "stopped" and agent.supervisor_state == "backoff"
+            if agent.state not in AGENT_STATES and not backoff:
                 continue
-            quiet = now - float(beat)
-            record = records.get(agent.name)
-            if record is not None and (record.quarantined or not record.running):
-                continue  # the supervisor's own state says more (below)
-            if quiet > self.settings.stall_after_s:
-                found[agent.name] = AttentionItem(
+            severity = "warning" if backoff else AGENT_STATES[agent.state]
+            items.append(
+                AttentionItem(
                     key=f"agent:{agent.name}",
                     kind="agent",
-                    severity="critical",
-                    title=f"{agent.name} is stalled",
-                    reason=f"no heartbeat for {quiet:.0f} s (threshold {self.settings.stall_after_s:g} s)",
-                    since=float(beat) + self.settings.stall_after_s,
+                    severity=severity,
+                    title=f"{agent.name} is {agent.state}",
+                    reason=agent.reason,
+                    since=agent.since,
                     link=f"/ui/agents/{agent.name}",
                     subject=agent.name,
-                    actions=agent_actions(agent.name),
+                    actions=(
+                        [AttentionAction(label="Release", url=f"/ui/agents/{agent.name}/release")]
+                        if agent.state == "quarantined"
+                        else agent_actions(agent.name)
+                    ),
                 )
-        for record in report.agents:
-            state = "quarantined" if record.quarantined else record.state
-            if state not in ORCH_STATES:
-                continue
-            severity, why = ORCH_STATES[state]
-            detail = f"{why}; {record.restarts} restart(s)"
-            if record.last_error:
-                detail += f"; last error: {record.last_error}"
-            if record.last_exit is not None:
-                detail += f"; last exit {record.last_exit}"
-            actions = (
-                [AttentionAction(label="Release", url=f"/ui/agents/{record.name}/release")]
-                if state == "quarantined"
-                else agent_actions(record.name)
             )
-            since = record.started_at or record.last_heartbeat or now
-            earlier = found.get(record.name)
-            found[record.name] = AttentionItem(
-                key=f"agent:{record.name}",
-                kind="agent",
-                severity=severity,
-                title=f"{record.name} is {state}",
-                reason=detail if earlier is None else f"{detail}; {earlier.reason}",
-                since=min(since, earlier.since) if earlier else since,
-                link=f"/ui/agents/{record.name}",
-                subject=record.name,
-                actions=actions,
-            )
-        return list(found.values()), "ok" if report.known else f"ok (heartbeats only: {report.reason})"
+        state = "ok" if report.swarm_known else f"ok (heartbeats only: {report.note})"
+        return items, state
 
     # -- PRs --------------------------------------------------------------------------------
 
@@ -217,20 +188,18 @@ class AttentionBuilder:
             result = job.result if isinstance(job.result, dict) else {}
             flags = [str(f) for f in result.get("flags") or []]
             if job.state in ("error", "timeout") and job.id not in dead_ids:  # a dead letter says more
+                retry, why_not = await self._retry(job)
                 items.append(
                     AttentionItem(
                         key=f"job:{job.id}",
                         kind="job",
                         severity="warning",
                         title=f"job {job.id} {job.state}: {job.task} ({job.pool}) by {job.submitter}",
-                        reason=job.error or f"the job ended in {job.state}",
+                        reason=(job.error or f"the job ended in {job.state}") + why_not,
                         since=finished,
                         link=f"/ui/jobs/{job.id}",
                         subject=job.id,
-                        actions=[
-                            AttentionAction(label="Requeue", url=f"/ui/api/actions/jobs/{job.id}/requeue"),
-                            ack_action(f"job:{job.id}"),
-                        ],
+                        actions=[*retry, ack_action(f"job:{job.id}")],
                         dismissable=True,
                     )
                 )
@@ -254,20 +223,19 @@ class AttentionBuilder:
             for dead in dead_letters[pool.name]:
                 job_id = dead.get("job") or dead.get("id", "")
                 since = float(dead["id"].split("-")[0]) / 1000 if "-" in dead.get("id", "") else now
+                dead_job = await svc.queue.get(job_id) if job_id else None
+                retry, why_not = await self._retry(dead_job) if dead_job is not None else ([], "")
                 items.append(
                     AttentionItem(
                         key=f"dead:{pool.name}:{job_id}",
                         kind="job",
                         severity="critical",
                         title=f"job {job_id} dead-lettered in {pool.name}",
-                        reason=dead.get("reason") or dead.get("error") or "too many attempts",
+                        reason=(dead.get("reason") or dead.get("error") or "too many attempts") + why_not,
                         since=since,
                         link=f"/ui/jobs/{job_id}" if job_id else "/ui/jobs",
                         subject=job_id,
-                        actions=[
-                            AttentionAction(label="Requeue", url=f"/ui/api/actions/jobs/{job_id}/requeue"),
-                            ack_action(f"dead:{pool.name}:{job_id}"),
-                        ],
+                        actions=[*retry, ack_action(f"dead:{pool.name}:{job_id}")],
                         dismissable=True,
                     )
                 )
@@ -287,6 +255,19 @@ class AttentionBuilder:
                     )
                 )
         return items, "ok"
+
+    async def _retry(self, job: Job) -> tuple[list[AttentionAction], str]:
+        """The retry a failed job's item offers: Requeue while its commit is reachable; else why not,
+        and a resubmission at its PR's (or branch's) head when there is one (``gateway.monitor.requeue``)."""
+        check = await requeue_check(self.ctx.services.find(FORGE), job)
+        if check.possible:
+            return [AttentionAction(label="Requeue", url=f"/ui/api/actions/jobs/{job.id}/requeue")], ""
+        if check.head_sha is None:
+            return [], f"; not requeued: {check.reason}"
+        resubmit = AttentionAction(
+            label=head_label(check.head_of), url=f"/ui/api/actions/jobs/{job.id}/resubmit"
+        )
+        return [resubmit], f"; not requeued: {check.reason}"
 
     async def _has_worker(self, pattern: str) -> bool:
         async for _ in self.ctx.redis.scan_iter(match=pattern, count=100):

@@ -59,12 +59,14 @@ def owner_id() -> str:
 
 
 class MonitorFeeder:
-    def __init__(self, ctx: GatewayContext, settings: MonitorSettings, series: SeriesStore) -> None:
+    def __init__(
+        self, ctx: GatewayContext, settings: MonitorSettings, series: SeriesStore, attention: AttentionBuilder
+    ) -> None:
         self.ctx = ctx
         self.settings = settings
         self.series = series
         self.owner = owner_id()
-        self.attention = AttentionBuilder(ctx, settings)
+        self.attention = attention
         self.alerts = AlertDispatcher(
             ctx.redis,
             settings.alerts,

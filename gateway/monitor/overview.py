@@ -14,10 +14,9 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Awaitable, Callable
-from typing import Any, TypeVar
+from typing import TypeVar
 from urllib.parse import urlencode
 
-from gateway import keys as gateway_keys
 from gateway.context import GatewayContext
 from gateway.monitor import keys
 from gateway.monitor.attention import AttentionBuilder
@@ -32,16 +31,13 @@ from gateway.monitor.overview_models import (
     ThroughputFigures,
 )
 from gateway.monitor.series import SeriesStore
-from gateway.monitor.settings import MonitorSettings
-from gateway.principals import PrincipalKind
 from gateway.services import FORGE, JOB_SERVICE, LLM_USAGE, REVIEW_GATE, TASK_BOARD
-from gateway.swarm.board import SwarmBoard
+from gateway.swarm.liveness import LivenessBook
 
 log = logging.getLogger("kswarm.monitor")
 
 HOUR_S = 3600.0
 FAILED_STATES = ("failed", "error", "timeout")
-DOWN_STATES = ("crash-loop", "backoff", "failed", "quarantined")
 JOBS_SCANNED = 5000  # newest submissions of the last day read for "failed in the last hour"
 T = TypeVar("T")
 
@@ -52,13 +48,12 @@ def jobs_link(**filters: str) -> str:
 
 class OverviewBuilder:
     def __init__(
-        self, ctx: GatewayContext, settings: MonitorSettings, series: SeriesStore, attention: AttentionBuilder
+        self, ctx: GatewayContext, series: SeriesStore, attention: AttentionBuilder, liveness: LivenessBook
     ) -> None:
         self.ctx = ctx
-        self.settings = settings
         self.series = series
         self.attention = attention
-        self.board = SwarmBoard(ctx.redis)
+        self.liveness = liveness
 
     async def report(self) -> Overview:
         now = time.time()
@@ -181,40 +176,23 @@ class OverviewBuilder:
         return AgentFigures(up=zero, working=zero, idle=zero, stalled=zero, down=zero)
 
     async def agents(self, now: float) -> tuple[AgentFigures, str]:
-        """Each enabled agent principal once: the supervisor's state first (a stopped agent is down,
-        whatever its last heartbeat said), then its heartbeat's age and the state it reports."""
-        agents = [a for a in await self.ctx.principals.list(PrincipalKind.agent) if not a.disabled]
-        async with self.ctx.redis.pipeline(transaction=False) as pipe:
-            for agent in agents:
-                pipe.hgetall(gateway_keys.heartbeat(agent.name))
-            beats: list[dict[str, Any]] = await pipe.execute()
-        report = await self.board.report()
-        records = {r.name: r for r in report.agents}
+        """Each agent once, by its liveness (``gateway.swarm.liveness``, what every view shows): up is
+        running (working) or idle; stalled; down is everything else (starting, crash-looping,
+        quarantined, stopped)."""
+        report = await self.liveness.report(now)
         counts = {"working": 0, "idle": 0, "stalled": 0, "down": 0}
-        for agent, beat in zip(agents, beats, strict=True):
-            record = records.get(agent.name)
-            stopped = record is not None and (
-                record.quarantined or record.state in DOWN_STATES or not record.running
-            )
-            if stopped:
-                counts["down"] += 1
-            elif not beat.get("ts"):
-                counts["down"] += 1  # never beat: not started yet, or not running at all
-            elif now - float(beat["ts"]) > self.settings.stall_after_s or (
-                record is not None and record.state == "stalled"
-            ):
-                counts["stalled"] += 1
-            elif beat.get("state", "idle") == "idle":
-                counts["idle"] += 1
-            else:
-                counts["working"] += 1
+        for agent in report.agents:
+            if agent.disabled and not agent.supervised:
+                continue  # a principal switched off outside any swarm is no agent of it
+            bucket = {"running": "working", "idle": "idle", "stalled": "stalled"}.get(agent.state, "down")
+            counts[bucket] += 1
         link = "/ui/agents"
         return (
             AgentFigures(
                 up=Figure(value=counts["working"] + counts["idle"], link=link),
                 **{state: Figure(value=n, link=link) for state, n in counts.items()},
             ),
-            "ok" if report.known else f"ok (heartbeats only: {report.reason})",
+            "ok" if report.swarm_known else f"ok (heartbeats only: {report.note})",
         )
 
     # -- spending and throughput ------------------------------------------------------------

@@ -1,6 +1,7 @@
 """``MonitorPlugin`` (``monitor``): Attention, timelines, history and charts, cost per task, operator actions.
 
-Provides ``MONITOR``; uses the forge, the gate, the job runner, the task board and the LLM proxy when
+Provides ``MONITOR`` and ``LIVENESS`` (agents' liveness, with its stall threshold); uses the forge, the
+gate, the job runner, the task board and the LLM proxy when
 they are registered (each part of the monitor says so when its source is missing). Its lifespan runs the
 feeder (``gateway.monitor.feeder``).
 """
@@ -15,18 +16,19 @@ from gateway.monitor.routes import build_monitor_router
 from gateway.monitor.service import MONITOR, MonitorService
 from gateway.monitor.settings import MonitorSettings
 from gateway.plugin import Lifespan, Plugin, background
-from gateway.services import FORGE, JOB_SERVICE, LLM_USAGE, REVIEW_GATE, TASK_BOARD
+from gateway.services import FORGE, JOB_SERVICE, LIVENESS, LLM_USAGE, REVIEW_GATE, TASK_BOARD
 
 
 class MonitorPlugin(Plugin[MonitorSettings]):
     name = "monitor"
     settings_model = MonitorSettings
-    provides = (MONITOR,)
+    provides = (MONITOR, LIVENESS)
     optional = (FORGE, REVIEW_GATE, JOB_SERVICE, TASK_BOARD, LLM_USAGE)
 
     def install(self, app: FastAPI, ctx: GatewayContext, mcp: GatewayMCP) -> Lifespan:
         svc = MonitorService.build(ctx, self.settings)
         ctx.services.provide(MONITOR, svc)
+        ctx.services.provide(LIVENESS, svc.liveness)
         app.include_router(build_monitor_router())
 
         return lambda: background({"kswarm-monitor-feeder": svc.feeder.run()})

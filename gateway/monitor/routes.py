@@ -293,6 +293,14 @@ def build_monitor_router() -> APIRouter:
     async def requeue(job_id: JobId, svc: Monitor, who: OperatorOnly) -> ActionResult:
         return await svc.actions.requeue_job(who, job_id)
 
+    @r.post(
+        "/api/actions/jobs/{job_id}/resubmit",
+        response_model=ActionResult,
+        summary="Run a finished job's kernel again at the current head of its PR or branch (audited)",
+    )
+    async def resubmit(job_id: JobId, svc: Monitor, who: OperatorOnly) -> ActionResult:
+        return await svc.actions.requeue_job(who, job_id, at_head=True)
+
     @r.post("/api/actions/tasks", response_model=ActionResult, summary="Post a task (audited)")
     async def post_task(spec: TaskSpec, svc: Monitor, who: OperatorOnly) -> ActionResult:
         return await svc.actions.post_task(who, spec)

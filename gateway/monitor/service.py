@@ -20,6 +20,7 @@ from gateway.monitor.series import SeriesStore
 from gateway.monitor.settings import MonitorSettings
 from gateway.monitor.timeline import Pricer, TimelineStore
 from gateway.services import LLM_USAGE
+from gateway.swarm.liveness import LivenessBook
 
 
 def proxy_pricer(ctx: GatewayContext) -> Pricer | None:
@@ -46,14 +47,16 @@ class MonitorService:
     charts: ChartBook
     feeder: MonitorFeeder
     overview: OverviewBuilder
+    liveness: LivenessBook
     usage: UsageStore | None = None  # the LLM proxy's books (None: no proxy in this gateway)
 
     @classmethod
     def build(cls, ctx: GatewayContext, settings: MonitorSettings) -> MonitorService:
         series = SeriesStore(ctx.redis, settings.retention_days)
-        attention = AttentionBuilder(ctx, settings)
         usage = ctx.services.find(LLM_USAGE)
-        overview = OverviewBuilder(ctx, settings, series, attention)
+        liveness = LivenessBook(ctx.redis, ctx.principals, settings.stall_after_s)
+        attention = AttentionBuilder(ctx, settings, liveness)
+        overview = OverviewBuilder(ctx, series, attention, liveness)
         return cls(
             settings=settings,
             series=series,
@@ -63,8 +66,9 @@ class MonitorService:
             actions=OperatorActions(ctx, settings),
             # The queue chart's newest point and the overview's pools are one computation.
             charts=ChartBook(series, overview.started_at, overview.pool_depths),
-            feeder=MonitorFeeder(ctx, settings, series),
+            feeder=MonitorFeeder(ctx, settings, series, attention),
             overview=overview,
+            liveness=liveness,
             usage=usage,
         )
 

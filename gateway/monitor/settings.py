@@ -6,6 +6,7 @@ from pydantic import Field
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from gateway.monitor.alert_targets import AlertTargets
+from gateway.swarm.liveness import DEFAULT_STALL_AFTER_S
 
 
 class MonitorSettings(BaseSettings):
@@ -16,7 +17,10 @@ class MonitorSettings(BaseSettings):
     model_config = SettingsConfigDict(env_prefix="KSWARM_MONITOR_", extra="ignore", hide_input_in_errors=True)
 
     stall_after_s: float = Field(
-        60.0, gt=0, description="An agent whose last heartbeat is older than this is stalled (Attention)."
+        DEFAULT_STALL_AFTER_S,
+        gt=0,
+        description="An agent running without a heartbeat for longer than this is stalled, in every view "
+        "(gateway/swarm/liveness.py).",
     )
     pr_blocked_after_s: float = Field(
         600.0, ge=0, description="An open PR the gate has not merged for this long is on Attention."

@@ -86,6 +86,9 @@ class AgentStatus(BaseModel):
     restarts: int = Field(0, description="Restarts by the orchestrator (crashes and requests).")
     last_exit: int | None = Field(None, description="Exit status of the last run, when known.")
     last_error: str = Field("", description="Why the last start failed, if it did.")
+    last_output: str = Field(
+        "", description="The last error line its last run wrote before it exited (its log), if it crashed."
+    )
     last_heartbeat: float | None = Field(None, description="Last heartbeat the supervisor saw.")
     next_start_at: float | None = Field(None, description="When a backed-off restart is due.")
     quarantined: bool = Field(False, description="Held stopped by the supervisor.")

@@ -20,6 +20,7 @@ from gateway.errors import GatewayError, NotFound
 from gateway.events import resume_id
 from gateway.monitor.service import MONITOR
 from gateway.monitor.timeline import TimelineStore
+from gateway.swarm.liveness import liveness_book
 from gateway.ui.agent_cost import agent_cost
 from gateway.ui.deps import UiDep
 from gateway.ui.internal import InternalApi, has_route
@@ -136,6 +137,7 @@ def build_agent_pages(ui: UiService) -> APIRouter:
         record = view.records.get(name)
         if info is None and record is None:
             raise NotFound(f"no agent {name!r}")
+        liveness = (await liveness_book(ui.ctx).by_name()).get(name)
         page, timeline_error = await timeline_page(api, name, None, q, kind)
         usage = None
         if has_route(ui.app, "/api/usage/{name}"):
@@ -166,7 +168,7 @@ def build_agent_pages(ui: UiService) -> APIRouter:
             "agents",
             name=name,
             info=info or {},
-            record=record,
+            liveness=liveness,
             actions=view.action_reasons(name, bool((info or {}).get("disabled"))),
             timeline=page,
             timeline_error=timeline_error,

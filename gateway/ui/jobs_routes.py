@@ -16,12 +16,15 @@ from fastapi.responses import HTMLResponse
 from gateway.client.jobs.models import JOB_ID_RE, TERMINAL_STATES
 from gateway.errors import BadRequest, GatewayError
 from gateway.forge.gate.evidence import EVIDENCE_MEANS
-from gateway.services import FORGE
+from gateway.monitor.requeue import head_label, requeue_check
+from gateway.services import FORGE, JOB_SERVICE
 from gateway.ui.deps import UiDep
 from gateway.ui.internal import InternalApi, has_route, segment
 from gateway.ui.job_prs import prs_of_job
 from gateway.ui.service import UiService
 from kswarm_contracts.verification import ADVISORY_FLAGS, ERROR_FLAGS
+
+RETRIES = ("job:requeue", "job:resubmit")  # audited actions that ran a job again as a new one
 
 POOLS_ROUTE = "/api/jobs/pools"
 FINISHED_STATES = tuple(sorted(s.value for s in TERMINAL_STATES))
@@ -240,13 +243,20 @@ def build_jobs_router(ui: UiService) -> APIRouter:
         if has_route(ui.app, "/api/monitor/actions"):
             audit = await api.get("/api/monitor/actions", target=job_id, limit=20)
             for record in audit.json() if audit.ok else []:
-                if record.get("action") == "job:requeue" and record.get("outcome") == "done":
+                if record.get("action") in RETRIES and record.get("outcome") == "done":
                     requeued_as.append(str(record.get("detail")))
+        retry = None
+        if data.get("state") in FINISHED_STATES:  # whether Requeue can work, else what can (the PR's head)
+            runner = ui.ctx.services.find(JOB_SERVICE)
+            stored = await runner.queue.get(job_id) if runner is not None else None
+            retry = await requeue_check(ui.ctx.services.find(FORGE), stored) if stored else None
         return ui.page(
             "job.html",
             request,
             user,
             "jobs",
+            retry=retry,
+            resubmit_label=head_label(retry.head_of) if retry else "",
             job=summarise(data),
             result=data.get("result") if isinstance(data.get("result"), dict) else None,
             log=log[-LOG_SHOWN:],

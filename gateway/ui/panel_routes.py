@@ -8,6 +8,7 @@ from fastapi import APIRouter, Request
 from fastapi.responses import HTMLResponse, JSONResponse
 from pydantic import BaseModel, Field, ValidationError
 
+from gateway.swarm.liveness import LivenessReport, liveness_book
 from gateway.swarm.models import ControlAction, ControlBody
 from gateway.ui.deps import ActingDep, UiDep
 from gateway.ui.internal import InternalApi, get_routes, has_route
@@ -30,10 +31,12 @@ class ActionResult(BaseModel):
     message: str = Field(description="One line for the operator.")
 
 
-async def agent_rows(api: InternalApi, view: SwarmView) -> tuple[list[dict[str, Any]], dict[str, Any] | None]:
-    """One row per agent (gateway principals and the orchestrator's agents), and the swarm usage."""
-    reply = await api.get("/api/agents")
-    agents = {a["name"]: a for a in (reply.json() if reply.ok else [])}
+async def agent_rows(
+    api: InternalApi, view: SwarmView, liveness: LivenessReport
+) -> tuple[list[dict[str, Any]], dict[str, Any] | None]:
+    """One row per agent (gateway principals and the orchestrator's agents) with its liveness (the
+    state every view shows: ``gateway.swarm.liveness``), and the swarm usage."""
+    agents = {a.name: a for a in liveness.agents}
     usage: dict[str, Any] = {}
     swarm_usage = None
     if has_route(api.app, USAGE_ROUTE):
@@ -46,27 +49,23 @@ async def agent_rows(api: InternalApi, view: SwarmView) -> tuple[list[dict[str, 
         got = await api.get(DOING_ROUTE)
         doing = got.json() if got.ok else {}
     rows = []
-    for name in sorted(set(agents) | set(view.agents)):
-        info = agents.get(name, {})
-        rec = view.records.get(name)
-        disabled = bool(info.get("disabled"))
+    for name in sorted(agents):
+        agent = agents[name]
         now_doing = doing.get(name) or {}
         rows.append(
             {
                 "name": name,
-                "known": bool(info),
-                "disabled": disabled,
-                "orch_state": rec.state if rec else None,
-                "agent_state": info.get("state"),
+                "disabled": agent.disabled,
+                "state": agent.state,
+                "reason": agent.reason,
                 # The timeline's current (or last) tool call with its age; else what the heartbeat says.
-                "doing": now_doing.get("text") or info.get("doing") or "",
+                "doing": now_doing.get("text") or agent.doing,
                 "running_tool": bool(now_doing.get("running")),
-                "last_heartbeat": info.get("last_heartbeat") or (rec.last_heartbeat if rec else None),
-                "restarts": rec.restarts if rec else None,
-                "started_at": rec.started_at if rec and rec.running else None,
-                "last_error": rec.last_error if rec else "",
+                "last_heartbeat": agent.last_heartbeat,
+                "restarts": agent.restarts,
+                "last_error": agent.last_error,
                 "usage": usage.get(name),
-                "actions": view.action_reasons(name, disabled),
+                "actions": view.action_reasons(name, agent.disabled),
             }
         )
     return rows, swarm_usage
@@ -78,7 +77,7 @@ def build_panel_router(ui: UiService) -> APIRouter:
     @router.get("/agents", response_class=HTMLResponse, summary="Agents: state, heartbeats, usage, actions")
     async def agents(request: Request, user: UiDep) -> HTMLResponse:
         view = await ui.control.view()
-        rows, swarm_usage = await agent_rows(ui.api(user), view)
+        rows, swarm_usage = await agent_rows(ui.api(user), view, await liveness_book(ui.ctx).report())
         return ui.page(
             "agents.html",
             request,

@@ -8,13 +8,13 @@ from pathlib import Path
 from typing import Annotated, Any, Literal
 
 import typer
-from rich.table import Table
 
 from gateway.client import GatewayCallError
 from gateway.swarm.models import MemorySummary
 from orchestrator.cli import agent_remote
+from orchestrator.cli.agent_table import liveness_rows, print_agent_table
 from orchestrator.cli.commands import HomeOpt, JsonOpt, command, connect
-from orchestrator.cli.output import colour_of, console, fail, print_json, safe
+from orchestrator.cli.output import console, fail, print_json, safe
 from orchestrator.cli.swarm import Name, load_ctx
 from orchestrator.cli.timeline import register_agent_timeline
 from orchestrator.supervisor import memory as mem
@@ -67,24 +67,15 @@ def register_principal_verbs(agent_app: typer.Typer) -> None:
 
     @command(agent_app, "list")
     def list_agents(home: HomeOpt = None, as_json: JsonOpt = False) -> None:
-        """Agents with their last heartbeat."""
+        """Every agent with its state as the gateway computes it (running, idle, starting, stalled,
+        crash-looping, quarantined, stopped), uptime, restarts, heartbeat, tokens, cost and what it
+        does: the table and JSON rows of `kswarm ps`."""
         with connect(home) as gateway:
-            agents = gateway.agents()
+            rows = liveness_rows(gateway)
         if as_json:
-            print_json(agents)
+            print_json(rows, indent=1)
             return
-        table = Table("agent", "email", "state", "heartbeat", "doing")
-        for a in agents:
-            beat = "never" if a["last_heartbeat"] is None else f"{time.time() - a['last_heartbeat']:.0f}s ago"
-            state = "quarantined" if a["disabled"] else (a["state"] or "-")
-            table.add_row(
-                f"[{colour_of(a['name'])}]{safe(a['name'])}[/]",
-                safe(a["email"]),
-                safe(state),
-                beat,
-                safe(a["doing"]),
-            )
-        console.print(table)
+        print_agent_table(rows)
 
 
 def register_swarm_verbs(agent_app: typer.Typer) -> None:

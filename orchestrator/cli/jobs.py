@@ -4,7 +4,8 @@ and the operator's ``kswarm job cancel|retry ID`` and ``kswarm job submit KERNEL
 Registered on the main CLI with ``orchestrator.cli.jobs.register(app)``; the gateway is found like every
 command's (``commands.connect``). Cancel and retry are the monitor's operator actions
 (``/api/actions/jobs/...``, audited and announced in ``#ops`` like the UI's buttons); retry runs a
-finished job's kernel again at the same sha as a new job. Submit is ``POST /api/jobs`` as the token's
+finished job's kernel again at the same sha as a new job (``--at-head``: at its PR's head, when the sha
+is no longer reachable). Submit is ``POST /api/jobs`` as the token's
 principal.
 """
 
@@ -152,11 +153,24 @@ def register(app: typer.Typer) -> None:
 
     @command(job_app, "retry")
     def retry(
-        job_id: Annotated[str, typer.Argument(help="Job id.")], home: HomeOpt = None, as_json: JsonOpt = False
+        job_id: Annotated[str, typer.Argument(help="Job id.")],
+        at_head: Annotated[
+            bool,
+            typer.Option(
+                "--at-head",
+                help="At the current head of the job's PR (or branch) instead: for a job whose commit a "
+                "force-push made unreachable.",
+            ),
+        ] = False,
+        home: HomeOpt = None,
+        as_json: JsonOpt = False,
     ) -> None:
-        """Run a finished job's kernel again at the same commit, as a new job (operators; audited)."""
+        """Run a finished job's kernel again at the same commit, as a new job (operators; audited). When
+        that commit is no longer reachable the gateway refuses, says why and names the head --at-head
+        runs at (exit 1)."""
+        action = "resubmit" if at_head else "requeue"
         with connect(home) as gateway:
-            result = gateway.request("POST", f"/api/actions/jobs/{checked_job(job_id)}/requeue")
+            result = gateway.request("POST", f"/api/actions/jobs/{checked_job(job_id)}/{action}")
         print_json(result) if as_json else console.print(safe(result["message"]), highlight=False)
 
     @command(job_app, "submit")

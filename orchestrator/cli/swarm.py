@@ -19,6 +19,7 @@ import typer
 from gateway.client import BadInput, GatewayInfo, Missing, NoGateway, kswarm_home
 from gateway.client.home import ensure_home
 from orchestrator.cli import complete
+from orchestrator.cli.agent_table import liveness_rows, print_agent_table
 from orchestrator.cli.commands import HomeOpt, JsonOpt, command, connect
 from orchestrator.cli.lifecycle import (
     UpLock,
@@ -31,7 +32,7 @@ from orchestrator.cli.lifecycle import (
     up_result,
 )
 from orchestrator.cli.lifecycle import detach as run_detached
-from orchestrator.cli.output import age, fail, fail_each, print_json, safe, warn
+from orchestrator.cli.output import fail, fail_each, print_json, warn
 from orchestrator.cli.ui import banner_ui_lines, echo_lines
 from orchestrator.runtime.base import AgentRuntime
 from orchestrator.spec import AgentSpec, RuntimeOptions, SpecError, SwarmSpec, load_spec, template_text
@@ -86,40 +87,23 @@ def port_in_use(host: str, port: int) -> bool:
         return s.connect_ex((host, port)) == 0
 
 
-def gateway_view(home: Path) -> tuple[dict[str, float | None], dict[str, dict[str, Any]], list[Any]]:
-    """Heartbeats, LLM usage per agent and the job pools from the gateway. With no gateway at all
-    ``ps`` still shows the swarm (from the records) and says so; any other failure (a refused token)
-    is the command's."""
+def gateway_view(ctx: Ctx) -> tuple[list[dict[str, Any]], list[Any]]:
+    """The swarm's agents as the gateway computed them (their liveness, tokens and cost) and the job
+    pools. With no gateway at all ``ps`` still shows the swarm (the records, state ``unknown``) and says
+    so; any other failure (a refused token) is the command's."""
+    names = set(ctx.info.agents) | set(ctx.runtime.list())
     try:
-        with connect(home) as gateway:
-            beats = {a["name"]: a.get("last_heartbeat") for a in gateway.agents()}
-            # Tokens and cost from the gateway's LLM proxy (all agents: the CLI is the operator).
-            usage = gateway.get("/api/usage").get("agents", {})
+        with connect(ctx.home) as gateway:
+            rows = liveness_rows(gateway, names)
             pools = gateway.get("/api/jobs/pools")
             url = gateway.target.url
     except NoGateway as exc:
-        warn(f"{exc.line()}; heartbeats from the last record, no usage")
-        return {}, {}, []
+        warn(f"{exc.line()}; the orchestrator's records, no liveness, no usage")
+        return agent_rows(ctx.layout, ctx.runtime), []
     degraded = health_line(url) if url else None
     if degraded:
         warn(f"the gateway is degraded: {degraded}")
-    return beats, usage, pools
-
-
-def print_agents(rows: list[dict[str, Any]]) -> None:
-    typer.echo(
-        f"{'AGENT':<20} {'BACKEND':<8} {'STATE':<12} {'UPTIME':>8} {'RESTARTS':>8} {'HEARTBEAT':>10}"
-        f" {'TOKENS':>9} {'COST':>8}"
-    )
-    for r in rows:
-        beat = age(r["last_heartbeat_s"]) + (" ago" if r["last_heartbeat_s"] is not None else "")
-        typer.echo(
-            f"{r['agent']:<20} {r['backend']:<8} {r['state']:<12} {age(r['uptime_s']):>8} "
-            f"{r['restarts']:>8} {beat:>10} {r['tokens']:>9} {'$' + format(r['cost_usd'], '.4f'):>8}"
-        )
-    for r in rows:  # why a start failed, or why it is held (over its disk bound): below the table
-        if r.get("reason"):
-            typer.echo(f"{r['agent']}: {safe(r['reason'], markup=False)}")
+    return rows, pools
 
 
 def running_agents(ctx: Ctx | None) -> list[str]:
@@ -340,22 +324,19 @@ def register(app: typer.Typer) -> None:
 
     @command(app, "ps")
     def ps(home: HomeOpt = None, as_json: JsonOpt = False) -> None:
-        """Agents with backend, state, uptime, restarts, last heartbeat, tokens and cost; then the job
-        workers (kswarm workers); a degraded gateway is said on stderr."""
+        """Agents with backend, state (the gateway's liveness: running, idle, starting, stalled,
+        crash-looping, quarantined, stopped), uptime, restarts, last heartbeat, tokens, cost and what
+        they do, as `kswarm agent list`; then the job workers (kswarm workers); a degraded gateway is
+        said on stderr."""
         from orchestrator.cli.worker import print_workers
         from orchestrator.supervisor.pool_workers import worker_rows
 
         ctx = load_ctx(home)
-        beats, usage, pools = gateway_view(ctx.home)
-        rows = agent_rows(ctx.layout, ctx.runtime, beats)
-        for r in rows:
-            spent = usage.get(r["agent"], {})
-            r["tokens"] = spent.get("total_tokens", 0)
-            r["cost_usd"] = spent.get("cost_usd", 0.0)
+        rows, pools = gateway_view(ctx)
         if as_json:
             print_json(rows, indent=1)
             return
-        print_agents(rows)
+        print_agent_table(rows)
         workers = worker_rows(ctx.layout, pools)
         if workers:
             typer.echo("")

@@ -19,7 +19,7 @@ Pool = Annotated[str, typer.Argument(help="Pool name.", autocompletion=complete.
 
 def print_workers(rows: list[dict[str, Any]]) -> None:
     typer.echo(
-        f"{'WORKER':<20} {'POOL':<12} {'NODE':<10} {'STATE':<11} {'UPTIME':>7} {'RESTARTS':>8} "
+        f"{'WORKER':<20} {'POOL':<12} {'NODE':<10} {'STATE':<14} {'UPTIME':>7} {'RESTARTS':>8} "
         f"{'HEARTBEAT':>10}  JOBS"
     )
     for r in rows:
@@ -27,7 +27,7 @@ def print_workers(rows: list[dict[str, Any]]) -> None:
         jobs = ",".join(r["jobs"]) or ("-" if r["last_error"] == "" else f"({r['last_error'][:60]})")
         jobs = safe(jobs, markup=False)  # a worker's own words
         typer.echo(
-            f"{r['worker']:<20} {r['pool']:<12} {r['node']:<10} {r['state']:<11} {age(r['uptime_s']):>7} "
+            f"{r['worker']:<20} {r['pool']:<12} {r['node']:<10} {r['state']:<14} {age(r['uptime_s']):>7} "
             f"{r['restarts']:>8} {beat:>10}  {jobs}"
         )
 

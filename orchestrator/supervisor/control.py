@@ -55,6 +55,7 @@ def agent_status(record: AgentRecord, observed: RuntimeStatus | None, quarantine
         restarts=record.restarts,
         last_exit=record.last_exit,
         last_error=record.last_error,
+        last_output=record.last_output,
         last_heartbeat=record.last_heartbeat,
         next_start_at=record.next_start_at,
         quarantined=quarantined,

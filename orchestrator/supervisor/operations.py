@@ -185,10 +185,10 @@ def stop_swarm(layout: SwarmLayout, runtime: AgentRuntime, purge: bool) -> list[
     return sorted(names)
 
 
-def agent_rows(
-    layout: SwarmLayout, runtime: AgentRuntime, beats: dict[str, float | None]
-) -> list[dict[str, Any]]:
-    """What ``kswarm ps`` prints: agent, backend, state, uptime, restarts, last heartbeat."""
+def agent_rows(layout: SwarmLayout, runtime: AgentRuntime) -> list[dict[str, Any]]:
+    """What ``kswarm ps`` shows when no gateway answers: the orchestrator's own records. The state is
+    ``unknown`` (liveness is the gateway's computation: gateway/swarm/liveness.py); the record's own
+    lifecycle state is in ``supervisor_state`` and the reason."""
     info = SwarmInfo.load(layout)
     actual = runtime.list()
     names = sorted(set(info.agents if info else []) | set(actual))
@@ -197,22 +197,24 @@ def agent_rows(
     for name in names:
         rec = load_record(layout, name, runtime.backend)
         status = actual.get(name) or runtime.status(name)
-        state = (
-            rec.state
-            if status.running or rec.state in ("backoff", "crash-loop", "quarantined")
-            else "stopped"
-        )
         started = status.started_at or rec.started_at
-        beat = beats.get(name, rec.last_heartbeat)
+        said = rec.last_error or rec.last_output
         rows.append(
             {
                 "agent": name,
+                "state": "unknown",
+                "supervisor_state": rec.state,
+                "reason": f"no gateway; the orchestrator's record says {rec.state}"
+                + (f": {said}" if said else ""),
                 "backend": runtime.backend,
-                "state": state,
                 "uptime_s": round(now - started, 1) if status.running and started else None,
                 "restarts": rec.restarts,
-                "last_heartbeat_s": round(now - beat, 1) if beat else None,
-                "reason": rec.last_error if state in ("backoff", "crash-loop", "quarantined") else "",
+                "last_heartbeat_s": round(now - rec.last_heartbeat, 1) if rec.last_heartbeat else None,
+                "last_error": said,
+                "doing": "",
+                "email": "",
+                "tokens": 0,
+                "cost_usd": 0.0,
             }
         )
     return rows

@@ -300,6 +300,29 @@ def worker_env() -> dict[str, str]:
     return env
 
 
+WORKER_STALL_S = 60.0  # a worker that runs this long without taking its node lease is stalled
+
+
+def worker_state(rec: WorkerRecord, leased: bool, jobs: int, now: float) -> tuple[str, str]:
+    """(state, why) of one worker, in the agents' vocabulary (gateway/swarm/liveness.py): its process
+    (the record and ``/proc``) and what the gateway sees (``leased``: it holds its node's lease). The
+    one rule behind both ``kswarm workers`` and ``kswarm workers --json``."""
+    if rec.state == "crash-loop":
+        return (
+            "crash-looping",
+            f"{rec.restarts} restart(s); last exit {rec.last_exit}; {rec.last_error}".strip("; "),
+        )
+    if rec.state in ("new", "stopped", "backoff") or not pid_is_worker(rec.pid):
+        why = "exited; restarted after a back-off" if rec.state == "backoff" else "not running"
+        return "stopped", why + (f"; {rec.last_error}" if rec.last_error else "")
+    if leased:
+        return ("running", f"running {jobs} job(s)") if jobs else ("idle", "holds its node, no job")
+    up_s = now - (rec.started_at or now)
+    if up_s > WORKER_STALL_S:
+        return "stalled", f"runs for {up_s:.0f} s but holds no node lease at the gateway"
+    return "starting", "started; has not taken its node lease yet"
+
+
 def worker_rows(layout: SwarmLayout, live: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """What ``kswarm workers`` prints: each record with the gateway's view of its pool (``live``: the
     pools listing) -- the node lease's holder, when it was last heard of, and the jobs it runs."""
@@ -311,12 +334,14 @@ def worker_rows(layout: SwarmLayout, live: list[dict[str, Any]]) -> list[dict[st
         node = rec.node or pool_wide_node(pool.get("config") or {})
         lease: dict[str, Any] = next((w for w in pool.get("workers") or [] if w.get("node") == node), {})
         running = [j for j in pool.get("running_jobs") or [] if j.get("node") == node]
+        state, why = worker_state(rec, bool(lease), len(running), now)
         rows.append(
             {
                 "worker": rec.name,
                 "pool": rec.pool,
                 "node": node,
-                "state": rec.state,
+                "state": state,
+                "reason": why,
                 "pid": rec.pid,
                 "uptime_s": round(now - rec.started_at, 1) if rec.started_at and rec.pid else None,
                 "restarts": rec.restarts,

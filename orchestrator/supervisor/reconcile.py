@@ -21,6 +21,7 @@ a machine that shares the home writes them itself. The gateway never touches the
 from __future__ import annotations
 
 import logging
+import re
 import threading
 import time
 from concurrent.futures import FIRST_COMPLETED, ThreadPoolExecutor, wait
@@ -53,6 +54,29 @@ class AgentRecord(BaseModel):
     last_exit: int | None = Field(None, description="Exit status of the last run, when known.")
     last_heartbeat: float | None = Field(None, description="Last heartbeat the gateway saw.")
     last_error: str = Field("", description="Why the last start failed, if it did.")
+    last_output: str = Field(
+        "", description="The last error line its last run wrote before it exited (its log), if it crashed."
+    )
+
+
+ERROR_HINT = re.compile(r"error|exception|traceback|fatal|not found|no such|denied|refused", re.IGNORECASE)
+LOG_TAIL_LINES = 40
+LAST_ERROR_CHARS = 300
+
+
+def last_error_line(runtime: AgentRuntime, name: str) -> str:
+    """What a crashed run said last, for the operator: the last line of its log's tail that reads like
+    an error (a traceback's final line, ``ModuleNotFoundError: ...``), else its last line; '' if none.
+    The agent wrote it: bounded, and shown escaped by every view."""
+    try:
+        lines = [line.strip() for line in runtime.logs(name, tail=LOG_TAIL_LINES)]
+    except Exception as exc:  # no log (a container already removed): the exit status still says something
+        log.info("no log of %s to tell why it exited: %s", name, exc)
+        return ""
+    lines = [line for line in lines if line]
+    errors = [line for line in lines if ERROR_HINT.search(line)]
+    chosen = (errors or lines or [""])[-1]
+    return chosen[:LAST_ERROR_CHARS].encode("utf-8", "replace").decode()
 
 
 def control_dir(layout: SwarmLayout, kind: Literal["requests", "quarantine"]) -> Path:
@@ -216,6 +240,7 @@ class Reconciler:
                 self._running(rec, now)
             elif rec.state in ("starting", "running", "stalled"):  # it was up and is gone: a crash
                 log.warning("agent %s exited (status %s)", name, status.exit_code)
+                rec.last_output = last_error_line(self.runtime, name)
                 self._crashed(rec, now, status.exit_code)
                 if rec.next_start_at is not None and rec.next_start_at <= now:
                     rec.restarts += 1
@@ -293,6 +318,7 @@ class Reconciler:
             rec.state = "running"
         if rec.crashes and now - rec.started_at > self.lc.stable_after_s:
             rec.crashes = []  # up long enough: past crashes no longer count
+            rec.last_output = ""  # nor does what the last crashed run said
         last_sign = max(rec.last_heartbeat or 0.0, rec.started_at)
         silent = now - last_sign
         if silent > self.lc.stall_after_s and rec.state != "stalled":

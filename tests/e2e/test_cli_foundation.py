@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import time
@@ -44,8 +45,9 @@ def test_up_agents_dm_tail_and_clean_stop(short_tmp: Path) -> None:
             assert result.returncode == 0, result.stderr
             added[name] = result.stdout.strip().splitlines()[-1]
             assert added[name].startswith("ksw_")
-        listing = kswarm(home, "agent", "list")
-        assert "alice@agents.kswarm" in listing.stdout and "bob@agents.kswarm" in listing.stdout
+        listing = kswarm(home, "agent", "list", "--json")
+        emails = {a["agent"]: a["email"] for a in json.loads(listing.stdout)}
+        assert emails["alice"] == "alice@agents.kswarm" and emails["bob"] == "bob@agents.kswarm"
 
         follower = subprocess.Popen(
             [KSWARM, "chat", "tail", "-f", "-n", "0"],

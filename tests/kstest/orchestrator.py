@@ -65,6 +65,9 @@ class SwarmUnderTest:
             self.gateway.url,
             self.gateway.operator_token,
             self.gateway.socket_path,
+            # As `kswarm up` does: the supervisor publishes to the gateway's Redis, where the gateway
+            # computes each agent's liveness (what `kswarm ps` shows).
+            redis_url=self.gateway.redis_url,
         )
 
     def start_thread(self) -> None:
@@ -97,6 +100,8 @@ class SwarmUnderTest:
                 self.backend,
                 "--socket",
                 str(self.gateway.socket_path),
+                "--redis-url",
+                self.gateway.redis_url,
             ],
             env=env,
             stdout=log,

@@ -120,7 +120,7 @@ def wait_workers_running(home: Path, n: int, timeout: float = 60) -> list[dict[s
         view = workers_json(home)
         rows = view["workers"]
         live = sum(len(p["workers"] or []) for p in view["pools"])
-        running = [r for r in rows if r["state"] == "running"]
+        running = [r for r in rows if r["state"] in ("running", "idle")]  # idle: serving, no job
         return rows if len(running) == n and live == n else None
 
     return wait_for(ok, timeout, f"{n} workers running and serving")

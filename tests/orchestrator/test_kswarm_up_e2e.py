@@ -26,7 +26,9 @@ def all_heartbeating(home: Path, since: float, n: int) -> bool:
     rows = ps(home)
     now = time.time()
     return len(rows) == n and all(
-        r["state"] == "running" and r["last_heartbeat_s"] is not None and now - r["last_heartbeat_s"] > since
+        r["state"] in ("running", "idle")
+        and r["last_heartbeat_s"] is not None
+        and now - r["last_heartbeat_s"] > since
         for r in rows
     )
 

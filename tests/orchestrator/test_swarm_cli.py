@@ -58,7 +58,8 @@ def test_ps_shows_agents_heartbeating(swarm_factory, cli) -> None:
     rows = json.loads(cli(swarm, "ps", "--json").output)
     assert [r["agent"] for r in rows] == ["a-1", "a-2"]
     for r in rows:
-        assert r["backend"] == "process" and r["state"] == "running" and r["restarts"] == 0
+        # The gateway's liveness: heartbeating, the scripted agents report idle or working.
+        assert r["backend"] == "process" and r["state"] in ("idle", "running") and r["restarts"] == 0
         assert r["uptime_s"] is not None and r["last_heartbeat_s"] is not None and r["last_heartbeat_s"] < 10
         assert r["tokens"] == 0 and r["cost_usd"] == 0.0, "scripted agents spend nothing at the LLM proxy"
     table = cli(swarm, "ps").output

@@ -67,6 +67,10 @@ def test_up_runs_heals_and_stops_the_pools_workers(short_tmp: Path) -> None:
             ("cpu-1", "cpu", "local"),
             ("cpu-2", "cpu", "local-2"),
         ]
+        # `kswarm workers` and `kswarm workers --json` show the same state per worker (one rule).
+        table = {line.split()[0]: line.split()[3] for line in kswarm(home, "workers").stdout.splitlines()[1:]}
+        again = {r["worker"]: r["state"] for r in workers_json(home)["workers"]}
+        assert table == again and set(again.values()) <= {"running", "idle"}, (table, again)
         # They run as the pool's worker principal, with the token in a file, never in argv or env.
         token_file = home / "swarm" / "workers" / "cpu.token"
         token = token_file.read_text().strip()

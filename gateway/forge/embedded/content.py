@@ -80,6 +80,10 @@ class RepositoryContent:
     async def resolve_ref(self, org: str, repo: str, ref: str) -> str | None:
         return await (await self._repo(org, repo)).resolve(ref)
 
+    async def commit_reachable(self, org: str, repo: str, sha: str) -> bool:
+        bare = await self._repo(org, repo)
+        return await bare.reachable(sha)
+
     async def get_commit(self, org: str, repo: str, sha: str) -> CommitInfo:
         bare = await self._repo(org, repo)
         meta = await bare.commit_info(await self._commit_of(bare, org, repo, sha))

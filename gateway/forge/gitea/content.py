@@ -66,6 +66,11 @@ class GiteaContent:
         await self._repo_exists(org, repo)
         return None
 
+    async def commit_reachable(self, org: str, repo: str, sha: str) -> bool:
+        """Gitea's API does not say which refs contain a commit: whether it still has it is as near as
+        it gets (a clone of a force-pushed-away commit fails at the worker, which says so)."""
+        return await self.resolve_ref(org, repo, sha) == sha
+
     async def _sha(self, org: str, repo: str, ref: str) -> str:
         sha = await self.resolve_ref(org, repo, ref)
         if sha is None:

@@ -43,6 +43,8 @@ async def test_refs_commits_files_and_trees(forge: Forge, quiet_gw: ForgeGateway
     assert await forge.read_file("proto", name, head, "missing.md") is None
     assert await forge.resolve_ref("proto", name, "no-such-branch") is None
     assert await forge.resolve_ref("proto", name, head) == head
+    assert await forge.commit_reachable("proto", name, head), "main contains its head"
+    assert not await forge.commit_reachable("proto", name, "0" * 40), "a commit the forge does not have"
     assert await status_of(forge.resolve_ref("proto", f"absent-{name}", "main")) == 404
     assert await status_of(forge.read_file("proto", name, "no-such-branch", "README.md")) == 404
 

@@ -17,6 +17,7 @@ ACTIONS = [
     ("/api/actions/prs/kswarm/kernels/1/comment", {"body": "see #reviews"}),
     ("/api/actions/jobs/j0123456789abcdef/cancel", {}),
     ("/api/actions/jobs/j0123456789abcdef/requeue", {}),
+    ("/api/actions/jobs/j0123456789abcdef/resubmit", {}),
     ("/api/actions/tasks", {"id": "softmax-attack", "title": "posted by an attacker"}),
     ("/api/actions/tasks/softmax/release", {}),
     ("/api/actions/tasks/softmax/reassign", {"agent": "dev-1"}),

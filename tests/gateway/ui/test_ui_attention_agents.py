@@ -17,7 +17,8 @@ from kstest.waiting import wait_for
 from orchestrator.supervisor.reconcile import load_record
 
 CRASHER = '  - name: c-1\n    runtime: {command: ["python", "-c", "import sys; sys.exit(3)"]}\n'
-SLEEPER = '  - name: s-1\n    runtime: {command: ["python", "-c", "import time; time.sleep(600)"]}\n'
+# A real agent that heartbeats every second (the monitor here calls 3 s of silence stalled).
+HEALTHY = "  - name: s-1\n    runtime: {heartbeat_s: 1}\n"
 
 
 def item(gw: MonitorUiGateway, key: str, title: str) -> dict | None:
@@ -29,17 +30,17 @@ def item(gw: MonitorUiGateway, key: str, title: str) -> dict | None:
 def test_crash_loop_and_quarantine_come_and_go_on_attention(
     mon_ui: MonitorUiGateway, short_tmp: Path
 ) -> None:
-    with running_swarm(mon_ui, CRASHER + SLEEPER, crash_loop_after=3, crash_window_s=30) as swarm:
+    with running_swarm(mon_ui, CRASHER + HEALTHY, crash_loop_after=3, crash_window_s=30) as swarm:
         looping = wait_for(
-            lambda: item(mon_ui, "agent:c-1", "c-1 is crash-loop"), 60, "c-1 crash-looping on Attention"
+            lambda: item(mon_ui, "agent:c-1", "c-1 is crash-looping"), 60, "c-1 crash-looping on Attention"
         )
         assert looping["severity"] == "critical" and looping["link"] == "/ui/agents/c-1", looping
-        assert "crash-looping" in looping["reason"] and "last exit 3" in looping["reason"], looping
+        assert "keeps exiting" in looping["reason"] and "last exit 3" in looping["reason"], looping
         actions = action_urls(looping)
         assert actions == {"Restart": "/ui/agents/c-1/restart", "Quarantine": "/ui/agents/c-1/quarantine"}
         assert cli_attention_items(mon_ui, short_tmp)["agent:c-1"]["reason"] == looping["reason"]
         code, table, _ = cli_attention(mon_ui, short_tmp)
-        assert code == 0 and "c-1 is crash-loop" in table and "/ui/agents/c-1" in table
+        assert code == 0 and "c-1 is crash-looping" in table and "/ui/agents/c-1" in table
 
         with mon_ui.login() as browser:
             csrf = {"X-CSRF-Token": browser.csrf}

@@ -192,7 +192,8 @@ def test_agents_panel_shows_the_published_swarm_its_memory_and_metrics(ui_gatewa
         def published() -> str | None:
             with ui_gateway.login() as browser:
                 page = browser.get("/ui/agents", headers=HTML).text
-            return page if page.count('class="st st-running"') == 2 else None
+            up = re.findall(r'data-liveness="(running|idle)"', page)
+            return page if len(up) == 2 else None
 
         page = wait_for(published, 60, "both agents published as running")
         assert f"swarm {ui_gateway.swarm} · process · orchestrator running" in page

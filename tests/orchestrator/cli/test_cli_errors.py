@@ -135,7 +135,7 @@ def test_home_finds_its_running_gateway(
     listed = kswarm("agent", "list", "--json", home=tmp_path / "elsewhere", url="", token="")
     assert listed.code == 3, "without --home (and no KSWARM_HOME) the other home has no gateway"
     listed = kswarm("agent", "list", "--home", str(home), "--json")
-    assert f"via-{over}" in {a["name"] for a in json.loads(listed.stdout)}
+    assert f"via-{over}" in {a["agent"] for a in json.loads(listed.stdout)}
 
 
 @pytest.mark.parametrize(

@@ -124,8 +124,8 @@ def test_without_mounts_the_watchdog_quarantines_an_agent_over_its_bound(
     assert not disk.mounted(swarm.layout.agent_data("d-1"))
     assert "bounded by a watchdog" in (swarm.supervisor.warning or "")  # what `kswarm up` says once
     assert any("d-1 is quarantined: over its disk bound" in t for t in swarm.ops_texts())
-    row = agent_rows(swarm.layout, swarm.supervisor.runtime, {})[0]  # what `kswarm ps` shows
-    assert row["state"] == "quarantined" and "over its disk bound" in row["reason"]
+    row = agent_rows(swarm.layout, swarm.supervisor.runtime)[0]  # what `kswarm ps` shows without a gateway
+    assert row["supervisor_state"] == "quarantined" and "over its disk bound" in row["reason"]
 
 
 def loop_devices_of(image: Path) -> list[str]:
