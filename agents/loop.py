@@ -15,6 +15,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import os
 import signal
 import time
 from dataclasses import dataclass
@@ -33,6 +34,8 @@ from gateway.client import AsyncGatewayClient
 
 log = logging.getLogger("kswarm.agent")
 NOT_RUN = "not run: your reply was cut at max_tokens, so this call's input may be incomplete"
+# A stopped agent (SIGTERM/SIGINT) is gone within this: the orchestrator waits longer before SIGKILL.
+STOP_GRACE_S = 6.0
 
 
 @dataclass(frozen=True)
@@ -241,8 +244,20 @@ def serve(config: AgentConfig | None = None) -> int:
         task = asyncio.current_task()
         assert task is not None
         running = asyncio.get_running_loop()
+
+        def stop() -> None:
+            # Cancel the agent, and bound its way out: each step of it is bounded (the last timeline
+            # flush, the MCP session's close), and this bounds them all, so a stop always ends.
+            task.cancel()
+            running.call_later(STOP_GRACE_S, leave_now)
+
+        def leave_now() -> None:
+            log.warning("stopping took over %.0f s: exiting without finishing the clean-up", STOP_GRACE_S)
+            logging.shutdown()
+            os._exit(0)
+
         for sig in (signal.SIGTERM, signal.SIGINT):
-            running.add_signal_handler(sig, task.cancel)
+            running.add_signal_handler(sig, stop)
         with contextlib.suppress(asyncio.CancelledError):
             await run_agent(config)
 

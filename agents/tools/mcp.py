@@ -7,6 +7,7 @@ restart is simply reopened and the call retried once.
 
 from __future__ import annotations
 
+import asyncio
 import json
 import logging
 from contextlib import AsyncExitStack
@@ -20,6 +21,11 @@ from agents.config import AgentConfig
 from agents.tools.result import ToolResult, truncate
 
 log = logging.getLogger("kswarm.agent.mcp")
+
+# Closing the session ends it at the gateway (an HTTP DELETE): on the way out that gets a few seconds,
+# not the client's two minutes for a tool call, so a slow or stopping gateway cannot hold a stopping
+# agent (seen in CI: SIGTERM, then more than 10 s in the session's close).
+CLOSE_S = 3.0
 
 
 def result_text(result: Any) -> str:
@@ -98,9 +104,10 @@ class McpTools:
         stack, self.stack, self.session = self.stack, None, None
         if stack is not None:
             try:
-                await stack.aclose()
-            except Exception as exc:  # a dead gateway must not stop the agent from shutting down
-                log.debug("closing the MCP session: %s", exc)
+                async with asyncio.timeout(CLOSE_S):
+                    await stack.aclose()
+            except Exception as exc:  # a dead or slow gateway must not stop the agent from shutting down
+                log.debug("closing the MCP session: %r", exc)
 
     def specs(self) -> list[dict[str, Any]]:
         return [dict(t) for t in self.tools]

@@ -30,6 +30,14 @@ files_manifest() {
   (cd "$1" && find node_modules -type f -printf '%p %s\n' | LC_ALL=C sort | sha256sum | cut -d' ' -f1)
 }
 
+# One installer at a time per cache dir: the suite's workers ask for the Inspector at once (pytest-xdist
+# spreads one module's tests over several), and two installs into one staging dir delete each other's
+# files (seen in CI: "npm install ... failed:" with the log already gone). The second waits, then finds
+# the first one's install below.
+mkdir -p "$(dirname "$PREFIX")"
+exec 9>"$PREFIX.lock"
+flock 9
+
 # Installed, whole and working (a cache copied from elsewhere, or half removed, is installed again).
 if [[ -x "$WRAPPER" ]] && [[ -f "$PREFIX/.files" ]] && [[ "$(files_manifest "$PREFIX")" == "$(cat "$PREFIX/.files")" ]] \
   && [[ "$("$WRAPPER" --version 2>/dev/null)" == "$INSPECTOR_VERSION" ]]; then
@@ -59,7 +67,7 @@ mkdir -p "$staging"
 log="$staging/npm-install.log"
 if ! npm install --prefix "$staging" --no-audit --no-fund --no-save --fetch-timeout=60000 \
   "${packages[@]}" >"$log" 2>&1; then
-  fail "npm install ${packages[*]} failed: $(grep -m1 -i 'err' "$log" || tail -1 "$log")"
+  fail "npm install ${packages[*]} failed: $( (grep -i 'err' "$log" || grep -v '^\s*$' "$log" || echo 'npm printed nothing') | tail -3 | tr '\n' ' ')"
 fi
 [[ -f "$staging/node_modules/@modelcontextprotocol/inspector/package.json" ]] \
   || fail "npm install ${packages[*]} left no @modelcontextprotocol/inspector in $staging"

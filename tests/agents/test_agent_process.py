@@ -67,3 +67,52 @@ def test_agent_process_answers_a_dm_offline_and_stops_on_sigterm(
     )  # the commit carries the gateway's identity, not the (wrong) global git config
     assert log.stdout.strip() == "bot <bot@agents.test>"
     assert (data / "history/transcript.jsonl").exists() and (data / "history/context.json").exists()
+
+
+STUBBORN = """
+import asyncio
+import agents.loop as loop
+from agents.config import AgentConfig
+
+async def stubborn(config, heartbeat=None, model=None):
+    print("up", flush=True)
+    try:
+        await asyncio.sleep(3600)
+    finally:  # a clean-up that never ends (a gateway that never answers the session's close)
+        await asyncio.shield(asyncio.sleep(3600))
+
+loop.run_agent = stubborn
+loop.STOP_GRACE_S = 0.5
+raise SystemExit(loop.serve(AgentConfig.load()))
+"""
+
+
+def test_a_stop_ends_even_when_a_clean_up_step_hangs(short_tmp: Path) -> None:
+    """SIGTERM bounds the whole way out: an agent whose clean-up never finishes still exits 0 (the
+    orchestrator would otherwise wait out its own timeout and SIGKILL it, losing the last log lines)."""
+    token = short_tmp / "token"
+    token.write_text("ksw_unused\n")
+    env = {
+        "PATH": "/usr/bin:/bin",
+        "PYTHONPATH": str(Path(__file__).resolve().parents[2]),
+        "KSWARM_AGENT": "bot",
+        "KSWARM_GATEWAY_SOCKET": str(short_tmp / "gw.sock"),
+        "KSWARM_TOKEN_FILE": str(token),
+        "KSWARM_WORK": str(short_tmp),
+        "KSWARM_MEMORY": str(short_tmp),
+        "KSWARM_HISTORY": str(short_tmp),
+        "KSWARM_MODEL": "scripted",
+    }
+    proc = subprocess.Popen(
+        [sys.executable, "-c", STUBBORN], env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT
+    )
+    try:
+        assert proc.stdout is not None
+        assert proc.stdout.readline().strip() == b"up"
+        os.kill(proc.pid, signal.SIGTERM)
+        out, _ = proc.communicate(timeout=60)  # far above the grace: a hang fails here
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert proc.returncode == 0, out.decode()
+    assert b"exiting without finishing the clean-up" in out
