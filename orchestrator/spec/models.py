@@ -30,6 +30,7 @@ from pydantic import (
 )
 
 from gateway.client.jobs.pools import PoolConfig
+from gateway.dataset.rules import DatasetRules
 from gateway.forge.gate.evidence import parse_check_context
 from gateway.forge.gate.policy import ReviewPolicy
 from gateway.llm.config import BudgetSettings
@@ -290,6 +291,11 @@ class SwarmSpec(_Model):
         default_factory=list,
         description="Where the monitor pushes Attention items as they appear (webhook, Slack): the "
         "monitor's own AlertTarget list.",
+    )
+    dataset: DatasetRules = Field(
+        default_factory=DatasetRules,
+        description="What `kswarm dataset build` publishes: the rejected records' timeline excerpts "
+        "(opt-out) and their bound.",
     )
     lifecycle: Lifecycle = Field(default_factory=Lifecycle, description="Restart and stall timing.")
     docker: DockerOptions = Field(default_factory=DockerOptions, description="Docker backend options.")
