@@ -11,10 +11,14 @@ from typing import Any
 
 from gateway.client.jobs.models import CounterexampleJob, Job, JobState
 from gateway.client.jobs.pools import NodeConfig, PoolConfig
-from gateway.counterexamples.models import Counterexample
+from gateway.counterexamples.models import Counterexample, CounterexampleRequest
 from gateway.counterexamples.outcome import decide
 from gateway.counterexamples.regression import case_bytes, regression_case
+from gateway.counterexamples.service import CounterexampleService
+from gateway.counterexamples.settings import CounterexampleSettings
 from gateway.counterexamples.targets import task_domain
+from gateway.errors import CounterexampleError
+from gateway.forge.gate.evidence import Verification
 from gateway.forge.gate.kernels import DEFAULT_TRUSTED_PATHS, classify
 from gateway.forge.gate.regressions import admit_regressions, parse_regression_path
 from gateway.forge.models import ChangedFile, PullRequest, RepoFile
@@ -22,6 +26,7 @@ from kswarm_contracts.counterexample import CounterexampleInput
 from orchestrator.worker.results import harness_argv, write_counterexample
 
 CX = "cx0123456789abcdef"
+KERNEL = "kernels/add/alice_block.py"
 INPUT = CounterexampleInput(case={"n": 4097}, dtype="float32", seed=3)
 POOL = PoolConfig(name="cpu", nodes=[NodeConfig(name="local", devices=[0])])
 
@@ -153,3 +158,52 @@ def test_a_tasks_domain_is_read_without_running_it() -> None:
     assert task_domain('import os\nDOMAIN = {"dims": {"n": [1, 8]}}\n') == {"dims": {"n": [1, 8]}}
     assert task_domain("DOMAIN = make_domain()\n") is None
     assert task_domain("x = 1\n") is None
+
+
+class TargetForge:
+    """The PR lists ``check_target`` reads."""
+
+    def __init__(self, merged_head: str, open_head: str) -> None:
+        base = {"org": "kswarm", "repo": "dataset", "title": "t", "author": "alice", "base": "main"}
+        self.closed = [
+            PullRequest(
+                number=1, head="alice/a", state="closed", merged=True, merged_head_sha=merged_head, **base
+            )
+        ]
+        self.open = [PullRequest(number=2, head="alice/b", head_sha=open_head, **base)]
+
+    async def list_prs(self, org: str, repo: str, state: str = "open") -> list[PullRequest]:
+        return self.closed if state == "closed" else self.open
+
+
+class Ledger:
+    def __init__(self, passes: dict[str, str]) -> None:
+        self.passes = passes  # sha -> kernel with a passing verify job there
+
+    async def for_sha(self, repo: str, sha: str) -> list[Verification]:
+        kernel = self.passes.get(sha)
+        if kernel is None:
+            return []
+        job = {"job_id": "j1", "submitter": "alice", "state": "succeeded", "verdict": "pass"}
+        return [Verification(repo=repo, sha=sha, kernel=kernel, task="add", pool="cpu", kind="verify", **job)]
+
+
+def check_target(targets: str, sha: str, passes: dict[str, str]) -> str | None:
+    settings = CounterexampleSettings(targets=targets)  # type: ignore[arg-type]
+    svc = CounterexampleService.__new__(CounterexampleService)
+    svc.settings, svc.forge, svc.ledger = settings, TargetForge("m" * 40, "o" * 40), Ledger(passes)  # type: ignore[assignment]
+    request = CounterexampleRequest(task="add", repo="kswarm/dataset", kernel=KERNEL, sha=sha, input=INPUT)
+    try:
+        asyncio.run(svc.check_target(request))
+    except CounterexampleError as exc:
+        return exc.message
+    return None
+
+
+def test_the_spec_policy_decides_what_may_be_attacked() -> None:
+    merged, opened = "m" * 40, "o" * 40
+    assert check_target("merged", merged, {merged: KERNEL}) is None
+    assert "no passing verification" in (check_target("merged", merged, {}) or "")
+    assert "no merged PR's head" in (check_target("merged", opened, {}) or "")
+    assert check_target("merged-and-open", opened, {}) is None
+    assert "open PRs' heads" in (check_target("merged-and-open", "x" * 40, {}) or "")
