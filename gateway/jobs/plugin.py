@@ -20,8 +20,8 @@ from gateway.client.jobs.models import (
     HeartbeatReply,
     HeartbeatRequest,
     Job,
-    JobKind,
     JobRequest,
+    SubmittableKind,
     TakeRequest,
     WorkerToken,
 )
@@ -157,7 +157,7 @@ def register_job_tools(mcp: GatewayMCP, svc: JobService) -> None:
         repo: str | None = None,
         pool: str = "cpu",
         devices: int | None = None,
-        kind: JobKind = "verify",
+        kind: SubmittableKind = "verify",
         timeout_s: int | None = None,
         reproduce_pr: int | None = None,
     ) -> dict[str, Any]:

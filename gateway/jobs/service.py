@@ -20,6 +20,7 @@ from gateway import keys as gateway_keys
 from gateway.client.jobs.kernel_paths import task_of_kernel
 from gateway.client.jobs.models import (
     Assignment,
+    CounterexampleJob,
     FinishReply,
     FinishRequest,
     HeartbeatReply,
@@ -81,7 +82,12 @@ class JobService:
 
     # -- agents and operators -----------------------------------------------------------------
 
-    async def submit(self, principal: Principal, request: JobRequest) -> Job:
+    async def submit(
+        self, principal: Principal, request: JobRequest, counterexample: CounterexampleJob | None = None
+    ) -> Job:
+        """Queue ``request`` for ``principal``. ``counterexample`` (the counterexample service only, never
+        a request field) makes it a ``counterexample`` job carrying that payload; the pool admits it as
+        the verify job it is besides."""
         if principal.kind not in (PrincipalKind.agent, PrincipalKind.operator):
             raise JobError(f"{principal.kind.value} principals do not submit jobs", 403)
         task = task_of_kernel(request.kernel)  # the only task this file can be verified as
@@ -120,7 +126,8 @@ class JobService:
             pool=pool.name,
             nodes=request.nodes,
             devices=devices,
-            kind=request.kind,
+            kind="counterexample" if counterexample is not None else request.kind,
+            counterexample=counterexample,
             timeout_s=timeout,
             priority=priority,
             reproduce_pr=request.reproduce_pr,
