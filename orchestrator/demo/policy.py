@@ -30,10 +30,12 @@ from orchestrator.demo.developer import dev_fix, dev_job_result, dev_merged, dev
 from orchestrator.demo.steps import (
     ATTACK_RE,
     CHANGES_RE,
+    CONFIRMED_RE,
     JOB_DM_RE,
     KICKOFF_RE,
     MERGED_RE,
     REGRESSION_FILE_RE,
+    REGRESSION_PING_RE,
     REVIEW_PING_RE,
     REVIEW_REQUEST_RE,
     WITHDRAWN_RE,
@@ -41,6 +43,7 @@ from orchestrator.demo.steps import (
     Flow,
     changed_paths,
     flags_text,
+    me,
     names_after,
 )
 
@@ -52,11 +55,22 @@ __all__ = ["DemoPolicy", "demo_rules"]
 
 def rev_look(policy: DemoPolicy, event: dict[str, Any]) -> list[Step]:
     """A review request: read the PR now; the verdict waits for the job's result -- except for a PR
-    that only adds a red team's regression case, which no job verifies: the gate has already checked
-    that the file is a confirmed counterexample's (else it names it in blocked_paths)."""
+    that only adds a red team's regression case (``review_regression``)."""
     found = REVIEW_REQUEST_RE.search(event.get("text", ""))
     assert found is not None
-    repo, number = found.group(1), int(found.group(2))
+    return review_regression(found.group(1), int(found.group(2)))
+
+
+def rev_regression(policy: DemoPolicy, event: dict[str, Any]) -> list[Step]:
+    """The red team asks for a review of its regression PR."""
+    found = REGRESSION_PING_RE.search(event.get("text", ""))
+    assert found is not None
+    return review_regression(policy.repo, int(found.group(1)))
+
+
+def review_regression(repo: str, number: int) -> list[Step]:
+    """Read the PR; approve it when it only adds regression cases, which no job verifies: the gate has
+    already checked each file against its confirmed counterexample (else it names it in blocked_paths)."""
     flow = Flow()
     flow.add("view", lambda s: Call("pr_view", {"number": number, "repo": repo, "diff": True}))
 
@@ -192,6 +206,27 @@ def rev_decide(policy: DemoPolicy, event: dict[str, Any]) -> list[Step]:
     return flow.steps
 
 
+def red_confirmed(policy: DemoPolicy, event: dict[str, Any]) -> list[Step]:
+    """Our counterexample was confirmed and its regression PR opened: ask a reviewer for it."""
+    found = CONFIRMED_RE.search(event.get("text", ""))
+    assert found is not None
+    cx, task, number = found.group(1), found.group(2), int(found.group(3))
+    flow = Flow([need_identity])
+
+    def ask(s: Scratch) -> Call | None:
+        reviewers = policy.reviewer_for(task, me(s))
+        if not reviewers:
+            return None
+        text = (
+            f"@{reviewers[0]} please review regression PR #{number}: counterexample {cx} for `{task}` was "
+            "confirmed by its job; the PR adds the case, and every accepted kernel is re-verified on merge."
+        )
+        return Call("chat_post", {"channel": "reviews", "text": text})
+
+    flow.add("ask", ask)
+    return flow.steps
+
+
 # -- lead ---------------------------------------------------------------------------------------
 
 
@@ -244,6 +279,8 @@ def demo_rules(policy: DemoPolicy, role: str) -> dict[str, Rule]:
             return lead_kickoff(policy, event)
         if JOB_DM_RE.match(text):
             return dev_job_result(policy, event) if role == "developer" else []
+        if role == "red-team" and CONFIRMED_RE.search(text):
+            return red_confirmed(policy, event)
         return base["dm"](event)
 
     def on_mention(event: dict[str, Any]) -> list[Step]:
@@ -254,6 +291,8 @@ def demo_rules(policy: DemoPolicy, role: str) -> dict[str, Rule]:
             return dev_fix(policy, event)
         if role == "developer" and "task_claim" in text:
             return dev_start(policy, event)
+        if role == "reviewer" and REGRESSION_PING_RE.search(text):
+            return rev_regression(policy, event)
         if role == "reviewer" and REVIEW_PING_RE.search(text):
             return rev_decide(policy, event)
         return base["mention"](event)

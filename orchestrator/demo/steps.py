@@ -30,6 +30,10 @@ KICKOFF_RE = re.compile(r"^Kick-off\b")
 # A developer's word to the red team after a merge, and what tells the author a kernel was withdrawn.
 ATTACK_RE = re.compile(r"merged (kernels/([a-z0-9_.-]+)/\S+\.py) at ([0-9a-f]{40}) \(PR #(\d+)\)")
 WITHDRAWN_RE = re.compile(r"withdrawn\b.*?\b(kernels/([a-z0-9_.-]+)/\S+?\.py)", re.S | re.I)
+CONFIRMED_RE = re.compile(
+    r"^counterexample (cx[0-9a-f]+) \(([a-z0-9_.-]+),.*?: confirmed: regression PR #(\d+)", re.S
+)
+REGRESSION_PING_RE = re.compile(r"\bregression PR #(\d+)")
 REGRESSION_FILE_RE = re.compile(r"^tasks/[a-z0-9][a-z0-9_.-]*/regressions/[^/]+\.json$")
 DIFF_PATH_RE = re.compile(r"^diff --git a/(\S+) b/(\S+)$", re.M)
 HEAD_RE = re.compile(r"^HEAD ([0-9a-f]{40})$", re.M)

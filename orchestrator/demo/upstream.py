@@ -39,7 +39,7 @@ from orchestrator.demo.policy import demo_rules
 from orchestrator.demo.steps import DemoPolicy
 
 ROLE_RE = re.compile(r"You are (\S+), an? (\w+) agent")
-ROLES = ("lead", "developer", "reviewer")
+ROLES = ("lead", "developer", "reviewer", "red-team")
 
 
 def role_of(system: str) -> str:

@@ -439,3 +439,25 @@ def test_the_demo_waits_until_the_last_counterexample_of_an_attacked_task_was_re
     assert not finished(snap("confirmed"), ("softmax", "add"), attacked)  # the heal is under way
     assert not finished(snap("confirmed", "pending"), ("softmax", "add"), attacked)
     assert finished(snap("confirmed", "refused"), ("softmax", "add"), attacked)  # the new kernel stands
+
+
+async def test_a_confirmed_counterexample_makes_the_red_team_ask_a_reviewer_who_approves_the_case() -> None:
+    text = (
+        "counterexample cx0123456789ab (softmax, kernels/softmax/dev-1_triton.py @ aaaaaaaaaa, job j1): "
+        "confirmed: regression PR #9 opened for you; it needs a reviewer's approval."
+    )
+    event = {"reason": "dm", "sender": "jobs", "channel": "dm:jobs:red-1", "message_id": "10-0", "text": text}
+    calls = await drive("red-team", event, lambda n, i: whoami("red-1"), RED)
+    assert names(calls) == ["whoami", "chat_post"]
+    ask = calls[1][1]
+    assert ask["channel"] == "reviews" and ask["text"].startswith("@rev-1 please review regression PR #9")
+    ping = {
+        "reason": "mention",
+        "sender": "red-1",
+        "channel": "reviews",
+        "message_id": "11-0",
+        "text": ask["text"],
+    }
+    case = "tasks/softmax/regressions/cx0123456789ab.json"
+    calls = await drive("reviewer", ping, regression_pr([case]), RED)
+    assert names(calls) == ["pr_view", "pr_review"] and calls[1][1]["event"] == "APPROVED"
