@@ -16,6 +16,7 @@ import logging
 
 from gateway.client.jobs.models import Job, JobState
 from gateway.context import GatewayContext
+from gateway.counterexamples.heal import reverified
 from gateway.forge.gate.evidence import Verification
 from gateway.forge.gate.ledger import EvidenceLedger
 from gateway.jobs.queue import JobQueue
@@ -80,6 +81,7 @@ class JobOutcomes:
             if self.ledger is not None:
                 await self.ledger.record(verification_of(job))
             await self._notify(job)
+            await reverified(self.ctx, job)  # a heal's re-verification that failed withdraws its kernel
         except Exception:  # Redis or chat trouble: the reclaim loop retries it
             log.exception("job %s: delivering its outcome failed; will retry", job_id)
             return False

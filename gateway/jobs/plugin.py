@@ -26,6 +26,7 @@ from gateway.client.jobs.models import (
     WorkerToken,
 )
 from gateway.context import GatewayContext
+from gateway.counterexamples.heal import heal_loop
 from gateway.deps import AnyPrincipal, OperatorOnly, WorkerOnly, provided
 from gateway.jobs.service import JobService
 from gateway.jobs.settings import JobsSettings
@@ -203,4 +204,5 @@ class JobsPlugin(Plugin[JobsSettings]):
         app.include_router(build_jobs_router())
         register_job_tools(mcp, svc)
 
-        return lambda: background({"kswarm-jobs-reclaim": svc.reclaim_loop()})
+        # The heal: a regression case merged on a dataset main re-verifies its task's accepted kernels.
+        return lambda: background({"kswarm-jobs-reclaim": svc.reclaim_loop(), "kswarm-heal": heal_loop(ctx)})

@@ -32,6 +32,7 @@ _SPEC_FIELDS = (
     "id submitter repo ref sha task kernel entry pool nodes devices kind timeout_s priority reproduce_pr"
     " max_attempts submitted"
 ).split()
+_SPEC_FIELDS.append("reverify")  # a heal's re-verification (issue 27): set by the gateway alone
 
 
 @dataclass(frozen=True)
