@@ -156,6 +156,10 @@ class RuleViolation(GatewayError, ValueError):
         self.rule = rule
 
 
+class CounterexampleError(GatewayError):
+    """A refused counterexample (a kernel that is no accepted target, a finder over its budget)."""
+
+
 class BoardError(GatewayError):
     """A refused task-board operation (a task claimed by another, a lapsed claim)."""
 

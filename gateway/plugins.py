@@ -29,6 +29,7 @@ PLUGINS: dict[str, str] = {
     "ui": "gateway.ui.plugin:UiPlugin",
     "monitor": "gateway.monitor.plugin:MonitorPlugin",
     "search": "gateway.search.plugin:SearchPlugin",
+    "counterexamples": "gateway.counterexamples.plugin:CounterexamplesPlugin",
 }
 
 

@@ -1,12 +1,12 @@
 """The dataset heals itself (issue 27, point 4): a regression case merged on a dataset repo's main
 re-verifies every accepted kernel of its task, and a kernel that fails it is withdrawn.
 
-**Trigger.** ``heal_sweep`` runs in the job runner's background (``gateway/jobs/plugin.py``) every few
-seconds: for every repo whose default branch is a protected dataset branch it reads main's head (one
-``resolve_ref``) and, when it moved, lists ``tasks/<task>/regressions/<id>.json`` there. Main only moves
-by the gate's merges, so a case that appears there came through a merged, reviewed PR; it must also sit
-on an operator-only path of that branch (``definitions.task_regressions``). Cases already seen are
-remembered (``ks:heal:known:<repo>``), so each new one heals once.
+**Trigger.** ``heal_sweep`` runs in the counterexample component's background (``kswarm-heal``,
+``plugin.py``) every few seconds: for every repo whose default branch is a protected dataset branch it
+reads main's head (one ``resolve_ref``) and, when it moved, lists ``tasks/<task>/regressions/<id>.json``
+there. Main only moves by the gate's merges, so a case that appears there came through a merged,
+reviewed PR; it must also sit on an operator-only path of that branch (``definitions.task_regressions``).
+Cases already seen are remembered (``ks:heal:known:<repo>``), so each new one heals once.
 
 **Re-verification.** An accepted kernel is what the dataset build calls accepted: a passing ``verify``
 record (the job runner's ledger, ``ks:forge:verify:<repo>:<sha>``) at the head sha a merged PR into main
@@ -17,9 +17,11 @@ id (visible in the jobs list and UI). No route sets ``reverify``: it is no reque
 (case, kernel, sha, pool) is submitted once (``ks:heal:jobs:<repo>``). The job's task definition lists
 the new case (``GET /api/tasks/{task}/definition``), so the harness runs it.
 
-**Outcome.** ``reverified`` runs when such a job reaches a final state (``gateway/jobs/outcomes.py``):
+**Outcome.** ``reverified`` runs after every job's final state is delivered (``JobOutcomes.after_final``,
+registered by ``plugin.py``):
 ``failed`` with verdict ``fail`` withdraws the kernel at that sha (``WithdrawalStore``: reason, the
-failing regression case, the job, the author), DMs its author and the reviewers who approved its PR,
+failing regression case, the job, the author), tells its author and the reviewers who approved its PR
+(a ``notice`` from ``gate`` in the gate's channel, like its merge notices),
 and updates the counterexample's record. A pass, an error or a timeout leaves it accepted. Every step is
 idempotent (the withdrawal is ``HSETNX``, the notices carry dedupe keys), so a repeated delivery
 changes nothing.
@@ -50,7 +52,7 @@ from gateway.forge.gate.policy import ReviewPolicy
 from gateway.forge.models import PullRequest, RepoInfo
 from gateway.forge.protocol import Forge
 from gateway.principals import Principal, PrincipalKind
-from gateway.services import EVIDENCE_LEDGER, FORGE, JOB_SERVICE
+from gateway.services import EVIDENCE_LEDGER, FORGE, JOB_SERVICE, REVIEW_GATE
 from gateway.tasks.definitions import REGRESSION_MAX_BYTES, regression_file, trusts_tasks
 from kswarm_contracts.counterexample import REGRESSIONS_DIR
 
@@ -297,19 +299,35 @@ async def reverified(ctx: GatewayContext, job: Job) -> Withdrawal | None:
 
 
 async def notify(ctx: GatewayContext, withdrawal: Withdrawal, names: Sequence[str]) -> None:
+    """One notice in the gate's channel (``#reviews``) naming the author and the approvers: each gets it
+    in their inbox as a ``notice`` from ``gate``, like the gate's merge notices. Deduplicated per
+    withdrawal, so a repeated delivery posts nothing."""
     sender = await gate_principal(ctx)
     if sender is None:
         return
+    known = [n for n in sorted(set(names)) if n != sender.name and await ctx.principals.get(n) is not None]
+    raw = await ctx.redis.get(counterexample_key(withdrawal.counterexample))
+    finder = _finder(raw)
+    gate = ctx.services.find(REVIEW_GATE)
     text = (
-        f"{withdrawal.kernel} @ {withdrawal.sha[:10]} ({withdrawal.repo}) is withdrawn from the dataset's "
-        f"accepted split: {withdrawal.reason}. Counterexample {withdrawal.counterexample} (a regression case "
-        f"of task {withdrawal.task}); evidence: job {withdrawal.job}. Its record stays, marked withdrawn."
-    )[:2000]
-    for name in sorted(set(names)):
-        if name == sender.name or await ctx.principals.get(name) is None:
-            continue
-        dedupe = f"withdrawn:{withdrawal.repo}:{withdrawal.kernel}@{withdrawal.sha}:{name}"
-        await ctx.chat.post_dm(sender, name, text, dedupe=dedupe)
+        " ".join(f"@{n}" for n in known)
+        + f" withdrawn from the dataset's accepted split: {withdrawal.kernel} at {withdrawal.sha[:10]} "
+        f"({withdrawal.repo}) {withdrawal.reason}"
+        + (f" (found by {finder})" if finder else "")
+        + f". Evidence: job {withdrawal.job}, re-verifying it against regression case "
+        f"{withdrawal.counterexample} of task {withdrawal.task}; its record stays, marked withdrawn."
+    ).strip()[:2000]
+    dedupe = f"withdrawn:{withdrawal.repo}:{withdrawal.kernel}@{withdrawal.sha}"
+    await ctx.chat.post(sender, gate.channel if gate else "reviews", text, kind="notice", dedupe=dedupe)
+
+
+def _finder(raw: str | None) -> str | None:
+    if raw is None:
+        return None
+    try:
+        return Counterexample.model_validate_json(raw).finder
+    except ValidationError:
+        return None
 
 
 # -- the counterexample's record ------------------------------------------------------------------

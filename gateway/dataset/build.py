@@ -12,12 +12,20 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import pyarrow as pa
-import pyarrow.parquet as pq
-
 from gateway.client import GatewayClient, GatewayTarget
 from gateway.dataset.card import render_card, summarize
-from gateway.dataset.schema import SCHEMA, SCHEMA_VERSION
+from gateway.dataset.loop_sources import (
+    CounterexampleRecord,
+    CounterexampleSource,
+    GatewayCounterexampleSource,
+    GatewayTimelineSource,
+    GatewayWithdrawalSource,
+    TimelineSource,
+    WithdrawalSource,
+)
+from gateway.dataset.numbers import loop_numbers
+from gateway.dataset.rules import DatasetRules
+from gateway.dataset.schema import SCHEMA_VERSION
 from gateway.dataset.sources import (
     CostSource,
     ForgeReviewSource,
@@ -29,6 +37,8 @@ from gateway.dataset.sources import (
     booked_models,
     provenance_models,
 )
+from gateway.dataset.splits import add_timelines, classify, write_splits, write_table
+from gateway.dataset.withdrawals import Withdrawal
 from gateway.forge.gate.evidence import EVIDENCE_LEVELS, EvidenceLevel, implied_evidence
 from gateway.git.sync import Mirror
 
@@ -41,6 +51,22 @@ class DatasetPaths:
     parquet: Path
     card: Path
     summary: Path
+    accepted_jsonl: Path | None = None
+    accepted_parquet: Path | None = None
+    rejected_jsonl: Path | None = None
+    rejected_parquet: Path | None = None
+
+
+@dataclass
+class LoopFacts:
+    """What the red team and the heal did: the withdrawals, the counterexamples (None: the gateway
+    takes none), the timelines of rejected attempts' authors, the spec's ``dataset:`` rules and roles."""
+
+    withdrawals: list[Withdrawal] = field(default_factory=list)
+    counterexamples: list[CounterexampleRecord] | None = None
+    timelines: TimelineSource | None = None
+    rules: DatasetRules = field(default_factory=DatasetRules)
+    roles: Mapping[str, str] = field(default_factory=dict)
 
 
 @dataclass
@@ -238,12 +264,17 @@ def build_rows(
     models: Mapping[str, str],
     main_branch: str = "main",
     cost: CostSource | None = None,
+    loop: LoopFacts | None = None,
 ) -> list[dict[str, Any]]:
+    loop = loop or LoopFacts()
     owner = link_pulls([p for p in pulls if p.base_ref == main_branch], mirror)
     main_sha = mirror.branch_sha(main_branch)
-    rows = [make_row(j, owner.get(j.sha), mirror, models, main_sha) for j in jobs if j.repo == repo]
+    mine = [j for j in jobs if j.repo == repo]
+    rows = [make_row(j, owner.get(j.sha), mirror, models, main_sha) for j in mine]
     add_lineage(rows)
     add_cost(rows, cost)
+    classify(rows, {j.id: j for j in mine}, loop.withdrawals, loop.counterexamples)
+    add_timelines(rows, loop.timelines, loop.rules, COST_LOOKBACK_S)
     rows.sort(key=lambda r: (r["submitted_at"] or 0.0, r["record_id"]))
     return rows
 
@@ -254,7 +285,13 @@ def write_dataset(
     repo: str,
     cost_report: dict[str, Any] | None = None,
     models: Mapping[str, str] | None = None,
+    loop: LoopFacts | None = None,
 ) -> tuple[DatasetPaths, dict[str, Any]]:
+    """``data/records.*`` (every row), ``data/accepted.*`` and ``data/rejected.*`` (the splits),
+    ``summary.json`` and the card. Rows from before statuses (no ``status``) are classified here."""
+    loop = loop or LoopFacts()
+    if any("status" not in r for r in rows):
+        classify(rows, {}, loop.withdrawals, loop.counterexamples)
     data = out / "data"
     data.mkdir(parents=True, exist_ok=True)
     paths = DatasetPaths(
@@ -263,13 +300,12 @@ def write_dataset(
         card=out / "README.md",
         summary=out / "summary.json",
     )
-    tmp = paths.jsonl.with_suffix(".jsonl.tmp")
-    tmp.write_text("".join(json.dumps(r, sort_keys=True) + "\n" for r in rows))
-    tmp.replace(paths.jsonl)
-    table = pa.Table.from_pylist(rows, schema=SCHEMA)
-    pq.write_table(table, paths.parquet.with_suffix(".parquet.tmp"))
-    paths.parquet.with_suffix(".parquet.tmp").replace(paths.parquet)
-    summary = summarize(rows, repo, cost_report, models)
+    write_table(rows, paths.jsonl, paths.parquet)
+    splits = write_splits(rows, data)
+    paths.accepted_jsonl, paths.accepted_parquet = splits["accepted"]
+    paths.rejected_jsonl, paths.rejected_parquet = splits["rejected"]
+    numbers = loop_numbers(rows, loop.withdrawals, loop.counterexamples, cost_report, loop.roles)
+    summary = summarize(rows, repo, cost_report, models, numbers)
     paths.summary.write_text(json.dumps(summary, indent=1, sort_keys=True) + "\n")
     paths.card.write_text(render_card(summary))
     return paths, summary
@@ -283,10 +319,12 @@ def build_dataset(
     models: Mapping[str, str] | None = None,
     job_source: JobRecordSource | None = None,
     mirror_dir: Path | None = None,
+    rules: DatasetRules | None = None,
+    roles: Mapping[str, str] | None = None,
 ) -> BuildReport:
     """``build_dataset_at`` the gateway at ``url``, as ``token``'s principal."""
     target = GatewayTarget(token=token, url=url, timeout=120)
-    return build_dataset_at(target, repo, out, models, job_source, mirror_dir)
+    return build_dataset_at(target, repo, out, models, job_source, mirror_dir, rules=rules, roles=roles)
 
 
 def build_dataset_at(
@@ -297,8 +335,15 @@ def build_dataset_at(
     job_source: JobRecordSource | None = None,
     mirror_dir: Path | None = None,
     cost_source: CostSource | None = None,
+    withdrawal_source: WithdrawalSource | None = None,
+    counterexample_source: CounterexampleSource | None = None,
+    timeline_source: TimelineSource | None = None,
+    rules: DatasetRules | None = None,
+    roles: Mapping[str, str] | None = None,
 ) -> BuildReport:
-    """Fetch everything from the gateway (as its target's principal) and write the dataset to ``out``."""
+    """Fetch everything from the gateway (as its target's principal) and write the dataset to ``out``.
+    ``rules`` and ``roles`` are the swarm spec's (``dataset:``, each agent's ``role``)."""
+    rules = rules or DatasetRules()
     with GatewayClient(gateway) as client:
         forge = ForgeReviewSource(client)
         info = forge.repo(repo)
@@ -306,15 +351,26 @@ def build_dataset_at(
         jobs = (job_source or GatewayJobSource(client)).job_records(repo)
         cost = cost_source or GatewayCostSource(client)
         models = provenance_models(models or {}, booked_models(client))
+        loop = LoopFacts(
+            withdrawals=(withdrawal_source or GatewayWithdrawalSource(client)).withdrawals(repo),
+            counterexamples=(counterexample_source or GatewayCounterexampleSource(client)).counterexamples(
+                repo
+            ),
+            timelines=(timeline_source or GatewayTimelineSource(client))
+            if rules.rejected_timelines
+            else None,
+            rules=rules,
+            roles=dict(roles or {}),
+        )
         with tempfile.TemporaryDirectory(prefix="kswarm-dataset-") as tmp:
             mirror = Mirror.fetch(
                 info["clone_url"], gateway.token or "", mirror_dir or Path(tmp) / "mirror.git"
             )
             try:
                 branch = info.get("default_branch") or "main"
-                rows = build_rows(repo, jobs, pulls, mirror, models, branch, cost)
+                rows = build_rows(repo, jobs, pulls, mirror, models, branch, cost, loop)
             finally:
                 mirror.close()
         cost_report = cost.report()
-    paths, summary = write_dataset(rows, out, repo, cost_report, models)
+    paths, summary = write_dataset(rows, out, repo, cost_report, models, loop)
     return BuildReport(repo=repo, paths=paths, summary=summary, rows=rows)

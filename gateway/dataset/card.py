@@ -7,6 +7,7 @@ from collections import Counter
 from collections.abc import Mapping
 from typing import Any
 
+from gateway.dataset.card_loop import FRONT_MATTER_CONFIGS, numbers_section, splits_section
 from gateway.dataset.markdown import md_code, md_text
 from gateway.dataset.schema import COLUMNS, SCHEMA_VERSION, type_name
 from gateway.forge.gate.evidence import EVIDENCE_LEVELS, evidence_rank
@@ -97,8 +98,10 @@ def summarize(
     repo: str,
     cost: Mapping[str, Any] | None = None,
     models: Mapping[str, str] | None = None,
+    loop: Mapping[str, Any] | None = None,
 ) -> dict[str, Any]:
-    """Counts, pools, pass rates, cost: what the card shows and ``summary.json`` holds."""
+    """Counts, pools, pass rates, cost, the splits' numbers (``loop``: ``numbers.loop_numbers``): what
+    the card shows and ``summary.json`` holds."""
     by_pool: dict[str, Counter[str]] = {}
     by_task: dict[str, Counter[str]] = {}
     by_author: dict[str, Counter[str]] = {}
@@ -128,6 +131,7 @@ def summarize(
         "built_at": time.time(),
         "records": len(rows),
         "accepted": sum(bool(r["accepted"]) for r in rows),
+        "statuses": dict(sorted(Counter(str(r.get("status")) for r in rows).items())),
         "passed": sum(bool(r["passed"]) for r in rows),
         "pass_rate": _rate(sum(bool(r["passed"]) for r in rows), len(rows)),
         "tasks": len(by_task),
@@ -140,6 +144,7 @@ def summarize(
         "flags": dict(flags.most_common()),
         "evidence": evidence_summary(rows),
         "cost": cost_summary(rows, cost, models),
+        "loop": dict(loop) if loop is not None else None,
     }
 
 
@@ -225,12 +230,9 @@ def render_card(s: dict[str, Any]) -> str:
     verdicts = ", ".join(f"{md_text(k)} {v}" for k, v in s["verdicts"].items()) or "none"
     flags = ", ".join(f"{md_code(k)} {v}" for k, v in s["flags"].items()) or "none"
     authors = ", ".join(md_text(a) for a in s["authors"]) or "none"
+    statuses = ", ".join(f"{md_text(k)} {v}" for k, v in (s.get("statuses") or {}).items()) or "none"
     return f"""---
-configs:
-- config_name: default
-  data_files:
-  - split: train
-    path: data/records.parquet
+{FRONT_MATTER_CONFIGS}
 tags:
 - triton
 - kernels
@@ -243,11 +245,14 @@ Every verification attempt of a Triton kernel submitted to the swarm's dataset r
 attempt, with the kernel's source, its author (the commit author, enforced by the forge), the PR and
 its reviewers, the harness's per-trial results, flags, timings where measured, and lineage.
 `accepted` rows are the kernels the review gate merged into `main` and that passed verification at
-exactly that commit. Built {built} by `kswarm dataset build`; schema version {s["schema_version"]}.
+exactly that commit, and that no confirmed counterexample has broken since (those are `withdrawn`);
+`rejected` rows failed the gate and are data too.
+Built {built} by `kswarm dataset build`; schema version {s["schema_version"]}.
 
 ## Counts
 
 - records (verification attempts): **{s["records"]}**, accepted **{s["accepted"]}**
+- by status: {statuses}
 - passed: {s["passed"]} ({s["pass_rate"]:.0%})
 - tasks with attempts: {s["tasks"]}; with an accepted kernel: {s["tasks_with_accepted"]}
 - authors: {authors}
@@ -255,6 +260,12 @@ exactly that commit. Built {built} by `kswarm dataset build`; schema version {s[
 - flags: {flags}
 - evidence of the accepted kernels: **{evidence_line(s["evidence"])}**
 
+## Splits
+
+{splits_section()}
+## Per task: accepted, withdrawn, rejected, counterexamples, cost
+
+{numbers_section(s.get("loop"))}
 ## Evidence
 
 What each accepted kernel's verification proves (the `evidence` column; the strongest level among its
@@ -285,11 +296,13 @@ ran the job and its verdict, never taken from the harness record's own claim.
 ```python
 import datasets
 
-ds = datasets.load_dataset("parquet", data_files="data/records.parquet", split="train")
-accepted = ds.filter(lambda r: r["accepted"])
+ds = datasets.load_dataset("path/to/this/dataset")  # splits: train (every record), accepted, rejected
+rejected = ds["rejected"]
+hacks = rejected.filter(lambda r: r["family"] == "reward_hack")
 ```
 
-`data/records.jsonl` holds the same rows as JSON Lines.
+Each split's rows are also in `data/<split>.jsonl` (`data/records.jsonl` for `train`), one JSON object
+per line.
 
 ## Schema
 

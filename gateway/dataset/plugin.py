@@ -5,8 +5,11 @@
 - ``GET /api/dataset/records``: records, filtered (``task``, ``accepted``, ``author``, ``kernel``, ``pr``),
   newest first, with the fields the panel shows (author, reviewers, pool, timings, speedup, cost, lineage,
   links);
-- ``GET /api/dataset/files/{name}``: the build's files (``records.jsonl``, ``records.parquet``,
-  ``README.md``, ``summary.json``) for download.
+- ``GET /api/dataset/files/{name}``: the build's files (``records.*``, the splits ``accepted.*`` and
+  ``rejected.*``, ``README.md``, ``summary.json``) for download;
+- ``GET /api/dataset/withdrawals?repo=``: the kernels withdrawn from the repo's accepted split (read by
+  ``kswarm dataset build``). Read-only: only the heal writes withdrawals (``WithdrawalStore``), and no
+  route of this plugin writes anything.
 
 The build itself is ``kswarm dataset build`` (or the demo); the gateway only reads its output."""
 
@@ -21,6 +24,7 @@ from fastapi import FastAPI, Query
 from fastapi.responses import FileResponse
 
 from gateway.context import GatewayContext
+from gateway.dataset.withdrawals import Withdrawal, WithdrawalStore
 from gateway.deps import AnyPrincipal
 from gateway.errors import GatewayError, NotFound
 from gateway.mcp_server import GatewayMCP
@@ -30,17 +34,26 @@ RECORD_FIELDS = ("record_id", "task", "author", "reviewers", "pool", "verdict", 
 PANEL_FIELDS = (
     "record_id", "task", "repo", "commit", "kernel_path", "kernel_sha256", "author", "author_model",
     "submitter", "reproduction", "reviewers", "approvers", "pr_number", "pr_title", "pr_state",
-    "merge_commit", "accepted", "on_main", "pool", "device", "device_name", "kind", "state", "verdict",
+    "merge_commit", "accepted", "status", "withdrawal", "family", "on_main", "pool", "device",
+    "device_name", "kind", "state", "verdict",
     "flags", "needs_review", "n_trials", "n_trials_passed", "timings", "speedup", "harness_s", "job_s",
     "submitted_at", "finished_at", "refines", "refines_commit", "cost_tokens", "cost_usd",
 )  # fmt: skip
 FILES = {
     "records.jsonl": ("data/records.jsonl", "application/x-ndjson"),
     "records.parquet": ("data/records.parquet", "application/vnd.apache.parquet"),
+    "accepted.jsonl": ("data/accepted.jsonl", "application/x-ndjson"),
+    "accepted.parquet": ("data/accepted.parquet", "application/vnd.apache.parquet"),
+    "rejected.jsonl": ("data/rejected.jsonl", "application/x-ndjson"),
+    "rejected.parquet": ("data/rejected.parquet", "application/vnd.apache.parquet"),
     "README.md": ("README.md", "text/markdown"),
     "summary.json": ("summary.json", "application/json"),
 }
-FileName = Literal["records.jsonl", "records.parquet", "README.md", "summary.json"]
+FileName = Literal[
+    "records.jsonl", "records.parquet", "accepted.jsonl", "accepted.parquet", "rejected.jsonl",
+    "rejected.parquet", "README.md", "summary.json",
+]  # fmt: skip
+REPO_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}/[A-Za-z0-9][A-Za-z0-9._-]{0,99}$"
 
 
 def dataset_root(ctx: GatewayContext) -> Path:
@@ -84,6 +97,7 @@ def read_dataset(root: Path, accepted: int) -> dict[str, Any]:
         "pools": summary.get("pools", {}),
         "by_author": summary.get("by_author", {}),
         "cost": summary.get("cost"),
+        "loop": summary.get("loop"),
         "accepted_records": records[-accepted:],
     }
 
@@ -96,6 +110,7 @@ def select_records(
     limit: int,
     kernel: str | None = None,
     pr: int | None = None,
+    status: str | None = None,
 ) -> list[dict[str, Any]]:
     read_summary(root)  # 404 when nothing was built
     rows = [
@@ -106,6 +121,7 @@ def select_records(
         and (author is None or row.get("author") == author)
         and (kernel is None or row.get("kernel_path") == kernel.strip("/"))
         and (pr is None or row.get("pr_number") == pr)
+        and (status is None or row.get("status") == status)
     ]
     rows.sort(key=lambda r: r.get("submitted_at") or 0.0, reverse=True)
     return rows[:limit]
@@ -144,8 +160,14 @@ class DatasetPlugin(Plugin[NoSettings]):
             ] = None,
             pr: Annotated[int | None, Query(ge=1, description="Only attempts of this PR.")] = None,
             limit: Annotated[int, Query(ge=1, le=5000)] = 500,
+            status: Annotated[
+                Literal["accepted", "withdrawn", "rejected", "other"] | None,
+                Query(description="Only records of this status."),
+            ] = None,
         ) -> list[dict[str, Any]]:
-            return await asyncio.to_thread(select_records, root, task, accepted, author, limit, kernel, pr)
+            return await asyncio.to_thread(
+                select_records, root, task, accepted, author, limit, kernel, pr, status
+            )
 
         @app.get(
             "/api/dataset/files/{name}",
@@ -159,3 +181,14 @@ class DatasetPlugin(Plugin[NoSettings]):
             if not path.is_file():
                 raise NotFound(f"no {name} built yet under {root}: run `kswarm dataset build`")
             return FileResponse(path, media_type=media, filename=name)
+
+        @app.get(
+            "/api/dataset/withdrawals",
+            tags=["dataset"],
+            summary="Kernels withdrawn from a repo's accepted split (by confirmed counterexamples)",
+        )
+        async def withdrawals(
+            _: AnyPrincipal,
+            repo: Annotated[str, Query(pattern=REPO_PATTERN, description="org/name of the dataset repo.")],
+        ) -> list[Withdrawal]:
+            return await WithdrawalStore(ctx.redis).all(repo)

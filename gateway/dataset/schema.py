@@ -6,7 +6,7 @@ from dataclasses import dataclass
 
 import pyarrow as pa
 
-SCHEMA_VERSION = 3  # 3: evidence added
+SCHEMA_VERSION = 4  # 3: evidence added; 4: status, withdrawal, family, failing_cases, timeline
 
 TRIAL = pa.struct(
     [
@@ -30,6 +30,37 @@ TIMING = pa.struct(
         ("suspicious", pa.bool_()),
     ]
 )
+FAILING_CASE = pa.struct(
+    [
+        ("index", pa.int32()),
+        ("case", pa.string()),  # JSON object: the trial's shape (its case)
+        ("dtype", pa.string()),
+        ("seed", pa.int64()),
+        ("layout", pa.string()),  # JSON object: input index -> layout
+        ("flags", pa.list_(pa.string())),
+        ("error", pa.string()),  # the harness's detail, else its flags
+        ("max_abs_err", pa.float64()),
+        ("regression", pa.string()),  # the regression case's id when the trial was one
+    ]
+)
+WITHDRAWAL = pa.struct(
+    [
+        ("reason", pa.string()),
+        ("counterexample", pa.string()),  # the regression case's id (a confirmed counterexample)
+        ("finder", pa.string()),
+        ("job", pa.string()),  # the re-verification that failed it
+        ("at", pa.float64()),
+    ]
+)
+TIMELINE_ENTRY = pa.struct(
+    [
+        ("kind", pa.string()),
+        ("ts", pa.float64()),
+        ("summary", pa.string()),
+        ("data", pa.string()),  # JSON object
+    ]
+)
+STATUSES = ("accepted", "withdrawn", "rejected", "other")
 REVIEW = pa.struct(
     [
         ("user", pa.string()),
@@ -91,6 +122,19 @@ COLUMNS: tuple[Column, ...] = (
     Column("pr_state", pa.string(), "open, closed or merged."),
     Column("merge_commit", pa.string(), "The gate's merge commit when merged."),
     Column("accepted", pa.bool_(), "Verdict pass, and this commit is the merged head of a PR into main."),
+    Column(
+        "status",
+        pa.string(),
+        "accepted (in the accepted split), withdrawn (was accepted; a confirmed counterexample broke it), "
+        "rejected (failed the gate: verdict fail, error or unverifiable) or other (passed, not merged; "
+        "the red team's and the heal's own jobs).",
+    ),
+    Column(
+        "withdrawal",
+        WITHDRAWAL,
+        "Withdrawn rows: why, the counterexample (regression case id) and its finder, the job that failed "
+        "the kernel, when (null otherwise).",
+    ),
     Column("on_main", pa.bool_(), "main (at build time) holds this exact kernel source at kernel_path."),
     Column("pool", pa.string(), "Job pool (cpu, gpu-h100, npu-910c, ...)."),
     Column("device", pa.string(), "Device type the harness ran on (cpu, cuda, npu)."),
@@ -110,6 +154,18 @@ COLUMNS: tuple[Column, ...] = (
     ),
     Column("flags", pa.list_(pa.string()), "Harness flags (mismatch, unwritten_output, ...)."),
     Column("reasons", pa.list_(pa.string()), "Harness reasons, or the job's error."),
+    Column(
+        "family",
+        pa.string(),
+        "Rejected rows: why, as a flag family: reward_hack, static, crash, contract, unportable, wrong, "
+        "unverifiable or other (null otherwise).",
+    ),
+    Column(
+        "failing_cases",
+        pa.list_(FAILING_CASE),
+        "Rejected rows: the trials that failed: case, dtype, seed, layout, flags, error, the regression "
+        "case it was (if one).",
+    ),
     Column("needs_review", pa.bool_(), "The harness asked for a human look (e.g. suspicious speedup)."),
     Column("trials", pa.list_(TRIAL), "Per-trial results: shape, dtype, seed, ok, errors, flags."),
     Column("n_trials", pa.int32(), "Trials run."),
@@ -129,6 +185,14 @@ COLUMNS: tuple[Column, ...] = (
         "at it (null: no usage attributed, or no monitor).",
     ),
     Column("cost_usd", pa.float64(), "The same in USD (the LLM proxy's price table)."),
+    Column(
+        "timeline",
+        pa.list_(TIMELINE_ENTRY),
+        "Rejected rows: the author's wakes, model calls and tool calls since its previous attempt at the "
+        "task up to this submission, oldest first, bounded in bytes (null: other rows, no monitor, or the "
+        "swarm opted out).",
+    ),
+    Column("timeline_truncated", pa.bool_(), "Older entries of the excerpt were dropped to fit the bound."),
 )
 
 SCHEMA = pa.schema([(c.name, c.type) for c in COLUMNS])

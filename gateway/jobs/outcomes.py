@@ -13,10 +13,10 @@ therefore makes exactly one call to finish a job: if it dies right after it, not
 from __future__ import annotations
 
 import logging
+from collections.abc import Awaitable, Callable
 
 from gateway.client.jobs.models import Job, JobState
 from gateway.context import GatewayContext
-from gateway.counterexamples.heal import reverified
 from gateway.forge.gate.evidence import Verification
 from gateway.forge.gate.ledger import EvidenceLedger
 from gateway.jobs.queue import JobQueue
@@ -24,6 +24,11 @@ from gateway.principals import Principal
 from gateway.services import EVIDENCE_LEDGER
 
 log = logging.getLogger("kswarm.jobs")
+# Kinds whose verdict is evidence about the kernel for the gate; a counterexample job judges one input
+# (the kernel's verdict on it), which proves nothing the gate merges on.
+LEDGER_KINDS = frozenset({"verify", "bench"})
+FinalHook = Callable[[Job], Awaitable[None]]
+AfterFinal = Callable[[Job], Awaitable[object]]
 RETRY_AFTER_S = 5.0  # a listed job younger than this is probably being delivered by its finish call
 
 
@@ -57,6 +62,13 @@ class JobOutcomes:
     def __init__(self, ctx: GatewayContext, queue: JobQueue) -> None:
         self.ctx = ctx
         self.queue = queue
+        # What follows a final state of a kind other than verify/bench, instead of the plain notice:
+        # set by the component that submits such jobs (``counterexample``: gateway/counterexamples/).
+        # A hook is idempotent and raises to be retried, like the rest of a delivery.
+        self.final_hooks: dict[str, FinalHook] = {}
+        # What runs after every final state's delivery, whatever the kind (the heal: a re-verification
+        # that failed withdraws its kernel, gateway/counterexamples/heal.py); idempotent, raises to retry.
+        self.after_final: list[AfterFinal] = []
 
     @property
     def ledger(self) -> EvidenceLedger | None:
@@ -64,11 +76,11 @@ class JobOutcomes:
 
     async def submitted(self, job: Job) -> None:
         """A queued job is pending evidence for its kernel (``pr why`` shows it as running)."""
-        if self.ledger is not None:
+        if self.ledger is not None and job.kind in LEDGER_KINDS:
             await self.ledger.record(verification_of(job))
 
     async def refused(self, job: Job) -> None:
-        if self.ledger is not None:
+        if self.ledger is not None and job.kind in LEDGER_KINDS:
             await self.ledger.forget(job.repo, job.sha, job.id)
 
     async def deliver(self, job_id: str) -> bool:
@@ -78,10 +90,12 @@ class JobOutcomes:
             await self.queue.mark_reported(job_id)
             return True
         try:
-            if self.ledger is not None:
+            if self.ledger is not None and job.kind in LEDGER_KINDS:
                 await self.ledger.record(verification_of(job))
-            await self._notify(job)
-            await reverified(self.ctx, job)  # a heal's re-verification that failed withdraws its kernel
+            hook = self.final_hooks.get(job.kind)
+            await (hook(job) if hook is not None else self._notify(job))
+            for after in self.after_final:
+                await after(job)
         except Exception:  # Redis or chat trouble: the reclaim loop retries it
             log.exception("job %s: delivering its outcome failed; will retry", job_id)
             return False

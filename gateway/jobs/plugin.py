@@ -20,13 +20,12 @@ from gateway.client.jobs.models import (
     HeartbeatReply,
     HeartbeatRequest,
     Job,
-    JobKind,
     JobRequest,
+    SubmittableKind,
     TakeRequest,
     WorkerToken,
 )
 from gateway.context import GatewayContext
-from gateway.counterexamples.heal import heal_loop
 from gateway.deps import AnyPrincipal, OperatorOnly, WorkerOnly, provided
 from gateway.jobs.service import JobService
 from gateway.jobs.settings import JobsSettings
@@ -158,7 +157,7 @@ def register_job_tools(mcp: GatewayMCP, svc: JobService) -> None:
         repo: str | None = None,
         pool: str = "cpu",
         devices: int | None = None,
-        kind: JobKind = "verify",
+        kind: SubmittableKind = "verify",
         timeout_s: int | None = None,
         reproduce_pr: int | None = None,
     ) -> dict[str, Any]:
@@ -204,5 +203,4 @@ class JobsPlugin(Plugin[JobsSettings]):
         app.include_router(build_jobs_router())
         register_job_tools(mcp, svc)
 
-        # The heal: a regression case merged on a dataset main re-verifies its task's accepted kernels.
-        return lambda: background({"kswarm-jobs-reclaim": svc.reclaim_loop(), "kswarm-heal": heal_loop(ctx)})
+        return lambda: background({"kswarm-jobs-reclaim": svc.reclaim_loop()})

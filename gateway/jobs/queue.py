@@ -30,9 +30,8 @@ PREFIX = "ks:jobs:"
 GROUP = "workers"
 _SPEC_FIELDS = (
     "id submitter repo ref sha task kernel entry pool nodes devices kind timeout_s priority reproduce_pr"
-    " max_attempts submitted"
+    " max_attempts submitted counterexample reverify"
 ).split()
-_SPEC_FIELDS.append("reverify")  # a heal's re-verification (issue 27): set by the gateway alone
 
 
 @dataclass(frozen=True)

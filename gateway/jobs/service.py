@@ -20,6 +20,7 @@ from gateway import keys as gateway_keys
 from gateway.client.jobs.kernel_paths import task_of_kernel
 from gateway.client.jobs.models import (
     Assignment,
+    CounterexampleJob,
     FinishReply,
     FinishRequest,
     HeartbeatReply,
@@ -82,9 +83,17 @@ class JobService:
 
     # -- agents and operators -----------------------------------------------------------------
 
-    async def submit(self, principal: Principal, request: JobRequest, reverify: str | None = None) -> Job:
-        """``reverify``: only the heal (gateway/counterexamples/heal.py) passes it, as the gate principal;
-        no route can (it is no request field)."""
+    async def submit(
+        self,
+        principal: Principal,
+        request: JobRequest,
+        counterexample: CounterexampleJob | None = None,
+        reverify: str | None = None,
+    ) -> Job:
+        """Queue ``request`` for ``principal``. ``counterexample`` (the counterexample service only, never
+        a request field) makes it a ``counterexample`` job carrying that payload; the pool admits it as
+        the verify job it is besides. ``reverify``: only the heal (gateway/counterexamples/heal.py) passes
+        it, as the gate principal; no route can (it is no request field)."""
         heal = reverify is not None and principal.kind == PrincipalKind.gate
         if principal.kind not in (PrincipalKind.agent, PrincipalKind.operator) and not heal:
             raise JobError(f"{principal.kind.value} principals do not submit jobs", 403)
@@ -124,7 +133,8 @@ class JobService:
             pool=pool.name,
             nodes=request.nodes,
             devices=devices,
-            kind=request.kind,
+            kind="counterexample" if counterexample is not None else request.kind,
+            counterexample=counterexample,
             timeout_s=timeout,
             priority=priority,
             reproduce_pr=request.reproduce_pr,

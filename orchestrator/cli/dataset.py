@@ -1,12 +1,14 @@
 """``kswarm dataset build``: registered on the main CLI with ``register(app)``.
 
 The gateway is found like every command's (``commands.connect``); the token must be an operator's (it
-clones every branch and lists every job).
+clones every branch and lists every job). The running swarm's spec (``$KSWARM_HOME/swarm/swarm.json``)
+gives each agent's model and role and its ``dataset:`` rules (the rejected records' timelines).
 """
 
 from __future__ import annotations
 
 import dataclasses
+import json
 import subprocess
 from pathlib import Path
 from typing import Annotated
@@ -14,11 +16,29 @@ from typing import Annotated
 import typer
 
 from gateway.client import find_gateway, kswarm_home
+from gateway.dataset.rules import DatasetRules
 from orchestrator.cli.commands import HomeOpt, command
 from orchestrator.cli.output import console, fail, print_json
-from orchestrator.spec import agent_models
+from orchestrator.spec import SwarmSpec, agent_models
 
 BUILD_TIMEOUT_S = 120.0
+
+
+def running_spec(home: Path) -> SwarmSpec | None:
+    """The spec the swarm under ``home`` was started with, if one runs (or ran) there."""
+    try:
+        info = json.loads((home / "swarm" / "swarm.json").read_text())
+        return SwarmSpec.model_validate(info.get("spec") or {})
+    except (OSError, ValueError, TypeError):
+        return None
+
+
+def spec_rules_and_roles(home: Path) -> tuple[DatasetRules, dict[str, str]]:
+    """The spec's ``dataset:`` rules and each agent's role (the red team's cost is counted as such)."""
+    spec = running_spec(home)
+    if spec is None:
+        return DatasetRules(), {}
+    return spec.dataset, {a.name: str(a.role) for a in spec.expand()}
 
 
 def register(app: typer.Typer) -> None:
@@ -39,7 +59,7 @@ def register(app: typer.Typer) -> None:
         home: HomeOpt = None,
         as_json: Annotated[bool, typer.Option("--json", help="Print the summary as JSON.")] = False,
     ) -> None:
-        """Write data/records.jsonl, data/records.parquet, summary.json and README.md (the card)."""
+        """Write data/{records,accepted,rejected}.{jsonl,parquet}, summary.json and README.md (the card)."""
         # Here, not at the top: pyarrow and numpy cost every other kswarm command ~50 MB and 0.4 s.
         from gateway.dataset.build import build_dataset_at
         from gateway.dataset.sources import FileJobSource
@@ -47,9 +67,16 @@ def register(app: typer.Typer) -> None:
         target = dataclasses.replace(find_gateway(home), timeout=BUILD_TIMEOUT_S)
         home_dir = kswarm_home(home)
         source = FileJobSource(jobs_file) if jobs_file else None
+        rules, roles = spec_rules_and_roles(home_dir)
         try:
             report = build_dataset_at(
-                target, repo, out or home_dir / "dataset", models=agent_models(home_dir), job_source=source
+                target,
+                repo,
+                out or home_dir / "dataset",
+                models=agent_models(home_dir),
+                job_source=source,
+                rules=rules,
+                roles=roles,
             )
         except subprocess.CalledProcessError as exc:  # the git mirror: git says why
             fail(f"dataset build failed: git: {(exc.stderr or '').strip() or exc}")
@@ -59,9 +86,11 @@ def register(app: typer.Typer) -> None:
         if as_json:
             print_json({"paths": {k: str(v) for k, v in vars(report.paths).items()}, **s}, indent=None)
             return
+        statuses = s.get("statuses") or {}
         console.print(
-            f"{s['records']} records, {s['accepted']} accepted, {s['passed']} passed "
-            f"({s['pass_rate']:.0%}) over {s['tasks']} tasks"
+            f"{s['records']} records, {s['accepted']} accepted, {statuses.get('withdrawn', 0)} withdrawn, "
+            f"{statuses.get('rejected', 0)} rejected, {s['passed']} passed ({s['pass_rate']:.0%}) "
+            f"over {s['tasks']} tasks"
         )
         for name, path in vars(report.paths).items():
             console.print(f"  {name:8} {path}")

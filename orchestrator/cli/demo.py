@@ -189,7 +189,9 @@ def register(app: typer.Typer) -> None:
         backend: Annotated[
             Backend, typer.Option("--backend", help="Agent runtime: process or docker.")
         ] = "process",
-        agents: Annotated[int, typer.Option("--agents", help="How many agents (at least 4).")] = 4,
+        agents: Annotated[
+            int, typer.Option("--agents", help="How many agents (at least 4; from 5 on, one is a red team).")
+        ] = 5,
         home: Annotated[
             Path, typer.Option("--home", help="The demo's data dir (wiped at start).")
         ] = DEFAULT_HOME,

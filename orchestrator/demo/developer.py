@@ -3,7 +3,8 @@ results to the reviewer; fix on request; mark the task done when the gate merges
 
 from __future__ import annotations
 
-from typing import Any
+from pathlib import Path
+from typing import Any, Literal
 
 from agents.models.scripted import Call, Scratch, Step, need_identity
 from gateway.tasks import catalogue
@@ -11,6 +12,7 @@ from orchestrator.demo.steps import (
     CHANGES_RE,
     JOB_DM_RE,
     MERGED_RE,
+    WITHDRAWN_RE,
     DemoPolicy,
     Flow,
     checkout_command,
@@ -34,9 +36,26 @@ def bash_ok(raw: str | None) -> bool:
     return raw is not None and "[exit code 0;" in raw
 
 
-def push_and_verify(policy: DemoPolicy, flow: Flow, task_of: Any, first: bool, pre: str = "") -> None:
-    """Branch from main, write the kernel, commit and push as ourselves, open the PR (first attempt
-    only) and submit the verification job for the pushed sha. ``task_of(s)`` names the task or None."""
+# A task's attempts: the first, the fix after a review asked for changes, and the fix after a red
+# team's regression case withdrew the merged kernel (a new PR: the first one is merged).
+Attempt = Literal["first", "fix", "heal"]
+
+
+def kernel_source(policy: DemoPolicy, task: str, attempt: Attempt) -> Path:
+    """The file a scripted developer writes: the catalogue's known-wrong kernel first (faulty tasks),
+    then its unstable one while a red team is there to break it, else the honest solution."""
+    if attempt == "first" and task in policy.faulty and catalogue.wrong_solution_path(task).is_file():
+        return catalogue.wrong_solution_path(task)
+    if attempt != "heal" and policy.unstable(task):
+        return catalogue.unstable_solution_path(task)
+    return catalogue.solution_path(task)
+
+
+def push_and_verify(policy: DemoPolicy, flow: Flow, task_of: Any, attempt: Attempt, pre: str = "") -> None:
+    """Branch from main, write the kernel, commit and push as ourselves, open the PR (not for a fix:
+    that PR is open) and submit the verification job for the pushed sha. ``task_of(s)`` names the
+    task or None."""
+    first = attempt != "fix"
 
     def ready(s: Scratch) -> tuple[str, str, str] | None:
         task = task_of(s)
@@ -51,8 +70,7 @@ def push_and_verify(policy: DemoPolicy, flow: Flow, task_of: Any, first: bool, p
         if not got or not bash_ok(flow.result(s, pre + "checkout")):
             return None
         task, author, _ = got
-        wrong = first and task in policy.faulty and catalogue.wrong_solution_path(task).is_file()
-        source = (catalogue.wrong_solution_path(task) if wrong else catalogue.solution_path(task)).read_text()
+        source = kernel_source(policy, task, attempt).read_text()
         path = f"{clone_dir(policy.repo)}/{kernel_path(task, author)}"
         return Call("write_file", {"path": path, "content": source})
 
@@ -61,7 +79,11 @@ def push_and_verify(policy: DemoPolicy, flow: Flow, task_of: Any, first: bool, p
         if not got or not flow.made(s, pre + "write"):
             return None
         task, author, branch = got
-        what = f"{task}: Triton kernel by {author}" if first else f"{task}: fix the kernel after review"
+        what = {
+            "first": f"{task}: Triton kernel by {author}",
+            "fix": f"{task}: fix the kernel after review",
+            "heal": f"{task}: a kernel that survives the regression case",
+        }[attempt]
         path = kernel_path(task, author)
         command = commit_push_command(policy.repo, s.identity() or {}, path, what, branch)
         return Call("bash", {"command": command})
@@ -79,11 +101,14 @@ def push_and_verify(policy: DemoPolicy, flow: Flow, task_of: Any, first: bool, p
             f"A Triton kernel for `{task}` ({info.title.rstrip('.')}), in `{kernel_path(task, author)}`.\n\n"
             f"Verification: job_submit on the `{policy.pool}` pool at the head commit; results follow here."
         )
+        title = f"{task}: Triton kernel by {author}"
+        if attempt == "heal":
+            title = f"{task}: a fixed kernel by {author} after a regression case withdrew the last one"
         return Call(
             "pr_open",
             {
                 "head": branch,
-                "title": f"{task}: Triton kernel by {author}",
+                "title": title,
                 "body": body,
                 "reviewers": policy.reviewer_for(task, author),
                 "repo": policy.repo,
@@ -101,7 +126,7 @@ def push_and_verify(policy: DemoPolicy, flow: Flow, task_of: Any, first: bool, p
 
     def give_up(s: Scratch) -> Call | None:
         got = ready(s)
-        if not first or not got:
+        if attempt != "first" or not got:
             return None
         checkout_failed = flow.made(s, pre + "checkout") and not bash_ok(flow.result(s, pre + "checkout"))
         push_failed = flow.made(s, pre + "push") and not sha(s)
@@ -145,7 +170,7 @@ def work_on_next_task(policy: DemoPolicy, flow: Flow, pre: str = "") -> None:
 
     for i in range(policy.max_claims):
         flow.add(f"{pre}claim{i}", claim(i))
-    push_and_verify(policy, flow, claimed, first=True, pre=pre)
+    push_and_verify(policy, flow, claimed, "first", pre=pre)
 
     def announce(s: Scratch) -> Call | None:
         pr, job, task = flow.data(s, pre + "pr"), flow.data(s, pre + "job"), claimed(s)
@@ -242,13 +267,13 @@ def dev_fix(policy: DemoPolicy, event: dict[str, Any]) -> list[Step]:
         head = str(pr.get("head", ""))
         return head.split("/", 1)[1] if head.startswith(f"{me(s)}/") else None
 
-    push_and_verify(policy, flow, task_of, first=False)
+    push_and_verify(policy, flow, task_of, "fix")
 
     def comment(s: Scratch) -> Call | None:
         job, task = flow.data(s, "job"), task_of(s)
         if not isinstance(job, dict) or not task:
             return None
-        doc = catalogue.solution_path(task).read_text().split('"""')[1].strip().splitlines()[0]
+        doc = kernel_source(policy, task, "fix").read_text().split('"""')[1].strip().splitlines()[0]
         body = (
             f"Thanks — fixed in {str(job.get('sha'))[:10]}: {doc} "
             f"Verification job {job.get('id')} is queued on `{policy.pool}`."
@@ -275,5 +300,43 @@ def dev_merged(policy: DemoPolicy, event: dict[str, Any]) -> list[Step]:
         result = f"PR #{number} merged into {pr.get('base')} as {str(pr.get('merge_sha'))[:10]}"
         return Call("task_done", {"id": task, "result": result})
 
+    def ask_red_team(s: Scratch) -> Call | None:
+        """Ask the red team to attack what just merged (a task done before keeps its state)."""
+        pr = flow.data(s, "view")
+        if not flow.made(s, "done") or not isinstance(pr, dict) or not policy.red_team:
+            return None
+        task = str(pr.get("head", "")).split("/", 1)[-1]
+        if task not in policy.attack:
+            return None
+        red = " ".join(f"@{r}" for r in policy.red_team)
+        text = (
+            f"{red} merged {kernel_path(task, me(s))} at {pr.get('head_sha')} (PR #{number}): "
+            "please try to break it with inputs inside the task's domain."
+        )
+        return Call("chat_post", {"channel": "general", "text": text})
+
     flow.add("done", done)
+    flow.add("red-team", ask_red_team)
+    return flow.steps
+
+
+def dev_withdrawn(policy: DemoPolicy, event: dict[str, Any]) -> list[Step]:
+    """A regression case withdrew our merged kernel: the honest kernel on a fresh branch, a new PR."""
+    found = WITHDRAWN_RE.search(event.get("text", ""))
+    assert found is not None
+    task = found.group(2)
+    flow = Flow([need_identity])
+    push_and_verify(policy, flow, lambda s: task if me(s) else None, "heal")
+
+    def announce(s: Scratch) -> Call | None:
+        pr, job = flow.data(s, "pr"), flow.data(s, "job")
+        if not (isinstance(pr, dict) and isinstance(job, dict)):
+            return None
+        text = (
+            f"My `{task}` kernel was withdrawn by a regression case: PR #{pr.get('number')} has a fix; "
+            f"job {job.get('id')} queued on {policy.pool}."
+        )
+        return Call("chat_post", {"channel": "general", "text": text})
+
+    flow.add("announce", announce)
     return flow.steps

@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from gateway.client import AsyncGatewayClient, GatewayTarget
+from gateway.tasks import catalogue
 from orchestrator.demo.launcher import Running
 from orchestrator.demo.progress import ProgressView, Snapshot
 from orchestrator.demo.spec import CHECK, DATASET_REPO, POOL
@@ -122,22 +123,35 @@ class Watcher:
         for channel in ("general", "reviews"):
             messages += (await api.get(f"/api/channels/{channel}/messages", limit=10))["messages"]
         messages.sort(key=lambda m: m["ts"])
-        return Snapshot(time.monotonic() - self.started, tasks, prs, jobs, agents, messages)
+        found = await api.get("/api/counterexamples", repo=DATASET_REPO)
+        counterexamples = sorted(found, key=lambda c: c["created_at"])
+        return Snapshot(time.monotonic() - self.started, tasks, prs, jobs, agents, messages, counterexamples)
 
 
-def finished(snap: Snapshot, tasks: tuple[str, ...]) -> bool:
-    return all(snap.tasks.get(t, {}).get("state") == "done" for t in tasks) and not any(
-        p.get("state") == "open" for p in snap.prs.values()
-    )
+def finished(snap: Snapshot, tasks: tuple[str, ...], attacked: frozenset[str] = frozenset()) -> bool:
+    """Every task done and no PR open; and for each task the red team attacks, its last counterexample
+    was refused: the kernel that stands now survived it (a confirmed one starts the heal: a regression
+    PR, re-verification, a withdrawal and the author's new kernel, which is attacked in turn)."""
+    if not all(snap.tasks.get(t, {}).get("state") == "done" for t in tasks):
+        return False
+    if any(p.get("state") == "open" for p in snap.prs.values()):
+        return False
+    for task in attacked & set(tasks):
+        last = [c for c in snap.counterexamples if c.get("task") == task][-1:]
+        if not last or last[0].get("status") != "refused":
+            return False
+    return True
 
 
-async def watch(api: AsyncGatewayClient, options: DemoOptions, view: ProgressView) -> tuple[Snapshot, bool]:
+async def watch(
+    api: AsyncGatewayClient, options: DemoOptions, view: ProgressView, attacked: frozenset[str] = frozenset()
+) -> tuple[Snapshot, bool]:
     watcher = Watcher(api)
     deadline = time.monotonic() + options.timeout_s
     while True:
         snap = await watcher.snapshot()
         view.update(snap)
-        if finished(snap, options.tasks):
+        if finished(snap, options.tasks, attacked):
             return snap, True
         if time.monotonic() > deadline:
             view.log(f"[red]time is up[/] after {options.timeout_s:.0f}s: not every task is done")
@@ -203,7 +217,8 @@ async def drive(running: Running, options: DemoOptions, view: ProgressView) -> d
         text = kickoff_text(running, options.tasks)
         await api.request("POST", f"/api/dms/{running.roster.lead}/messages", json={"text": text})
         view.log(f"[bold]operator[/] → {running.roster.lead}: {text}")
-        snap, ok = await watch(api, options, view)
+        attacked = frozenset(catalogue.unstable_solution_names()) if running.roster.red_team else frozenset()
+        snap, ok = await watch(api, options, view, attacked)
     finally:
         await api.aclose()
     view.log("building the dataset (kswarm dataset build) ...")

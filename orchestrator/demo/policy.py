@@ -26,16 +26,20 @@ from typing import Any
 
 from agents.models.scripted import Call, Rule, Scratch, Step, default_rules, need_identity
 from gateway.tasks import catalogue
-from orchestrator.demo.developer import dev_fix, dev_job_result, dev_merged, dev_start
+from orchestrator.demo.developer import dev_fix, dev_job_result, dev_merged, dev_start, dev_withdrawn
 from orchestrator.demo.steps import (
+    ATTACK_RE,
     CHANGES_RE,
     JOB_DM_RE,
     KICKOFF_RE,
     MERGED_RE,
+    REGRESSION_FILE_RE,
     REVIEW_PING_RE,
     REVIEW_REQUEST_RE,
+    WITHDRAWN_RE,
     DemoPolicy,
     Flow,
+    changed_paths,
     flags_text,
     names_after,
 )
@@ -47,11 +51,68 @@ __all__ = ["DemoPolicy", "demo_rules"]
 
 
 def rev_look(policy: DemoPolicy, event: dict[str, Any]) -> list[Step]:
-    """A review request: read the PR now; the verdict waits for the job's result."""
+    """A review request: read the PR now; the verdict waits for the job's result -- except for a PR
+    that only adds a red team's regression case, which no job verifies: the gate has already checked
+    that the file is a confirmed counterexample's (else it names it in blocked_paths)."""
     found = REVIEW_REQUEST_RE.search(event.get("text", ""))
     assert found is not None
     repo, number = found.group(1), int(found.group(2))
-    return [lambda s: Call("pr_view", {"number": number, "repo": repo, "diff": True})]
+    flow = Flow()
+    flow.add("view", lambda s: Call("pr_view", {"number": number, "repo": repo, "diff": True}))
+
+    def approve_regression(s: Scratch) -> Call | None:
+        pr = flow.data(s, "view")
+        if not isinstance(pr, dict) or pr.get("state") != "open":
+            return None
+        paths = changed_paths(str(pr.get("diff") or ""))
+        gate = pr.get("gate") or {}
+        if not paths or not all(REGRESSION_FILE_RE.match(p) for p in paths) or gate.get("blocked_paths"):
+            return None
+        head = str(pr.get("head_sha"))
+        body = (
+            f"A confirmed counterexample's regression case ({', '.join(paths)}): the gate checked it "
+            f"against the confirming job. Approving {head[:10]}."
+        )
+        args = {"number": number, "event": "APPROVED", "body": body, "head_sha": head, "repo": repo}
+        return Call("pr_review", args)
+
+    flow.add("approve", approve_regression)
+    return flow.steps
+
+
+# -- red team -----------------------------------------------------------------------------------
+
+
+def red_attack(policy: DemoPolicy, event: dict[str, Any]) -> list[Step]:
+    """A merged kernel to attack: submit an input inside the task's domain that a kernel without the
+    max subtraction gets wrong (large logits, a special value the task's domain declares). The scripted
+    red team knows one attack; the harness decides whether it breaks this kernel."""
+    found = ATTACK_RE.search(event.get("text", ""))
+    assert found is not None
+    kernel, task, sha = found.group(1), found.group(2), found.group(3)
+    if task not in policy.attack:
+        return []
+    flow = Flow()
+    attack = {
+        "task": task,
+        "repo": policy.repo,
+        "kernel": kernel,
+        "sha": sha,
+        "input": {"case": {"rows": 4, "cols": 200}, "dtype": "float32", "seed": 7, "special": ["large"]},
+        "note": "Large logits: exp overflows unless the row's max is subtracted first.",
+    }
+    flow.add("submit", lambda s: Call("counterexample_submit", attack))
+
+    def tell(s: Scratch) -> Call | None:
+        got = flow.data(s, "submit")
+        if not isinstance(got, dict) or "id" not in got:
+            return None
+        text = f"Counterexample {got['id']} against {kernel} at {sha[:10]}: large logits; harness to judge."
+        thread = {"reply_to": event["message_id"]} if event.get("message_id") else {}
+        return Call("chat_post", {"channel": "general", "text": text, **thread})
+
+    flow.add("tell", tell)
+    return flow.steps
 
 
 def coverage_verdict(pr: dict[str, Any]) -> tuple[str, str]:
@@ -187,6 +248,8 @@ def demo_rules(policy: DemoPolicy, role: str) -> dict[str, Rule]:
 
     def on_mention(event: dict[str, Any]) -> list[Step]:
         text = str(event.get("text", ""))
+        if role == "red-team" and ATTACK_RE.search(text):
+            return red_attack(policy, event)
         if role == "developer" and CHANGES_RE.search(text):
             return dev_fix(policy, event)
         if role == "developer" and "task_claim" in text:
@@ -199,6 +262,8 @@ def demo_rules(policy: DemoPolicy, role: str) -> dict[str, Rule]:
         text = str(event.get("text", ""))
         if role == "developer" and event.get("sender") == "gate" and MERGED_RE.search(text):
             return dev_merged(policy, event)
+        if role == "developer" and event.get("sender") == "gate" and WITHDRAWN_RE.search(text):
+            return dev_withdrawn(policy, event)
         if role == "reviewer" and REVIEW_REQUEST_RE.search(text):
             return rev_look(policy, event)
         return []

@@ -31,6 +31,7 @@ class Snapshot:
     jobs: dict[str, dict[str, Any]] = field(default_factory=dict)
     agents: dict[str, dict[str, Any]] = field(default_factory=dict)
     messages: list[dict[str, Any]] = field(default_factory=list)
+    counterexamples: list[dict[str, Any]] = field(default_factory=list)  # oldest first
 
     def counts(self) -> dict[str, Counter[str]]:
         return {

@@ -38,22 +38,26 @@ class Roster:
     lead: str
     developers: tuple[str, ...]
     reviewers: tuple[str, ...]
+    red_team: tuple[str, ...] = ()
 
     @property
     def everyone(self) -> tuple[str, ...]:
-        return (self.lead, *self.developers, *self.reviewers)
+        return (self.lead, *self.developers, *self.reviewers, *self.red_team)
 
 
 def default_roster(agents: int) -> Roster:
-    """One lead, a third of the rest reviewing (at least one), the others developing."""
+    """One lead; from 5 agents on, one red team agent; a third of the rest reviewing (at least one),
+    the others developing."""
     if agents < 4:
         raise DemoSpecError("the demo needs at least 4 agents: a lead, two developers and a reviewer")
-    reviewers = max(1, (agents - 1) // 3)
-    developers = agents - 1 - reviewers
+    red = 1 if agents >= 5 else 0
+    reviewers = max(1, (agents - 1 - red) // 3)
+    developers = agents - 1 - red - reviewers
     return Roster(
         "lead",
         tuple(f"dev-{i}" for i in range(1, developers + 1)),
         tuple(f"rev-{i}" for i in range(1, reviewers + 1)),
+        tuple(f"red-{i}" for i in range(1, red + 1)),
     )
 
 
@@ -62,12 +66,13 @@ def roster_of(spec: SwarmSpec) -> Roster:
     leads = [a.name for a in agents if a.role == "lead"]
     developers = tuple(a.name for a in agents if a.role == "developer")
     reviewers = tuple(a.name for a in agents if a.role == "reviewer")
+    red_team = tuple(a.name for a in agents if a.role == "red-team")
     if len(leads) != 1 or not developers or not reviewers:
         raise DemoSpecError(
             "a demo spec needs exactly one agent with role lead, and at least one developer and one "
             f"reviewer (found leads {leads}, developers {list(developers)}, reviewers {list(reviewers)})"
         )
-    return Roster(leads[0], developers, reviewers)
+    return Roster(leads[0], developers, reviewers, red_team)
 
 
 def check_tasks(tasks: list[str]) -> list[str]:
@@ -92,6 +97,7 @@ def demo_env(roster: Roster, scripted: bool) -> dict[str, str]:
         "KSWARM_DEMO_REPO": DATASET_REPO,
         "KSWARM_DEMO_POOL": POOL,
         "KSWARM_DEMO_REVIEWERS": ",".join(roster.reviewers),
+        "KSWARM_DEMO_RED_TEAM": ",".join(roster.red_team),
         # A scripted developer does a whole task in one wake (claim ... job_submit): 30 turns is tight.
         "KSWARM_AGENT_MAX_TURNS": "80" if scripted else "40",
     }
@@ -119,7 +125,7 @@ def with_demo_runtime(spec: SwarmSpec) -> SwarmSpec:
 
 
 def demo_spec(
-    agents: int = 4,
+    agents: int = 5,
     model: str = "scripted",
     backend: str = "process",
     model_id: str = DEFAULT_MODEL_ID,
@@ -141,6 +147,7 @@ def demo_spec(
             entry(roster.lead, "lead"),
             *(entry(d, "developer") for d in roster.developers),
             *(entry(r, "reviewer") for r in roster.reviewers),
+            *(entry(r, "red-team") for r in roster.red_team),
         ],
         "repos": [
             {"name": "dataset", "kind": "dataset", "description": "Curated, verified kernels."},

@@ -27,6 +27,11 @@ CHANGES_RE = re.compile(r"changes requested on PR #(\d+)")
 REVIEW_REQUEST_RE = re.compile(r"asks for your review of (\S+?)#(\d+)")
 MERGED_RE = re.compile(r"(\S+?)#(\d+) .* merged into (\S+) as ([0-9a-f]+)", re.S)
 KICKOFF_RE = re.compile(r"^Kick-off\b")
+# A developer's word to the red team after a merge, and what tells the author a kernel was withdrawn.
+ATTACK_RE = re.compile(r"merged (kernels/([a-z0-9_.-]+)/\S+\.py) at ([0-9a-f]{40}) \(PR #(\d+)\)")
+WITHDRAWN_RE = re.compile(r"withdrawn\b.*?\b(kernels/([a-z0-9_.-]+)/\S+?\.py)", re.S | re.I)
+REGRESSION_FILE_RE = re.compile(r"^tasks/[a-z0-9][a-z0-9_.-]*/regressions/[^/]+\.json$")
+DIFF_PATH_RE = re.compile(r"^diff --git a/(\S+) b/(\S+)$", re.M)
 HEAD_RE = re.compile(r"^HEAD ([0-9a-f]{40})$", re.M)
 LIST_RE = r"{label}:\s*([^.\n]*)"
 
@@ -57,6 +62,16 @@ class DemoPolicy:
     reviewers: tuple[str, ...] = ()
     faulty: frozenset[str] = field(default_factory=lambda: frozenset(catalogue.wrong_solution_names()))
     max_claims: int = 40
+    red_team: tuple[str, ...] = ()
+    # Tasks the red team attacks, and whose kernel is first the catalogue's unstable one when there is
+    # a red team to break it (catalogue.unstable_solution_names): right on ordinary inputs, wrong on a
+    # special value of the task's domain.
+    attack: frozenset[str] = field(default_factory=lambda: frozenset(catalogue.unstable_solution_names()))
+
+    def unstable(self, task: str) -> bool:
+        return (
+            bool(self.red_team) and task in self.attack and catalogue.unstable_solution_path(task).is_file()
+        )
 
     @classmethod
     def from_env(cls, env: Mapping[str, str]) -> DemoPolicy:
@@ -67,10 +82,13 @@ class DemoPolicy:
         given: dict[str, Any] = (
             {"faulty": frozenset(listed("KSWARM_DEMO_FAULTY"))} if faulty is not None else {}
         )
+        if env.get("KSWARM_DEMO_ATTACK") is not None:
+            given["attack"] = frozenset(listed("KSWARM_DEMO_ATTACK"))
         return cls(
             repo=env.get("KSWARM_DEMO_REPO", cls.repo),
             pool=env.get("KSWARM_DEMO_POOL", cls.pool),
             reviewers=listed("KSWARM_DEMO_REVIEWERS"),
+            red_team=listed("KSWARM_DEMO_RED_TEAM"),
             **given,
         )
 
@@ -106,6 +124,11 @@ class Flow:
 
     def data(self, s: Scratch, key: str) -> Any:
         return parse_json(self.result(s, key))
+
+
+def changed_paths(diff: str) -> list[str]:
+    """The files a unified diff (``pr_view`` with ``diff``) changes."""
+    return sorted({b for _, b in DIFF_PATH_RE.findall(diff)})
 
 
 def me(s: Scratch) -> str:

@@ -36,6 +36,8 @@ from redis.asyncio import Redis
 from gateway.app import create_app
 from gateway.client.home import GatewayInfo, write_secret
 from gateway.config import GatewaySettings
+from gateway.counterexamples.plugin import CounterexamplesPlugin
+from gateway.counterexamples.settings import CounterexampleSettings
 from gateway.jobs.plugin import JobsPlugin
 from gateway.jobs.settings import JobsSettings
 from gateway.llm.config import LLMProxySettings
@@ -110,6 +112,14 @@ def tasks_settings(spec: SwarmSpec) -> TasksSettings:
     return TasksSettings().model_copy(update=update)
 
 
+def counterexample_settings(spec: SwarmSpec) -> CounterexampleSettings:
+    """The counterexample service's settings: the spec's ``counterexamples:`` rules and dataset repo."""
+    update: dict[str, Any] = spec.counterexamples.model_dump()
+    if spec.dataset_repo() is not None:
+        update["dataset_repo"] = spec.dataset_repo()
+    return CounterexampleSettings().model_copy(update=update)
+
+
 def monitor_settings(spec: SwarmSpec) -> tuple[MonitorSettings, list[str]]:
     """The monitor's settings: the environment's, with the spec's alert targets when it names any."""
     try:
@@ -135,7 +145,11 @@ def spec_plugins(spec: SwarmSpec | None, llm: LLMProxySettings) -> tuple[list[Pl
     jobs, warnings = jobs_settings(spec)
     monitor, monitor_warnings = monitor_settings(spec)
     plugins = replace_plugins(
-        plugins, JobsPlugin(jobs), TasksPlugin(tasks_settings(spec)), MonitorPlugin(monitor)
+        plugins,
+        JobsPlugin(jobs),
+        TasksPlugin(tasks_settings(spec)),
+        MonitorPlugin(monitor),
+        CounterexamplesPlugin(counterexample_settings(spec)),
     )
     return plugins, warnings + monitor_warnings
 

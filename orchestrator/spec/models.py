@@ -30,6 +30,8 @@ from pydantic import (
 )
 
 from gateway.client.jobs.pools import PoolConfig
+from gateway.counterexamples.settings import CounterexampleRules
+from gateway.dataset.rules import DatasetRules
 from gateway.forge.gate.evidence import parse_check_context
 from gateway.forge.gate.policy import ReviewPolicy
 from gateway.llm.config import BudgetSettings
@@ -44,7 +46,7 @@ RESERVED = {"all", "here", "everyone", "operator"}
 SIZE_RE = re.compile(r"^(\d+(?:\.\d+)?)\s*([kmgt]?)i?b?$", re.IGNORECASE)
 # Never accepted in a spec's env: the agent holds only its own token; the gateway injects model keys.
 FORBIDDEN_ENV = {"ANTHROPIC_API_KEY", "ANTHROPIC_AUTH_TOKEN", "KSWARM_TOKEN", "KSWARM_OPERATOR_TOKEN"}
-Role = Literal["lead", "developer", "reviewer"]
+Role = Literal["lead", "developer", "reviewer", "red-team"]
 RuntimeKind = Literal["loop", "claude-code"]
 DEFAULT_CPUS = 1.0
 MIN_DISK = 32 * 1024 * 1024  # an ext4 image smaller than this holds little more than its journal
@@ -149,7 +151,8 @@ class AgentEntry(_Model):
     start: int = Field(1, ge=0, description="First value of {i}.")
     role: Role = Field(
         "developer",
-        description="lead (may post tasks on the board), developer or reviewer: the agent's prompt.",
+        description="lead (may post tasks on the board), developer, reviewer or red-team (attacks accepted "
+        "kernels with counterexamples): the agent's prompt.",
     )
     model: str | None = Field(None, description="Model id; default: defaults.model.")
     prompt: str | None = Field(None, description="Prompt template path (relative to swarm.yaml) or text.")
@@ -286,10 +289,20 @@ class SwarmSpec(_Model):
     tasks: TaskRules = Field(
         default_factory=TaskRules, description="The task board's rules for agents (claims, done)."
     )
+    counterexamples: CounterexampleRules = Field(
+        default_factory=CounterexampleRules,
+        description="What red-team agents may attack (targets: merged | merged-and-open) and how many "
+        "counterexamples one agent may have pending.",
+    )
     alerts: AlertTargets = Field(
         default_factory=list,
         description="Where the monitor pushes Attention items as they appear (webhook, Slack): the "
         "monitor's own AlertTarget list.",
+    )
+    dataset: DatasetRules = Field(
+        default_factory=DatasetRules,
+        description="What `kswarm dataset build` publishes: the rejected records' timeline excerpts "
+        "(opt-out) and their bound.",
     )
     lifecycle: Lifecycle = Field(default_factory=Lifecycle, description="Restart and stall timing.")
     docker: DockerOptions = Field(default_factory=DockerOptions, description="Docker backend options.")

@@ -24,10 +24,48 @@ EXIT_CODES = {"pass": 0, "fail": 1, "error": 2, "unverifiable": 3}
 PROJECT_ROOT = Path(__file__).resolve().parents[2]
 
 
+COUNTEREXAMPLE_DIR = "counterexample"  # in the job's out dir: what a counterexample job judges
+
+
+def write_counterexample(job: Job, out: Path) -> Path | None:
+    """A counterexample job's input (``input.json``) or generator (``generator.py``), written into
+    ``out/counterexample/`` read-only, for the harness to read before any candidate code runs; None
+    for other jobs."""
+    payload = job.counterexample
+    if job.kind != "counterexample" or payload is None:
+        return None
+    folder = out / COUNTEREXAMPLE_DIR
+    folder.mkdir(mode=0o755)
+    if payload.input is not None:
+        path, text = folder / "input.json", payload.input.model_dump_json(indent=2) + "\n"
+    else:
+        path, text = folder / "generator.py", payload.generator or ""
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o444)
+    with os.fdopen(fd, "w") as f:
+        f.write(text)
+    folder.chmod(0o555)
+    return path
+
+
+def counterexample_flags(path: Path | None) -> list[str]:
+    """The harness's flags for a counterexample file (``write_counterexample``)."""
+    if path is None:
+        return []
+    flag = "--counterexample-input" if path.suffix == ".json" else "--counterexample-generator"
+    return [flag, str(path)]
+
+
 def harness_argv(
-    pool: PoolConfig, job: Job, task_dir: Path, candidate: Path, out: Path, python: str | None = None
+    pool: PoolConfig,
+    job: Job,
+    task_dir: Path,
+    candidate: Path,
+    out: Path,
+    python: str | None = None,
+    counterexample: Path | None = None,
 ) -> list[str]:
-    """The real harness, or the pool's ``harness_command`` template (tests' stand-in)."""
+    """The real harness, or the pool's ``harness_command`` template (tests' stand-in); a counterexample
+    job's file (``write_counterexample``) goes to either as its flag."""
     python = python or sys.executable
     # The harness's own share of the job's time; the rest is start-up, static gate and reference.
     child_timeout = max(5, int(job.timeout_s * 0.8))
@@ -42,14 +80,14 @@ def harness_argv(
             "kind": job.kind,
             "project": str(PROJECT_ROOT),
         }
-        return [part.format(**fields) for part in pool.harness_command]
+        return [part.format(**fields) for part in pool.harness_command] + counterexample_flags(counterexample)
     # -P: the working directory never shadows the harness's own modules.
     argv = [python, "-P", "-s", "-m", "orchestrator.verify", "--task", str(task_dir)]
     argv += ["--candidate", str(candidate), "--pool", pool.harness_pool_name(), "--out", str(out)]
     argv += ["--timeout", str(child_timeout)]
-    if job.kind == "verify":
+    if job.kind in ("verify", "counterexample"):
         argv.append("--no-timing")
-    return argv
+    return argv + counterexample_flags(counterexample)
 
 
 @dataclass

@@ -43,7 +43,13 @@ from orchestrator.worker.checkout import CheckoutError, checkout, inside, sha256
 from orchestrator.worker.executors import ExecSpec, Executor, make_executor
 from orchestrator.worker.executors.base import job_env
 from orchestrator.worker.executors.local import make_writable
-from orchestrator.worker.results import PROJECT_ROOT, Verdict, harness_argv, interpret
+from orchestrator.worker.results import (
+    PROJECT_ROOT,
+    Verdict,
+    harness_argv,
+    interpret,
+    write_counterexample,
+)
 from orchestrator.worker.tasks import TaskCache, TaskUnavailable
 
 log = logging.getLogger("kswarm.jobs.worker")
@@ -232,13 +238,14 @@ class Worker:
                 f"blob {task_source['blob_sha'][:12]}\n"
             )
             result_path = out / "result.json"
+            counterexample = write_counterexample(job, out)
             allocates = pool.executor.allocates_devices  # then the executor picks and exports them
             visible = None if allocates else pool.visible_devices_var
             env = job_env(out, {"PYTHONPATH": str(PROJECT_ROOT), **running.allocation.env(visible)})
             spec = ExecSpec(
                 job_id=job.id,
                 attempt=attempt,
-                argv=harness_argv(pool, job, task_dir, candidate, result_path),
+                argv=harness_argv(pool, job, task_dir, candidate, result_path, counterexample=counterexample),
                 checkout=src,
                 outdir=out,
                 env=env,

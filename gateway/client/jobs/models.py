@@ -16,6 +16,11 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from gateway.client.jobs.kernel_paths import task_of_kernel
+from kswarm_contracts.counterexample import (
+    COUNTEREXAMPLE_ID_RE,
+    GENERATOR_MAX_BYTES,
+    CounterexampleInput,
+)
 from kswarm_contracts.verification import Evidence as EvidenceLevel
 
 SHA_RE = re.compile(r"^[0-9a-f]{40}$")
@@ -54,7 +59,30 @@ STATUS_OF_STATE: dict[JobState, str] = {
     JobState.cancelled: "error",
 }
 
-JobKind = Literal["verify", "bench"]
+# What an agent may ask for; "counterexample" jobs are submitted by the gateway's counterexample
+# service only (gateway/counterexamples/), for the finder, carrying ``Job.counterexample``.
+SubmittableKind = Literal["verify", "bench"]
+JobKind = Literal["verify", "bench", "counterexample"]
+
+
+class CounterexampleJob(BaseModel):
+    """A counterexample job's payload: the worker writes ``input`` (as ``input.json``) or ``generator``
+    (as ``generator.py``) into the job's directory and passes it to the harness
+    (``--counterexample-input`` / ``--counterexample-generator``)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    id: str = Field(pattern=COUNTEREXAMPLE_ID_RE.pattern, description="The counterexample's id.")
+    input: CounterexampleInput | None = Field(None, description="The input to judge.")
+    generator: str | None = Field(
+        None, max_length=GENERATOR_MAX_BYTES, description="A generator's source, run by the harness."
+    )
+
+    @model_validator(mode="after")
+    def _one(self) -> CounterexampleJob:
+        if (self.input is None) == (self.generator is None):
+            raise ValueError("a counterexample job carries exactly one of input and generator")
+        return self
 
 
 def new_job_id() -> str:
@@ -98,7 +126,9 @@ class JobRequest(BaseModel):
     pool: str = Field("cpu", description="Pool to run in (cpu, gpu-h100, npu-910c, ...).")
     devices: int | None = Field(None, ge=0, le=64, description="Devices on one node; default: the pool's.")
     nodes: int = Field(1, ge=1, le=16, description="Nodes; every pool here takes exactly 1.")
-    kind: JobKind = Field("verify", description="verify (correctness) or bench (also timing, device pools).")
+    kind: SubmittableKind = Field(
+        "verify", description="verify (correctness) or bench (also timing, device pools)."
+    )
     timeout_s: int | None = Field(None, ge=1, le=86_400, description="Wall-clock limit; default: the pool's.")
     reproduce_pr: int | None = Field(
         None, ge=1, description="PR number this job reproduces as a reviewer (runs with priority)."
@@ -151,7 +181,10 @@ class Job(BaseModel):
     pool: str = Field(description="Pool name.")
     nodes: int = Field(1, description="Nodes (always 1).")
     devices: int = Field(description="Devices on that node (0 for cpu pools: a slot, no device).")
-    kind: JobKind = Field("verify", description="verify or bench.")
+    kind: JobKind = Field("verify", description="verify, bench or counterexample.")
+    counterexample: CounterexampleJob | None = Field(
+        None, description="kind counterexample: the counterexample it judges (set by the gateway only)."
+    )
     timeout_s: int = Field(description="Wall-clock limit of one attempt.")
     priority: Literal["reproduction", "normal"] = Field("normal", description="Reproductions go first.")
     reproduce_pr: int | None = Field(None, description="PR reproduced by this job, if any.")

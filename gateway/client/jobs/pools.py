@@ -19,12 +19,12 @@ import yaml
 from pydantic import AliasChoices, BaseModel, ConfigDict, Field, model_validator
 
 from gateway.client.jobs.executors import ExecutorOptions, LocalOptions, PoolExecutor, options_model
-from gateway.client.jobs.models import JobKind
+from gateway.client.jobs.models import SubmittableKind
 
 # The task catalogue's trusted task definitions (docs/tasks.md).
 CATALOGUE_TASKS = Path(__file__).resolve().parents[2] / "tasks" / "catalogue" / "tasks"
 DeviceType = Literal["cpu", "cuda", "npu"]
-ALL_KINDS: tuple[JobKind, ...] = ("verify", "bench")  # a pool's kinds unless it names them
+ALL_KINDS: tuple[SubmittableKind, ...] = ("verify", "bench")  # a pool's kinds unless it names them
 VISIBLE_DEVICES_VAR: dict[str, str | None] = {
     "cpu": None,
     "cuda": "CUDA_VISIBLE_DEVICES",
@@ -57,7 +57,7 @@ class PoolRules(_Model):
     max_queued_per_agent: int = Field(50, ge=1, description="Jobs of one agent waiting; more are refused.")
     reproduction_priority: bool = Field(True, description="Review-reproduction jobs go before others.")
     max_timeout_s: int = Field(3600, ge=1, description="Longest wall-clock limit a job may ask for.")
-    kinds: list[JobKind] = Field(
+    kinds: list[SubmittableKind] = Field(
         default_factory=lambda: list(ALL_KINDS), description="Job kinds accepted (cpu: verify only)."
     )
 

@@ -32,6 +32,7 @@ from gateway.forge.gate.evidence import kernel_context, parse_check_context
 from gateway.forge.gate.kernels import PRChanges, classify
 from gateway.forge.gate.ledger import EvidenceLedger
 from gateway.forge.gate.policy import GateDecision, ReviewPolicy, evaluate
+from gateway.forge.gate.regressions import RegressionSource, admit_regressions
 from gateway.forge.gate.rules import Reason, short
 from gateway.forge.gate.vouched import OperatorHeads
 from gateway.forge.locks import branch_lock
@@ -76,6 +77,9 @@ class ReviewGate:
         self._principal: Principal | None = None
         self.operator_heads = OperatorHeads(redis)
         self._files: dict[tuple[str, str, str], tuple[list[ChangedFile], set[str]]] = {}
+        # Confirmed counterexamples' regression cases (set by the counterexample component); without
+        # it a PR's regression files stay blocked as trusted paths (``regressions.py``).
+        self.regressions: RegressionSource | None = None
 
     async def principal(self) -> Principal:
         if self._principal is None:
@@ -96,6 +100,8 @@ class ReviewGate:
             return pr, evaluate(pr, policy, status_setters=trusted, operators=operators)
         vouched = await self.operator_head(pr, operators)
         changes = await self.changes(pr, policy, operator_author=vouched)
+        if policy.dataset and not vouched:
+            await admit_regressions(self.forge, pr, changes, self.regressions)
         if pr.author in operators and not vouched:
             for blocked in changes.blocked:  # the operator's own PR: say why it is not exempt
                 blocked.why += (

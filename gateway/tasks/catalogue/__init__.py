@@ -23,6 +23,7 @@ ROOT = Path(__file__).resolve().parent
 TASKS_DIR = ROOT / "tasks"
 SOLUTIONS_DIR = ROOT / "solutions"
 WRONG_DIR = SOLUTIONS_DIR / "wrong"
+UNSTABLE_DIR = SOLUTIONS_DIR / "unstable"
 TEMPLATE_DIR = ROOT / "dataset_template"
 KB_SEED_DIR = ROOT / "kb_seed"
 
@@ -63,6 +64,16 @@ def wrong_solution_names() -> list[str]:
 
 def wrong_solution_path(name: str) -> Path:
     return WRONG_DIR / f"{name}.py"
+
+
+def unstable_solution_names() -> list[str]:
+    """Kernels right on every ordinary input and wrong on a special value the task's domain declares:
+    what the gate's fixed and fresh cases pass and a red team's counterexample breaks (the demo)."""
+    return sorted(p.stem for p in UNSTABLE_DIR.glob("*.py"))
+
+
+def unstable_solution_path(name: str) -> Path:
+    return UNSTABLE_DIR / f"{name}.py"
 
 
 def task_info(name: str) -> TaskInfo:

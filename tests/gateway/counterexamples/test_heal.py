@@ -29,6 +29,10 @@ from forgekit import Swarm
 from gateway.client.jobs.pools import NodeConfig, PoolConfig
 from gateway.counterexamples.heal import heal_sweep
 from gateway.counterexamples.models import Counterexample
+from gateway.counterexamples.plugin import CounterexamplesPlugin
+from gateway.counterexamples.regression import open_regression_pr
+from gateway.counterexamples.settings import CounterexampleSettings
+from gateway.counterexamples.store import CounterexampleStore
 from gateway.dataset.withdrawals import WithdrawalStore
 from gateway.forge.gate.vouched import OperatorHeads
 from gateway.forge.plugin import ForgePlugin
@@ -41,6 +45,7 @@ from gateway.tasks.catalogue import solution_path
 from gateway.tasks.plugin import TasksPlugin
 from kstest.waiting import wait_for
 from kswarm_contracts.counterexample import CounterexampleInput, RegressionCase
+from orchestrator.demo.steps import WITHDRAWN_RE
 
 T = TypeVar("T")
 REPO = "kswarm/dataset"
@@ -56,7 +61,8 @@ class HealGateway(DatasetGateway):
     def plugins(self) -> list[Plugin[Any]]:
         forge = ForgePlugin(ForgeSettings(gate_sweep_s=0.5, default_repo=REPO))
         pool = PoolConfig(name="cpu", nodes=[NodeConfig(name="local", devices=[0])])
-        return [forge, TasksPlugin(), JobsPlugin(JobsSettings(pools=[pool], reclaim_every_s=0.5))]
+        jobs = JobsPlugin(JobsSettings(pools=[pool], reclaim_every_s=0.5))
+        return [forge, TasksPlugin(), jobs, CounterexamplesPlugin(CounterexampleSettings(dataset_repo=REPO))]
 
     def run(self, coro: Coroutine[Any, Any, T]) -> T:
         """Run ``coro`` on the gateway's own loop (its Redis pool and services live there)."""
@@ -77,18 +83,29 @@ def regression(case_id: str, task: str = "add", n: int = 1000) -> bytes:
 
 
 async def propose(gw: HealGateway, files: dict[str, bytes | None]) -> int:
-    """The regression PR as the gateway opens it for a confirmed counterexample: an operator-vouched head
-    (the other half of issue 27 opens it; here the test does, the same way ``kswarm tasks add`` does)."""
+    """An operator's PR changing files under tasks/ (a vouched head, as ``kswarm tasks add`` makes)."""
     forge = gw.ctx.services.get(FORGE)
     org, name = REPO.split("/")
     head = await forge.resolve_ref(org, name, "main")
     branch = f"operator/regression-{secrets.token_hex(3)}"
     commit = await forge.commit_files(
-        "operator", org, name, "main", files, "Add a regression case", expected_head=head, new_branch=branch
+        "operator", org, name, "main", files, "Add a file", expected_head=head, new_branch=branch
     )
     await OperatorHeads(gw.ctx.redis).record(REPO, commit, branch, "main")
-    pr = await forge.open_pr("operator", org, name, branch, "main", "Regression case", "", ["bob"])
+    pr = await forge.open_pr("operator", org, name, branch, "main", "Operator's change", "", ["bob"])
     return pr.number
+
+
+async def confirmed_case_pr(gw: HealGateway, kernel: str, sha: str) -> int:
+    """CASE, confirmed (as its confirming job leaves it), and the regression PR the gateway opens for it
+    in its finder's name (gateway/counterexamples/regression.py)."""
+    cx = Counterexample(
+        id=CASE, finder="mallory", task="add", repo=REPO, kernel=kernel, sha=sha, status="confirmed",
+        input=CounterexampleInput(case={"n": 1000}, dtype="float32"), job="j0123456789abc",
+        created_at=time.time(), decided_at=time.time(),
+    )  # fmt: skip
+    await CounterexampleStore(gw.ctx.redis).save(cx)
+    return await open_regression_pr(gw.ctx.services.get(FORGE), cx, "main")
 
 
 def take(gw: HealGateway) -> dict[str, Any]:
@@ -130,13 +147,18 @@ def jobs(gw: HealGateway) -> list[dict[str, Any]]:
 def notices(gw: HealGateway, who: str) -> list[str]:
     with gw.client(gw.tokens[who]) as c:
         items = c.get("/api/inbox", params={"peek": "true", "limit": 500}).json()["items"]
-    return [i["text"] for i in items if i["sender"] == "gate" and "withdrawn" in i["text"]]
+    return [
+        i["text"]
+        for i in items
+        if i["sender"] == "gate" and i["reason"] == "notice" and "withdrawn" in i["text"]
+    ]
 
 
 @pytest.fixture(scope="module")
 def healed(redis_url: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Any]]:
-    """alice's and carol's add kernels and carol's relu merge (bob approves); mallory's PR adding a fake
-    regression file stays open; the operator's regression PR adding CASE (and an unparsable file) merges."""
+    """alice's and carol's add kernels and carol's relu merge (bob approves); mallory's PR adding a
+    hand-written regression file stays blocked; an operator's file that is no case merges; then CASE is
+    confirmed and its regression PR (mallory's, as the gateway opens it) merges."""
     client = redis_sync.Redis.from_url(redis_url, decode_responses=True)
     client.flushall()
     tmp = Path(tempfile.mkdtemp(prefix="kshl"))
@@ -169,25 +191,18 @@ def healed(redis_url: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator
         fake_pr = swarm.open_pr("mallory", "mallory/cx", reviewers=("bob",))
         assert swarm.review("bob", fake_pr, "APPROVED").status_code == 200
         sweep_before = gw.run(heal_sweep(gw.ctx))
-        record = Counterexample(
-            id=CASE, finder="mallory", task="add", repo=REPO, kernel="kernels/add/alice_add.py",
-            sha=merged["kernels/add/alice_add.py"]["sha"], status="confirmed", created_at=time.time(),
-        )  # fmt: skip
-        client.set(f"ks:cx:{CASE}", record.model_dump_json())
-        number = gw.run(
-            propose(
-                gw,
-                {
-                    f"tasks/add/regressions/{CASE}.json": regression(CASE),
-                    f"tasks/add/regressions/{BROKEN}.json": b"{not json",
-                },
-            )
-        )
+        # an operator's hand-made file that is no case: listed with its error, run by nobody
+        broken = gw.run(propose(gw, {f"tasks/add/regressions/{BROKEN}.json": b"{not json"}))
+        assert swarm.review("bob", broken, "APPROVED").status_code == 200
+        swarm.wait_merged(broken)
+        sweep_broken = gw.run(heal_sweep(gw.ctx))
+        alice = merged["kernels/add/alice_add.py"]
+        number = gw.run(confirmed_case_pr(gw, "kernels/add/alice_add.py", alice["sha"]))
         assert swarm.review("bob", number, "APPROVED").status_code == 200
         swarm.wait_merged(number)
         yield {
             "gw": gw, "swarm": swarm, "lab": lab, "merged": merged, "fake_pr": fake_pr,
-            "sweep_before": sweep_before, "redis": client,
+            "sweep_before": sweep_before, "sweep_broken": sweep_broken, "redis": client,
         }  # fmt: skip
     finally:
         gw.stop()
@@ -205,6 +220,7 @@ def test_a_merged_regression_case_reverifies_each_accepted_kernel_and_withdraws_
     gw: HealGateway = healed["gw"]
     merged = healed["merged"]
     assert healed["sweep_before"] == [], "a regression file in an open PR heals nothing"
+    assert healed["sweep_broken"] == [], "a file that is no case heals nothing"
     found = wait_for(lambda: len(got := reverify_jobs(gw)) >= 2 and got, 30)
     by_kernel = {j["kernel"]: j for j in found}
     assert sorted(by_kernel) == ["kernels/add/alice_add.py", "kernels/add/carol_add.py"], found
@@ -252,6 +268,8 @@ def test_a_merged_regression_case_reverifies_each_accepted_kernel_and_withdraws_
     for who in ("alice", "bob"):  # the author and the reviewer who approved its PR
         told = wait_for(lambda who=who: notices(gw, who) or None, 20)
         assert len(told) == 1 and "kernels/add/alice_add.py" in told[0] and CASE in told[0]
+        found = WITHDRAWN_RE.search(told[0])  # what the demo's developer answers with a new PR
+        assert found is not None and found.group(1) == "kernels/add/alice_add.py", told[0]
     assert notices(gw, "carol") == [], "carol's kernel passed: nothing withdrawn, nobody told"
     record = Counterexample.model_validate_json(healed["redis"].get(f"ks:cx:{CASE}"))
     assert record.regression_merged and record.withdrew, record

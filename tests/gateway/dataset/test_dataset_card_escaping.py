@@ -8,7 +8,10 @@ import re
 from typing import Any
 
 from gateway.dataset.card import render_card, summarize
+from gateway.dataset.loop_sources import CounterexampleRecord
 from gateway.dataset.markdown import md_code, md_text
+from gateway.dataset.numbers import loop_numbers
+from gateway.dataset.withdrawals import Withdrawal
 
 EVIL = "x</td><script>alert(1)</script>\n# Owned | [l](http://e) `c` *e* _u_ ~s~ $m$ \\ &amp;"
 CELL = re.compile(r"(?<!\\)\|")
@@ -26,19 +29,36 @@ def row(**over: Any) -> dict[str, Any]:
         "evidence": EVIL,
         "passed": True,
         "accepted": True,
+        "status": "accepted",
+        "family": None,
+        "cost_usd": 0.25,
     }
     return base | over
 
 
+def hostile_loop(rows: list[dict[str, Any]], cost: dict[str, Any]) -> dict[str, Any]:
+    """A withdrawal and a counterexample whose every name is hostile (the regression cases' table)."""
+    withdrawal = Withdrawal(
+        repo=EVIL, task=EVIL, kernel=EVIL, sha=EVIL, reason=EVIL, counterexample=EVIL, job=EVIL,
+        author=EVIL, at=1.0,
+    )  # fmt: skip
+    cx = CounterexampleRecord(
+        id=EVIL, finder=EVIL, task=EVIL, repo=EVIL, kernel=EVIL, sha=EVIL, status="confirmed"
+    )
+    return loop_numbers(rows, [withdrawal], [cx], cost, {EVIL: "red-team"})
+
+
 def test_hostile_values_in_every_position_stay_text_in_their_cell() -> None:
     cost = {"lines": [{"task": EVIL, "agent": EVIL, "model": EVIL, "tokens": 10, "cost_usd": 0.5}]}
-    card = render_card(summarize([row()], EVIL, cost, {EVIL: EVIL}))
+    rows = [row(), row(status="rejected", family="wrong", accepted=False, passed=False)]
+    card = render_card(summarize(rows, EVIL, cost, {EVIL: EVIL}, hostile_loop(rows, cost)))
     assert "<script" not in card and "</td>" not in card and "alert(1)</" not in card
     lines = card.splitlines()
     headings = [line for line in lines if line.lstrip().startswith("#")]
     assert headings[0] == f"# kswarm kernel dataset: {md_text(EVIL)}"  # the repo, escaped, on its line
     own = {"## Counts", "## Evidence", "### Pools", "### Tasks", "### Authors", "## Cost", "## Loading"}
-    own |= {"## Schema", "## Caveats"}
+    own |= {"## Schema", "## Caveats", "## Splits", "### Regression cases"}
+    own |= {"## Per task: accepted, withdrawn, rejected, counterexamples, cost"}
     assert set(headings[1:]) <= own, headings
     assert not re.search(r"(?<!\\)\]\(", card), "no link"
     assert not [line for line in lines if line.strip() == "# Owned | [l](http://e)"]
@@ -51,7 +71,7 @@ def test_hostile_values_in_every_position_stay_text_in_their_cell() -> None:
                 if not body.startswith("|"):
                     break
                 assert len(CELL.split(body)) == width, (lines[i - 1], body)
-    assert tables >= 7  # evidence, pools, tasks, authors, cost per task, agent, model (and the schema)
+    assert tables >= 10  # splits, per task, regression cases, evidence, pools, tasks, authors, cost ×3
     assert md_text(EVIL) in card
 
 

@@ -17,7 +17,7 @@ TOOLS = [
     {"name": n, "description": n, "input_schema": {"type": "object"}}
     for n in (
         "whoami bash write_file chat_post task_list task_claim task_post task_done task_release pr_open "
-        "pr_list pr_view pr_review pr_comment job_submit job_status"
+        "pr_list pr_view pr_review pr_comment job_submit job_status counterexample_submit"
     ).split()
 ]
 POLICY = DemoPolicy(repo="kswarm/dataset", pool="cpu", reviewers=("rev-1",), faulty=frozenset({"softmax"}))
@@ -28,9 +28,11 @@ def whoami(name: str) -> dict[str, str]:
     return {"name": name, "kind": "agent", "email": f"{name}@agents.demo"}
 
 
-async def drive(role: str, event: dict[str, Any], respond: Responder) -> list[tuple[str, dict[str, Any]]]:
+async def drive(
+    role: str, event: dict[str, Any], respond: Responder, policy: DemoPolicy = POLICY
+) -> list[tuple[str, dict[str, Any]]]:
     """Run one wake to the end of the turn; tool results come from ``respond`` (JSON-encoded)."""
-    model = ScriptedModel(demo_rules(POLICY, role))
+    model = ScriptedModel(demo_rules(policy, role))
     messages: list[dict[str, Any]] = [{"role": "user", "content": wake_message([event])}]
     calls = []
     for _ in range(100):
@@ -307,3 +309,133 @@ async def test_a_merge_notice_marks_the_task_done() -> None:
     assert calls[2][1]["id"] == "softmax" and "PR #5 merged into main" in calls[2][1]["result"]
     # Other agents' merges and the gate's other notices wake nobody into action.
     assert await drive("reviewer", event, respond) == []
+
+
+# -- the red team's loop (issue 27) ----------------------------------------------------------------
+
+RED = DemoPolicy(
+    repo="kswarm/dataset",
+    pool="cpu",
+    reviewers=("rev-1",),
+    faulty=frozenset({"softmax"}),
+    red_team=("red-1",),
+    attack=frozenset({"softmax"}),
+)
+MERGED_TEXT = (
+    '@dev-1 kswarm/dataset#5 "softmax: Triton kernel by dev-1" merged into main as 1234567890 (head aaaa)'
+)
+
+
+def merged_view(name: str, args: dict[str, Any]) -> Any:
+    if name == "whoami":
+        return whoami("dev-1")
+    if name == "task_done":
+        return {"id": "softmax", "state": "done"}
+    return {"state": "merged", "author": "dev-1", "head": "dev-1/softmax", "base": "main", "head_sha": SHA}
+
+
+async def test_with_a_red_team_the_fix_is_the_unstable_kernel_and_a_merge_asks_the_red_team() -> None:
+    text = "@dev-1 changes requested on PR #5: job j1 flagged mismatch"
+    event = {"reason": "mention", "sender": "rev-1", "channel": "reviews", "message_id": "5-0", "text": text}
+    calls = await drive("developer", event, developer(set(), []), RED)
+    assert calls[3][1]["content"] == catalogue.unstable_solution_path("softmax").read_text()
+
+    notice = {
+        "reason": "notice",
+        "sender": "gate",
+        "channel": "reviews",
+        "message_id": "6-0",
+        "text": MERGED_TEXT,
+    }
+    calls = await drive("developer", notice, merged_view, RED)
+    assert names(calls) == ["whoami", "pr_view", "task_done", "chat_post"]
+    ask = calls[3][1]
+    assert ask["channel"] == "general" and ask["text"].startswith(
+        "@red-1 merged kernels/softmax/dev-1_triton.py"
+    )
+    assert f"at {SHA} (PR #5)" in ask["text"]
+    # Without a red team nobody is asked, and the fix is the honest kernel (the tests above).
+    assert names(await drive("developer", notice, merged_view)) == ["whoami", "pr_view", "task_done"]
+
+
+async def test_the_red_team_submits_a_counterexample_inside_the_domain_for_an_attacked_task() -> None:
+    text = f"@red-1 merged kernels/softmax/dev-1_triton.py at {SHA} (PR #5): please try to break it."
+    event = {"reason": "mention", "sender": "dev-1", "channel": "general", "message_id": "7-0", "text": text}
+    calls = await drive("red-team", event, lambda n, i: {"id": "cx0123456789ab", "status": "pending"}, RED)
+    assert names(calls) == ["counterexample_submit", "chat_post"]
+    submitted = calls[0][1]
+    assert submitted["kernel"] == "kernels/softmax/dev-1_triton.py" and submitted["sha"] == SHA
+    assert submitted["input"]["special"] == ["large"] and submitted["task"] == "softmax"
+    assert "cx0123456789ab" in calls[1][1]["text"]
+    # A task the red team does not attack makes no call.
+    other = {**event, "text": text.replace("softmax", "add")}
+    assert await drive("red-team", other, lambda n, i: {}, RED) == []
+
+
+def regression_pr(paths: list[str], blocked: list[dict[str, str]] | None = None) -> Responder:
+    diff = "".join(f"diff --git a/{p} b/{p}\n+{{}}\n" for p in paths)
+
+    def respond(name: str, args: dict[str, Any]) -> Any:
+        return {
+            "number": 9,
+            "state": "open",
+            "author": "red-1",
+            "head_sha": FIX,
+            "diff": diff,
+            "gate": {"kernels": [], "blocked_paths": blocked or []},
+        }
+
+    return respond
+
+
+async def test_a_reviewer_approves_a_regression_case_pr_the_gate_does_not_block_and_nothing_else() -> None:
+    text = "@rev-1 red-1 asks for your review of kswarm/dataset#9"
+    event = {"reason": "notice", "sender": "gate", "channel": "reviews", "message_id": "8-0", "text": text}
+    case = "tasks/softmax/regressions/cx0123456789ab.json"
+    calls = await drive("reviewer", event, regression_pr([case]), RED)
+    assert names(calls) == ["pr_view", "pr_review"]
+    assert calls[1][1]["event"] == "APPROVED" and calls[1][1]["head_sha"] == FIX
+    blocked = [{"path": case, "why": "not a confirmed counterexample's regression case"}]
+    assert names(await drive("reviewer", event, regression_pr([case], blocked), RED)) == ["pr_view"]
+    mixed = [case, "kernels/softmax/red-1.py"]
+    assert names(await drive("reviewer", event, regression_pr(mixed), RED)) == ["pr_view"]
+
+
+async def test_a_withdrawn_kernel_gets_the_honest_kernel_in_a_new_pr() -> None:
+    text = (
+        "@dev-1 withdrawn from the dataset: kernels/softmax/dev-1_triton.py at aaaaaaaaaa fails regression "
+        "case cx0123456789ab (found by red-1)"
+    )
+    event = {"reason": "notice", "sender": "gate", "channel": "reviews", "message_id": "9-0", "text": text}
+    calls = await drive("developer", event, developer(set(), []), RED)
+    assert names(calls) == ["whoami", "bash", "write_file", "bash", "pr_open", "job_submit", "chat_post"]
+    assert calls[2][1]["content"] == catalogue.solution_path("softmax").read_text()
+    assert "regression case" in calls[4][1]["title"] and calls[4][1]["head"] == "dev-1/softmax"
+
+
+def test_the_demo_has_a_red_team_from_five_agents_on() -> None:
+    from orchestrator.demo.spec import default_roster
+
+    assert default_roster(4).red_team == () and len(default_roster(4).everyone) == 4
+    five = default_roster(5)
+    assert (
+        five.red_team == ("red-1",) and five.developers == ("dev-1", "dev-2") and five.reviewers == ("rev-1",)
+    )
+
+
+def test_the_demo_waits_until_the_last_counterexample_of_an_attacked_task_was_refused() -> None:
+    from orchestrator.demo.flow import finished
+    from orchestrator.demo.progress import Snapshot
+
+    done = {"softmax": {"state": "done"}, "add": {"state": "done"}}
+
+    def snap(*statuses: str) -> Snapshot:
+        cxs = [{"task": "softmax", "status": s, "created_at": float(i)} for i, s in enumerate(statuses)]
+        return Snapshot(tasks=done, prs={5: {"state": "merged"}}, counterexamples=cxs)
+
+    attacked = frozenset({"softmax"})
+    assert finished(snap(), ("softmax", "add"))  # no red team: the board and the PRs decide
+    assert not finished(snap(), ("softmax", "add"), attacked)  # not attacked yet
+    assert not finished(snap("confirmed"), ("softmax", "add"), attacked)  # the heal is under way
+    assert not finished(snap("confirmed", "pending"), ("softmax", "add"), attacked)
+    assert finished(snap("confirmed", "refused"), ("softmax", "add"), attacked)  # the new kernel stands

@@ -109,7 +109,7 @@ def test_patterns_expand_with_defaults_applied() -> None:
         # role is an enum: a typo names the choices.
         (
             "swarm: k\nagents:\n  - name: a\n    role: reviewr\n",
-            "swarm.yaml:4: agents[0].role: Input should be 'lead', 'developer' or 'reviewer'",
+            "swarm.yaml:4: agents[0].role: Input should be 'lead', 'developer', 'reviewer' or 'red-team'",
         ),
         (
             "swarm: k\nagents:\n  - name: a\n    runtime: claude-cod\n",
@@ -240,7 +240,7 @@ def test_the_schema_refuses_unknown_keys_and_takes_the_runtime_shorthand() -> No
     for name in ("AgentEntry", "PoolConfig", "ReviewPolicy", "BudgetLimit", "Lifecycle"):
         assert defs[name]["additionalProperties"] is False, name
     assert {"enum": ["loop", "claude-code"]} in defs["RuntimeOptions"]["anyOf"]
-    assert defs["AgentEntry"]["properties"]["role"]["enum"] == ["lead", "developer", "reviewer"]
+    assert defs["AgentEntry"]["properties"]["role"]["enum"] == ["lead", "developer", "reviewer", "red-team"]
 
 
 def test_the_specs_task_rules_reach_the_board() -> None:
@@ -252,6 +252,26 @@ def test_the_specs_task_rules_reach_the_board() -> None:
     settings = tasks_settings(spec)
     assert (settings.max_claims_per_agent, settings.done_needs_merged_pr) == (5, False)
     assert tasks_settings(parse_spec("swarm: k\nagents: [{name: a}]\n")).max_claims_per_agent == 2
+
+
+def test_the_specs_counterexample_rules_reach_the_gateway() -> None:
+    from orchestrator.local.launcher import counterexample_settings
+
+    spec = parse_spec(
+        "swarm: k\nagents: [{name: r, role: red-team}]\nrepos: [{name: data, kind: dataset}]\n"
+        "counterexamples: {targets: merged-and-open, max_pending_per_agent: 5}\n"
+    )
+    settings = counterexample_settings(spec)
+    assert (settings.targets, settings.max_pending_per_agent) == ("merged-and-open", 5)
+    assert settings.dataset_repo == "k/data"
+    default = counterexample_settings(parse_spec("swarm: k\nagents: [{name: a}]\n"))
+    assert (default.targets, default.max_pending_per_agent) == ("merged", 3)
+    assert "counterexamples.budget" in error_of(
+        "swarm: k\nagents: [{name: a}]\ncounterexamples: {budget: 1}\n"
+    )
+    assert "counterexamples.targets" in error_of(
+        "swarm: k\nagents: [{name: a}]\ncounterexamples: {targets: everything}\n"
+    )
 
 
 def test_every_agent_gets_a_disk_bound_by_default_and_its_own_when_given() -> None:
