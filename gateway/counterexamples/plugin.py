@@ -9,11 +9,13 @@ job runner (confirming jobs); in a gateway without them it adds nothing.
 from __future__ import annotations
 
 import logging
+from functools import partial
 from typing import Annotated, Any
 
 from fastapi import APIRouter, FastAPI, Query, Request
 
 from gateway.context import GatewayContext
+from gateway.counterexamples.heal import heal_loop, reverified
 from gateway.counterexamples.models import Counterexample, CounterexampleRequest
 from gateway.counterexamples.outcome import CounterexampleOutcomes
 from gateway.counterexamples.regression import ConfirmedRegressions
@@ -22,7 +24,7 @@ from gateway.counterexamples.settings import CounterexampleSettings
 from gateway.deps import AnyPrincipal
 from gateway.errors import CounterexampleError
 from gateway.mcp_server import GatewayMCP, caller
-from gateway.plugin import Lifespan, Plugin
+from gateway.plugin import Lifespan, Plugin, background
 from gateway.services import EVIDENCE_LEDGER, FORGE, JOB_SERVICE, REVIEW_GATE
 from kswarm_contracts.counterexample import CounterexampleInput, CounterexampleStatus
 
@@ -144,4 +146,7 @@ class CounterexamplesPlugin(Plugin[CounterexampleSettings]):
         setattr(app.state, SERVICE_ATTR, svc)
         app.include_router(build_counterexample_router())
         register_counterexample_tools(mcp, svc)
-        return None
+        # The heal (issue 27 point 4): a regression case merged on a dataset main re-verifies its task's
+        # accepted kernels; a re-verification that fails withdraws its kernel (heal.py).
+        jobs.outcomes.after_final.append(partial(reverified, ctx))
+        return lambda: background({"kswarm-heal": heal_loop(ctx)})

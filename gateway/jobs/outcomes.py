@@ -28,6 +28,7 @@ log = logging.getLogger("kswarm.jobs")
 # (the kernel's verdict on it), which proves nothing the gate merges on.
 LEDGER_KINDS = frozenset({"verify", "bench"})
 FinalHook = Callable[[Job], Awaitable[None]]
+AfterFinal = Callable[[Job], Awaitable[object]]
 RETRY_AFTER_S = 5.0  # a listed job younger than this is probably being delivered by its finish call
 
 
@@ -65,6 +66,9 @@ class JobOutcomes:
         # set by the component that submits such jobs (``counterexample``: gateway/counterexamples/).
         # A hook is idempotent and raises to be retried, like the rest of a delivery.
         self.final_hooks: dict[str, FinalHook] = {}
+        # What runs after every final state's delivery, whatever the kind (the heal: a re-verification
+        # that failed withdraws its kernel, gateway/counterexamples/heal.py); idempotent, raises to retry.
+        self.after_final: list[AfterFinal] = []
 
     @property
     def ledger(self) -> EvidenceLedger | None:
@@ -90,6 +94,8 @@ class JobOutcomes:
                 await self.ledger.record(verification_of(job))
             hook = self.final_hooks.get(job.kind)
             await (hook(job) if hook is not None else self._notify(job))
+            for after in self.after_final:
+                await after(job)
         except Exception:  # Redis or chat trouble: the reclaim loop retries it
             log.exception("job %s: delivering its outcome failed; will retry", job_id)
             return False

@@ -30,7 +30,7 @@ PREFIX = "ks:jobs:"
 GROUP = "workers"
 _SPEC_FIELDS = (
     "id submitter repo ref sha task kernel entry pool nodes devices kind timeout_s priority reproduce_pr"
-    " max_attempts submitted counterexample"
+    " max_attempts submitted counterexample reverify"
 ).split()
 
 

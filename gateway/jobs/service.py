@@ -45,6 +45,7 @@ from gateway.principals import Principal, PrincipalKind
 from gateway.services import EVIDENCE_LEDGER
 
 log = logging.getLogger("kswarm.jobs")
+HEAL_MAX_QUEUED = 100_000
 
 
 class JobService:
@@ -83,12 +84,18 @@ class JobService:
     # -- agents and operators -----------------------------------------------------------------
 
     async def submit(
-        self, principal: Principal, request: JobRequest, counterexample: CounterexampleJob | None = None
+        self,
+        principal: Principal,
+        request: JobRequest,
+        counterexample: CounterexampleJob | None = None,
+        reverify: str | None = None,
     ) -> Job:
         """Queue ``request`` for ``principal``. ``counterexample`` (the counterexample service only, never
         a request field) makes it a ``counterexample`` job carrying that payload; the pool admits it as
-        the verify job it is besides."""
-        if principal.kind not in (PrincipalKind.agent, PrincipalKind.operator):
+        the verify job it is besides. ``reverify``: only the heal (gateway/counterexamples/heal.py) passes
+        it, as the gate principal; no route can (it is no request field)."""
+        heal = reverify is not None and principal.kind == PrincipalKind.gate
+        if principal.kind not in (PrincipalKind.agent, PrincipalKind.operator) and not heal:
             raise JobError(f"{principal.kind.value} principals do not submit jobs", 403)
         task = task_of_kernel(request.kernel)  # the only task this file can be verified as
         pool = self.pool(request.pool)
@@ -133,11 +140,14 @@ class JobService:
             reproduce_pr=request.reproduce_pr,
             max_attempts=pool.max_attempts,
             submitted=time.time(),
+            reverify=reverify,
         )
         # Evidence first: a worker may take and finish the job before submit() returns.
         await self.outcomes.submitted(job)
         try:
-            queued = await self.queue.submit(job, pool.rules.max_queued_per_agent)
+            # A heal queues one job per accepted kernel: its own fair lane, not an agent's queue limit.
+            limit = HEAL_MAX_QUEUED if heal else pool.rules.max_queued_per_agent
+            queued = await self.queue.submit(job, limit)
         except BaseException:
             await self.outcomes.refused(job)
             raise

@@ -6,7 +6,9 @@ branch**: protected, ``dataset`` rules on, and ``tasks/<task>/task.py`` one of i
 (operator-only) paths, so no agent's PR can change it (the gate blocks such a PR). Otherwise (another
 kind of repo, or a task main does not define) it is the gateway's catalogue file. Workers ask
 ``GET /api/tasks/{task}/definition?repo=``, cache the file by its blob sha and record that sha in the
-job's result (``orchestrator/worker/tasks.py``).
+job's result (``orchestrator/worker/tasks.py``). From a trusted main the definition also lists the
+task's regression cases (``tasks/<task>/regressions/<id>.json``, confirmed counterexamples, issue 27):
+the worker stores them beside task.py and the harness runs each as an extra trial.
 
 ``add_task`` is ``kswarm tasks add DIR``: the operator's task.py committed by the operator on a new
 branch ``<operator>/task-<name>-<id>`` and proposed as a PR to main, so the definition is versioned
@@ -21,6 +23,8 @@ import hashlib
 import secrets
 from string import Template
 
+from pydantic import ValidationError
+
 from gateway.context import GatewayContext
 from gateway.errors import BoardError, ForgeError
 from gateway.forge.gate.policy import ReviewPolicy
@@ -31,7 +35,11 @@ from gateway.forge.protocol import Forge
 from gateway.principals import Principal
 from gateway.services import FORGE
 from gateway.tasks.catalogue import TASKS_DIR, TEMPLATE_DIR, task_info_from_source
-from gateway.tasks.models import AddTaskBody, TaskDefinition
+from gateway.tasks.models import AddTaskBody, RegressionFile, TaskDefinition
+from kswarm_contracts.counterexample import COUNTEREXAMPLE_ID_RE, REGRESSIONS_DIR, RegressionCase
+
+REGRESSION_MAX_BYTES = 64 * 1024  # a case is one input's description: a larger file is not one
+REGRESSIONS_MAX = 500  # cases read per task
 
 
 def task_path(task: str) -> str:
@@ -41,6 +49,10 @@ def task_path(task: str) -> str:
 def blob_sha(content: bytes) -> str:
     """Git's blob id of ``content`` (what ``git hash-object`` prints)."""
     return hashlib.sha1(b"blob %d\0" % len(content) + content).hexdigest()
+
+
+def regressions_prefix(task: str) -> str:
+    return f"tasks/{task}/{REGRESSIONS_DIR}/"
 
 
 def trusts_tasks(policy: ReviewPolicy | None, task: str) -> bool:
@@ -74,6 +86,52 @@ async def trusted_main(forge: Forge, repo: str, task: str) -> tuple[RepoInfo, st
     return (info, head) if head else None
 
 
+def regression_file(task: str, path: str, blob: str, size: int, text: str) -> RegressionFile | None:
+    """The listing of one file under ``tasks/<task>/regressions/``; None when it is not a case's name."""
+    name = path.removeprefix(regressions_prefix(task))
+    if "/" in name or not name.endswith(".json"):
+        return None
+    case_id = name.removesuffix(".json")
+    found = RegressionFile(id=case_id, path=path, blob_sha=blob, size=size, content=text)
+    if not COUNTEREXAMPLE_ID_RE.match(case_id):
+        found.error = f"{name}: not a counterexample id (cx + 12-24 hex)"
+    elif size > REGRESSION_MAX_BYTES:
+        found.error = f"{name}: over {REGRESSION_MAX_BYTES} bytes"
+    else:
+        try:
+            case = RegressionCase.model_validate_json(text)
+        except ValidationError as exc:
+            found.error = f"{name}: not a regression case: {exc.errors()[0].get('msg', exc)}"[:300]
+        else:
+            if case.id != case_id or case.task != task:
+                found.error = f"{name}: its id/task ({case.id}, {case.task}) are not the file's"
+    return found
+
+
+async def task_regressions(
+    forge: Forge, info: RepoInfo, head: str, task: str, with_content: bool = True
+) -> list[RegressionFile]:
+    """Every ``tasks/<task>/regressions/<id>.json`` at ``head``, parsed (an unusable one says why). A
+    case counts only where the branch keeps its path operator-only (else an agent's PR could add one)."""
+    policy = await forge.get_protection(info.org, info.name, info.default_branch)
+    patterns = policy.trusted_paths if policy is not None and policy.dataset else []
+    files = await forge.read_tree(
+        info.org, info.name, head, prefix=regressions_prefix(task), suffixes=(".json",),
+        max_bytes=REGRESSION_MAX_BYTES, max_files=REGRESSIONS_MAX,
+    )  # fmt: skip
+    out: list[RegressionFile] = []
+    for f in sorted(files, key=lambda f: f.path):
+        found = regression_file(task, f.path, f.sha, f.size, f.text())
+        if found is not None and found.error is None:
+            if not any(fnmatch.fnmatchcase(f.path, p) for p in patterns):
+                found.error = f"{f.path} is not an operator-only path of {info.default_branch}"
+        if found is not None:
+            if not with_content:
+                found.content = None
+            out.append(found)
+    return out
+
+
 async def task_definition(
     forge: Forge | None, repo: str | None, task: str, with_content: bool = True
 ) -> TaskDefinition:
@@ -88,6 +146,7 @@ async def task_definition(
                     task=task, source="repo", repo=info.full_name, branch=info.default_branch, commit=head,
                     path=found.path, blob_sha=found.sha, size=found.size,
                     content=found.text() if with_content else None,
+                    regressions=await task_regressions(forge, info, head, task, with_content),
                 )  # fmt: skip
     local = TASKS_DIR / task / "task.py"
     if local.is_file():

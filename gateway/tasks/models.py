@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
@@ -101,6 +102,30 @@ class SeedBody(BaseModel):
     only: list[str] | None = Field(None, description="Post only these catalogue tasks.")
 
 
+class RegressionFile(BaseModel):
+    """``tasks/<task>/regressions/<id>.json`` on a trusted main: a ``RegressionCase`` every verification
+    of the task runs (issue 27). A file that does not parse is listed with ``error`` (and no worker
+    stores it), so one bad file never hides the task."""
+
+    id: str = Field(description="The case id (the file's name without .json).")
+    path: str
+    blob_sha: str = Field(description="Its git blob sha: what the worker checks the stored file against.")
+    size: int
+    content: str | None = Field(None, description="The JSON text (left out with content=false).")
+    error: str | None = Field(None, description="Why it is not a RegressionCase (then no worker runs it).")
+
+
+def definition_key(task_blob: str, regressions: list[RegressionFile]) -> str:
+    """What a worker caches a task dir by: task.py's blob sha alone when there is no regression case
+    (the key before issue 27), else a hash over it and every usable case's id and blob sha, so a case
+    merged on main gives the next job a fresh dir."""
+    usable = sorted((r.id, r.blob_sha) for r in regressions if r.error is None)
+    if not usable:
+        return task_blob
+    text = task_blob + "".join(f"\n{cid}:{blob}" for cid, blob in usable)
+    return hashlib.sha1(text.encode()).hexdigest()
+
+
 class TaskDefinition(BaseModel):
     """Where a job's task definition comes from, and (unless asked without) its source text."""
 
@@ -117,6 +142,11 @@ class TaskDefinition(BaseModel):
     blob_sha: str = Field(description="The git blob sha of task.py: what workers cache it by and record.")
     size: int
     content: str | None = Field(None, description="task.py (left out with content=false).")
+    regressions: list[RegressionFile] = Field(
+        default_factory=list,
+        description="The task's regression cases on that main commit (source repo only; none for the "
+        "catalogue): confirmed counterexamples every verification of the task runs.",
+    )
 
 
 class AddTaskBody(BaseModel):

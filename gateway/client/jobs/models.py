@@ -211,6 +211,12 @@ class Job(BaseModel):
     result: dict[str, Any] | None = Field(
         None, description="The harness's result record (docs/verification.md)."
     )
+    reverify: str | None = Field(
+        None,
+        description="The regression case (counterexample id) this job re-verifies an accepted kernel "
+        "against: the dataset healing itself (issue 27). Set only by the gateway, which submits such jobs "
+        "as its gate principal; never a request field.",
+    )
 
     @property
     def terminal(self) -> bool:
