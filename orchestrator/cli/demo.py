@@ -146,7 +146,7 @@ def run_demo(
     )
     chosen = port if port is not None else free_port(DEFAULT_PORT)
     options = DemoOptions(
-        tasks=tasks, timeout_s=timeout_s or (300.0 if model == "scripted" else 1800.0), keep=keep
+        tasks=tasks, timeout_s=timeout_s or (480.0 if model == "scripted" else 1800.0), keep=keep
     )
     shown = (
         "scripted (a demo policy, not a model)" if spec.defaults.model == "scripted" else spec.defaults.model

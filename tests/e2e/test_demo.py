@@ -89,14 +89,14 @@ def test_the_demo_builds_a_verified_dataset_and_only_reviewed_kernels_reach_main
     home = short_tmp / "h"
     demo = Demo(home, free_port())
     try:
-        summary = demo.wait_summary(timeout=420)
+        summary = demo.wait_summary(timeout=600)
         assert summary["ok"], demo.output()
         token = (home / "operator.token").read_text().strip()
         api = httpx.Client(base_url=demo.url, headers={"Authorization": f"Bearer {token}"}, timeout=60)
         agent_pids = [
             json.loads(p.read_text())["pid"] for p in (home / "swarm" / "agents").glob("*.proc.json")
         ]
-        assert len(agent_pids) == 4
+        assert len(agent_pids) == 5  # the lead, two developers, a reviewer and the red team
 
         # The dataset: at least six accepted records, one per task, reviewed by someone else.
         rows = [
@@ -107,8 +107,28 @@ def test_the_demo_builds_a_verified_dataset_and_only_reviewed_kernels_reach_main
         for row in accepted:
             assert row["author"] and row["reviewers"] and row["author"] not in row["reviewers"], row
             assert row["approvers"] and row["author"] not in row["approvers"], row
-        rejected = [r for r in rows if r["task"] == "softmax" and not r["passed"]]
+        rejected = [r for r in rows if r["task"] == "softmax" and r["status"] == "rejected"]
         assert len(rejected) == 1 and "mismatch" in rejected[0]["flags"] and not rejected[0]["accepted"]
+
+        # The red team's loop (issue 27): the unstable softmax merged, a confirmed counterexample became a
+        # regression case, the kernel was withdrawn (its record stays), and the honest one was accepted
+        # again and survived the red team's next counterexample.
+        unstable_sha = hashlib.sha256(catalogue.unstable_solution_path("softmax").read_bytes()).hexdigest()
+        withdrawn = [r for r in rows if r["status"] == "withdrawn"]
+        assert len(withdrawn) == 1 and withdrawn[0]["task"] == "softmax" and not withdrawn[0]["accepted"]
+        assert withdrawn[0]["kernel_sha256"] == unstable_sha
+        cxs = api.get("/api/counterexamples", params={"repo": REPO}).json()
+        cxs.sort(key=lambda c: c["created_at"])
+        assert [c["status"] for c in cxs] == ["confirmed", "refused"], cxs
+        confirmed, refused = cxs
+        assert confirmed["finder"] == "red-1" and confirmed["regression_merged"] and confirmed["withdrew"]
+        assert withdrawn[0]["withdrawal"]["counterexample"] == confirmed["id"]
+        assert "right on this input" in " ".join(refused["reasons"]), refused
+        softmax_accepted = [r for r in accepted if r["task"] == "softmax"]
+        honest_sha = hashlib.sha256(catalogue.solution_path("softmax").read_bytes()).hexdigest()
+        assert [r["kernel_sha256"] for r in softmax_accepted] == [honest_sha]
+        card = Path(summary["dataset"]["paths"]["card"]).read_text()
+        assert "withdrawn" in card.lower() and confirmed["id"] in card
 
         # main in a fresh clone over /git: the merged files are the accepted records' kernels ...
         clone = short_tmp / "clone"
@@ -128,7 +148,10 @@ def test_the_demo_builds_a_verified_dataset_and_only_reviewed_kernels_reach_main
         # Every merged commit was authored and committed by the agent that pushed it; merges by the gate.
         prs = api.get("/api/forge/pulls", params={"repo": REPO, "state": "all"}).json()
         merged_prs = [p for p in prs if p["state"] == "merged"]
-        assert len(merged_prs) == len(TASKS) and not [p for p in prs if p["state"] != "merged"]
+        # every task's PR, the regression case's PR (by the red team) and the honest softmax's new PR
+        assert len(merged_prs) == len(TASKS) + 2 and not [p for p in prs if p["state"] != "merged"]
+        regression = [p for p in merged_prs if p["head"] == f"red-1/regression-{confirmed['id']}"]
+        assert len(regression) == 1 and regression[0]["author"] == "red-1"
         for pr in merged_prs:
             view = api.get(f"/api/forge/repos/{REPO}/pulls/{pr['number']}").json()
             assert pr["head"].startswith(f"{pr['author']}/")  # pushed under its own namespace
@@ -144,7 +167,7 @@ def test_the_demo_builds_a_verified_dataset_and_only_reviewed_kernels_reach_main
             assert merges[0]["approvals"] and pr["author"] not in merges[0]["approvals"]
             approved = {r["user"] for r in view["reviews"] if r["state"] == "APPROVED"}
             assert approved == set(merges[0]["approvals"])
-        softmax = next(p for p in merged_prs if p["head"].endswith("/softmax"))
+        softmax = min((p for p in merged_prs if p["head"].endswith("/softmax")), key=lambda p: p["number"])
         why = kswarm(home, "pr", "why", str(softmax["number"]), "--repo", REPO)
         assert why.returncode == 0 and "merged" in why.stdout, why.stdout + why.stderr
         view = api.get(f"/api/forge/repos/{REPO}/pulls/{softmax['number']}").json()
@@ -161,7 +184,7 @@ def test_the_demo_builds_a_verified_dataset_and_only_reviewed_kernels_reach_main
         # What each agent cost: the scripted model is served behind the LLM proxy, which booked every call
         # of every agent; the accepted kernels carry what their authors spent on them.
         usage = api.get("/api/usage").json()
-        assert set(usage["agents"]) >= {"lead", "dev-1", "dev-2", "rev-1"}, usage
+        assert set(usage["agents"]) >= {"lead", "dev-1", "dev-2", "rev-1", "red-1"}, usage
         for name, spent in usage["agents"].items():
             booked = (spent["requests"], spent["total_tokens"], spent["cost_usd"])
             assert all(n > 0 for n in booked), (name, spent)
