@@ -2,6 +2,11 @@
 
 Exit codes: 0 pass, 1 fail, 2 error (crash, timeout, or a broken task/candidate path), 3 unverifiable.
 
+``--counterexample-input FILE.json`` (a CounterexampleInput) or ``--counterexample-generator FILE.py``
+judges the kernel on that input (or the generator's inputs) only; the result's ``counterexample`` says
+whether it is confirmed, refused (and why) or could not be run. The exit code is still the verdict's
+(1 when confirmed: the kernel fails on it; 3 when no input could be judged).
+
 The fork server's zygote is started before the harness itself is imported: its imports of torch and
 Triton run while this process imports them too and runs the static gate and the reference.
 """
@@ -48,6 +53,17 @@ def main(argv: list[str] | None = None) -> int:
         "--seeds", help="comma-separated trial seeds to replay (a result's `seeds`); default: fresh per job"
     )
     replay.add_argument("--seed-base", type=int, help="replay the seeds of a result's `seed_base`")
+    counter = parser.add_mutually_exclusive_group()
+    counter.add_argument(
+        "--counterexample-input",
+        type=Path,
+        help="judge the kernel on this input only (CounterexampleInput JSON)",
+    )
+    counter.add_argument(
+        "--counterexample-generator",
+        type=Path,
+        help="judge the kernel on the inputs this script's generate(domain, seed) returns (run sandboxed)",
+    )
     args = parser.parse_args(argv)
     make_undumpable()  # the candidate runs as this uid: it must not reach this process's memory
     # A candidate that kills its zygote orphans what it started: as a subreaper, this process adopts
@@ -66,12 +82,18 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def _verify(args: argparse.Namespace, server: ForkServer) -> int:
+    from orchestrator.verify.counterexample import CounterexampleRun
     from orchestrator.verify.harness import verify  # torch: while the zygote imports it too
     from orchestrator.verify.seeds import parse_seeds
     from orchestrator.verify.tasks import TaskError
 
     try:
         seeds = parse_seeds(args.seeds) if args.seeds is not None else None
+        counterexample = None
+        if args.counterexample_input is not None:
+            counterexample = CounterexampleRun(input_json=_read_text(args.counterexample_input))
+        elif args.counterexample_generator is not None:
+            counterexample = CounterexampleRun(generator=_read_text(args.counterexample_generator))
         result = verify(
             args.task,
             args.candidate,
@@ -82,6 +104,7 @@ def _verify(args: argparse.Namespace, server: ForkServer) -> int:
             seeds=seeds,
             seed_base=args.seed_base,
             server=server,
+            counterexample=counterexample,
         )
     except (TaskError, ValueError, OSError, RuntimeError) as exc:
         print(f"verify: {exc}", file=sys.stderr)
@@ -105,6 +128,13 @@ def _verify(args: argparse.Namespace, server: ForkServer) -> int:
 
 
 _CHILD_TAIL = 2000
+# A counterexample file is read only this far: the generator's own bound is checked on its source.
+_COUNTEREXAMPLE_FILE_BYTES = 1 << 20
+
+
+def _read_text(path: Path) -> str:
+    with path.open("rb") as fh:
+        return fh.read(_COUNTEREXAMPLE_FILE_BYTES + 1).decode("utf-8", errors="replace")
 
 
 def _printable(text: str) -> str:

@@ -65,7 +65,8 @@ TAIL = 4000
 
 # The zygote's bootstrap (stdin of ``python -I -``). Everything after ``serve`` returns runs only in a
 # forked child: it reads the harness's child-side modules and the plan from its plan pipe, loads them
-# under per-job random file names, removes them from sys.modules and hands over to the runner.
+# under per-job random file names, removes them from sys.modules and hands over to the runner (or to
+# the module the header names as "main": a counterexample generator's generator_child.py).
 def tree_free_path(paths: list[str], roots: list[str], dist: str) -> list[str]:
     """``paths`` without the entries that make the tree importable: the project root (put there by a
     plain ``.pth`` of an editable install) and an editable finder's path hook. An entry that merely
@@ -131,7 +132,7 @@ def main():
     for name in list(sys.modules):
         if name == "orchestrator" or name.startswith("orchestrator."):
             del sys.modules[name]
-    runner = loaded["orchestrator.verify.runner"]
+    runner = loaded[bundle.get("main", "orchestrator.verify.runner")]
     return runner.run(bundle["plan"], fd_in, fd_out, {{n: vars(m) for n, m in loaded.items()}})
 raise SystemExit(main())
 """

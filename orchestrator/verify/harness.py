@@ -16,12 +16,14 @@ import secrets
 import time
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import Any
 
 import torch
 
+from kswarm_contracts.counterexample import CounterexampleOutcome
+from orchestrator.verify.counterexample import CounterexampleRun, judge_counterexample, regression_trials
 from orchestrator.verify.device_shapes import device_trials
 from orchestrator.verify.forkserver import ForkServer
 from orchestrator.verify.fresh_shapes import fresh_trials
@@ -68,6 +70,7 @@ def verify(
     seeds: Sequence[int] | None = None,
     seed_base: int | None = None,
     server: ForkServer | None = None,
+    counterexample: CounterexampleRun | None = None,
 ) -> VerificationResult:
     """Verify one candidate against one task on one pool.
 
@@ -78,6 +81,8 @@ def verify(
     defences; such a run is never a "pass" while a static unverifiable feature is present).
     ``server``: the fork server whose zygote forks the child (started early by the CLI, or shared by
     several candidates); by default one is started for this call and closed after it.
+    ``counterexample``: judge the kernel on that input (or a generator's inputs) only, not on the
+    task's cases; the result's ``counterexample`` says whether it is confirmed (counterexample.py).
     Raises TaskError for a broken task, ValueError for an unknown pool or bad seeds, OSError for a
     missing file, RuntimeError when the pool's device is not present on this machine.
     """
@@ -121,9 +126,15 @@ def verify(
         seeds=tuple(chosen),
         server=server,
         seed_base=base,
+        counterexample=counterexample,
     )
     try:
         _verify(job, raw.decode("utf-8", errors="replace"), result)
+        if counterexample is not None and result.counterexample is None:
+            result.counterexample = CounterexampleOutcome(
+                status="error",
+                reasons=["the kernel was not run on the input: " + ("; ".join(result.reasons) or "no trial")],
+            )
     finally:
         result.durations.total_s = time.perf_counter() - started
         result.evidence = evidence_for(result, spec)
@@ -155,6 +166,7 @@ class _Job:
     seeds: tuple[int, ...]
     server: ForkServer | None
     seed_base: int | None = None  # the run's base: fresh shapes are drawn from it (None: explicit seeds)
+    counterexample: CounterexampleRun | None = None  # judge these input(s) only (counterexample.py)
 
 
 def _verify(job: _Job, source: str, result: VerificationResult) -> None:
@@ -181,6 +193,9 @@ def _verify(job: _Job, source: str, result: VerificationResult) -> None:
                 "uses features the CPU interpreter cannot run faithfully; verify on a device pool"
             )
             return
+    if job.counterexample is not None:
+        _judge_counterexample(job, job.counterexample, result)
+        return
 
     dtypes = [d for d in task.dtypes if not (spec.interpret and d in INTERPRETER_UNFAITHFUL_DTYPES)]
     for dropped in sorted(set(task.dtypes) - set(dtypes)):
@@ -192,13 +207,43 @@ def _verify(job: _Job, source: str, result: VerificationResult) -> None:
         trials += extra
     if trials:  # shapes no agent has seen, drawn from the domain for this run
         trials += fresh_trials(task, dtypes, job.seeds, job.seed_base, len(trials), not spec.interpret)
+    result.regressions_skipped = list(task.regressions_skipped)
+    if trials:  # the task's confirmed counterexamples (regressions.py)
+        extra, why = regression_trials(task, spec, len(trials))
+        trials += extra
+        result.regressions_skipped += why
     if not trials:
         result.verdict = "unverifiable"
         result.reasons.append("no trial can run on this pool")
         return
     _run_and_judge(job, trials, result)
+    _regression_reasons(task, result)
     if spec.interpret:
         _device_shape_reasons(result, skipped)
+
+
+def _regression_reasons(task: Task, result: VerificationResult) -> None:
+    """A failed regression trial names its case and finder (the verdict already counts it)."""
+    finders = {case.id: case.finder for case in task.regressions}
+    for trial in result.trials:
+        if trial.regression and not trial.ok:
+            what = ", ".join(trial.flags) or "failed"
+            result.reasons.append(
+                f"regression case {trial.regression} (found by {finders.get(trial.regression, '?')}): "
+                f"{what}: {(trial.detail or '')[:200]}".rstrip(": ")
+            )
+
+
+def _judge_counterexample(job: _Job, run: CounterexampleRun, result: VerificationResult) -> None:
+    """The kernel on the counterexample's input(s) only (counterexample.py), on one fork server."""
+    with _server_for(job) as server:
+        own = replace(job, server=server, do_timing=False)
+        seed = job.seed_base if job.seed_base is not None else job.seeds[0]
+
+        def run_trials(trials: list[Trial]) -> None:
+            _run_and_judge(own, trials, result)
+
+        judge_counterexample(job.task, job.spec, run, seed, server, run_trials, result)
 
 
 def _device_shape_reasons(result: VerificationResult, skipped: list[str]) -> None:

@@ -259,6 +259,8 @@ def judge_trial(
         layout={str(k): v for k, v in trial.layout.items()},
         ok=False,
         fresh=trial.fresh,
+        regression=trial.regression,
+        special=list(trial.special),
         atol=tol.atol if tol is not None else None,
         rtol=tol.rtol if tol is not None else None,
     )

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from kswarm_contracts.counterexample import CounterexampleOutcome
 from kswarm_contracts.verification import ADVISORY_FLAGS, ERROR_FLAGS, EVIDENCE_ORDER, Evidence, Flag, Verdict
 
 # 2: seeds drawn per job (seed_base, seeds), trials made of calls (repeat, refill, blind), new flags.
@@ -59,6 +60,10 @@ class TrialResult(_Model):
     # A case drawn from the task's input domain for this run, never shown to any agent
     # (fresh_shapes.py); ``--seed-base`` replays the same draw.
     fresh: bool = False
+    # The regression case this trial ran (its id; <task>/regressions/<id>.json): a confirmed
+    # counterexample every verification runs (regressions.py).
+    regression: str | None = None
+    special: list[str] = Field(default_factory=list)  # special values planted in its inputs
     calls: list[CallResult] = Field(default_factory=list)
 
 
@@ -130,3 +135,9 @@ class VerificationResult(_Model):
     timings: list[TimingEntry] | None = None
     environment: EnvironmentInfo | None = None
     durations: Durations = Field(default_factory=Durations)
+    # Regression case files of the task not run, each with why (unparsable, outside the domain, too
+    # large for this pool, a dtype this pool cannot verify).
+    regressions_skipped: list[str] = Field(default_factory=list)
+    # A counterexample run (--counterexample-input/--counterexample-generator): what the harness found.
+    # Such a run judges the kernel on the counterexample's input(s) only; its verdict is the kernel's.
+    counterexample: CounterexampleOutcome | None = None

@@ -37,6 +37,7 @@ from orchestrator.verify.protocol import CallPlan, TrialPlan
 from orchestrator.verify.runtime_policy import ORDERS
 from orchestrator.verify.sampling import SampleRequest
 from orchestrator.verify.seeds import refill_seed
+from orchestrator.verify.special_values import plant
 from orchestrator.verify.tasks import Task, TaskError, Trial, torch_dtype
 
 # The share of single monitored calls made unguarded (see the module's docstring).
@@ -135,7 +136,15 @@ def _blob(inputs: Sequence[object]) -> bytes:
     return buffer.getvalue()
 
 
-def _reference(task: Task, inputs: Sequence[object], device: str) -> list[torch.Tensor]:
+def build_inputs(task: Task, trial: Trial, seed: int, layout_seed: int) -> list[object]:
+    """One trial's inputs, on the CPU: the task's ``make_inputs``, the trial's special values planted
+    (special_values.py), then its layouts. Every trial is built here: fixed, fresh, regression cases and
+    counterexamples alike."""
+    made = list(task.make_inputs(dict(trial.case), torch_dtype(trial.dtype), seed, "cpu"))
+    return apply_layouts(plant(made, trial.special, seed), trial.layout, random.Random(layout_seed))
+
+
+def reference_outputs(task: Task, inputs: Sequence[object], device: str) -> list[torch.Tensor]:
     with torch.no_grad():  # private clones: nothing the reference does can leak into the inputs
         return _outputs(task.reference(*clone_to(inputs, device)))
 
@@ -148,26 +157,17 @@ def prepare(task: Task, trials: Sequence[Trial], plans: Sequence[TrialPlan], dev
     layout_rng = secrets.SystemRandom()
     data, blobs, weight = [], [], 0
     for trial, plan in zip(trials, plans, strict=True):
-        dtype = torch_dtype(trial.dtype)
         layout_seed = layout_rng.getrandbits(64)
-        inputs = apply_layouts(
-            list(task.make_inputs(dict(trial.case), dtype, trial.seed, "cpu")),
-            trial.layout,
-            random.Random(layout_seed),
-        )
-        reference = _reference(task, inputs, device)
+        inputs = build_inputs(task, trial, trial.seed, layout_seed)
+        reference = reference_outputs(task, inputs, device)
         blobs.append([_blob(inputs)])
         refill = refill_ref = refilled_seed = None
         if plan.refill:
             refilled_seed = refill_seed(trial.seed)
-            refill = apply_layouts(
-                list(task.make_inputs(dict(trial.case), dtype, refilled_seed, "cpu")),
-                trial.layout,
-                random.Random(layout_seed),
-            )
+            refill = build_inputs(task, trial, refilled_seed, layout_seed)
             if [_geometry(x) for x in refill] != [_geometry(x) for x in inputs]:
                 raise TaskError("make_inputs must give the same shapes and scalars for one case and dtype")
-            refill_ref = _reference(task, refill, device)
+            refill_ref = reference_outputs(task, refill, device)
             blobs[-1].append(_blob(refill))
         weight += _weight(inputs) + _weight(reference) + _weight(refill or []) + _weight(refill_ref or [])
         data.append(TrialData(trial, plan, inputs, reference, refill, refill_ref, refilled_seed))

@@ -20,6 +20,9 @@ A task is a directory holding ``task.py`` (trusted, operator-authored code) that
   (``True``: host-side copies of input data are not ``torch_compute``; default ``False``);
 - ``DOMAIN``: every input the kernel must handle (ranges per case key, constraints, value distribution,
   special values the reference defines; ``domain.py``), the shapes above being named points in it.
+
+Beside ``task.py``, ``regressions/*.json`` holds the task's regression cases (regressions.py): confirmed
+counterexamples every verification runs too.
 """
 
 from __future__ import annotations
@@ -36,9 +39,11 @@ from typing import Any
 
 import torch
 
+from kswarm_contracts.counterexample import RegressionCase
 from orchestrator.verify.domain import DomainError, InputDomain, parse_domain
 from orchestrator.verify.layouts import LAYOUTS, LayoutError, relayout
 from orchestrator.verify.policy import PERMITTABLE_DEVICE_QUERIES
+from orchestrator.verify.regressions import load_regressions
 from orchestrator.verify.seeds import derive_seeds, draw_seed_base
 
 ShapeCase = dict[str, int]
@@ -99,6 +104,8 @@ class Trial:
     layout: Mapping[int, str] = field(default_factory=dict)  # input index -> layout name
     sampled: bool = False  # a device shape (SHAPES) on the cpu pool: a sample of programs (device_shapes.py)
     fresh: bool = False  # a case drawn from the task's domain for this run (fresh_shapes.py)
+    special: tuple[str, ...] = ()  # special values planted into its inputs (special_values.py)
+    regression: str | None = None  # the regression case it runs (regressions.py), by id
 
 
 @dataclass(frozen=True)
@@ -125,6 +132,9 @@ class Task:
     allow_input_copies: bool = False
     # Every input its kernel must handle (domain.py); None for a task that declares no DOMAIN yet.
     domain: InputDomain | None = None
+    # Its regression cases (<task_dir>/regressions/*.json, regressions.py) and the files skipped, why.
+    regressions: tuple[RegressionCase, ...] = ()
+    regressions_skipped: tuple[str, ...] = ()
 
     def tolerance(self, dtype: str) -> Tolerance:
         return self.tolerances.get(dtype) or default_tolerance(dtype)
@@ -376,7 +386,7 @@ def load_task(task_dir: str | Path) -> Task:
     _check_layouts_apply(task)
     raw_domain = getattr(module, "DOMAIN", None)
     if raw_domain is None:
-        return task
+        return _with_regressions(task)
     try:
         domain = parse_domain(
             raw_domain,
@@ -388,4 +398,9 @@ def load_task(task_dir: str | Path) -> Task:
         )
     except DomainError as exc:
         raise TaskError(str(exc)) from None
-    return replace(task, domain=domain)
+    return _with_regressions(replace(task, domain=domain))
+
+
+def _with_regressions(task: Task) -> Task:
+    found = load_regressions(task.root, task.name, task.domain)
+    return replace(task, regressions=found.cases, regressions_skipped=found.skipped)
