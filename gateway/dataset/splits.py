@@ -75,10 +75,16 @@ def classify(
     cx_list = list(counterexamples or [])
     finders = {c.id: c.finder for c in cx_list}
     loop_jobs = {c.job for c in cx_list if c.job} | {w.job for w in withdrawn.values()}
+    loop_jobs |= {j.id for j in jobs.values() if j.kind == "counterexample" or j.reverify}
     for row in rows:
         row.update(status="other", withdrawal=None, family=None, failing_cases=[])
         row.setdefault("timeline", None)
         row.setdefault("timeline_truncated", False)
+        if row["record_id"] in loop_jobs:
+            # The red team's confirming jobs and the heal's re-verifications judge a kernel that was
+            # accepted by its own verification: they are never an acceptance (nor a rejection) of their own.
+            row["accepted"] = False
+            continue
         if row["accepted"]:
             w = withdrawn.get((row["kernel_path"], row["commit"])) or withdrawn.get(
                 (row["kernel_path"], row["merge_commit"] or "")

@@ -37,7 +37,6 @@ from gateway.plugin import Plugin
 from gateway.principals import PrincipalKind, PrincipalStore
 from gateway.redis_facade import str_redis
 from gateway.server import serve
-from gateway.tasks import catalogue
 from orchestrator.demo.spec import DATASET_REPO, KB_REPO, POOL, Roster, model_served
 from orchestrator.demo.steps import DemoPolicy
 from orchestrator.demo.upstream import DemoUpstream, serving
@@ -62,7 +61,9 @@ class Running:
 
 
 def demo_pools(executor: str) -> list[PoolConfig]:
-    """One ``cpu`` pool: two job slots on this machine, the catalogue's tasks, 5 minutes per job."""
+    """One ``cpu`` pool: two job slots on this machine, 5 minutes per job. Its worker reads each job's
+    task from the dataset repo's protected main (seeded from the catalogue), so the regression cases
+    the red team adds there are run by every later job (issue 27)."""
     node = NodeConfig(name="local", devices=[0, 1])
     return [
         PoolConfig(
@@ -71,7 +72,6 @@ def demo_pools(executor: str) -> list[PoolConfig]:
             executor=executor,
             nodes=[node],
             timeout_s=300,
-            tasks_dir=catalogue.TASKS_DIR,
         )
     ]
 

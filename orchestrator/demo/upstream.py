@@ -38,7 +38,7 @@ from agents.models.scripted import ScriptedModel
 from orchestrator.demo.policy import demo_rules
 from orchestrator.demo.steps import DemoPolicy
 
-ROLE_RE = re.compile(r"You are (\S+), an? (\w+) agent")
+ROLE_RE = re.compile(r"You are (\S+), an? ([\w-]+) agent")
 ROLES = ("lead", "developer", "reviewer", "red-team")
 
 

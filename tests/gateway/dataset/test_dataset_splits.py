@@ -315,3 +315,31 @@ def test_every_flag_has_a_family() -> None:
     assert family_of("fail", [], static_violations=2) == "static"
     assert family_of("unverifiable", []) == "unverifiable"
     assert family_of("fail", ["suspicious_speedup"]) == "other"
+
+
+def test_the_red_teams_and_the_heals_jobs_are_never_an_acceptance_of_their_own() -> None:
+    """A refused counterexample's job passes on a merged head (the kernel is right on that input), and a
+    heal's re-verification passes too: neither may add an accepted row beside the kernel's own."""
+    from gateway.dataset.sources import JobRecord
+    from gateway.dataset.splits import classify
+
+    def job(jid: str, **extra: Any) -> JobRecord:
+        base = {"id": jid, "submitter": "x", "repo": "o/d", "sha": "a" * 40, "task": "softmax"}
+        return JobRecord(**base, kernel="kernels/softmax/k.py", pool="cpu", state="succeeded", **extra)
+
+    jobs = {
+        "j1": job("j1"),
+        "j2": job("j2", kind="counterexample"),
+        "j3": job("j3", reverify="cx0123456789ab"),
+    }
+    rows = [
+        {"record_id": j, "accepted": True, "verdict": "pass", "flags": [],
+         "kernel_path": "kernels/softmax/k.py", "commit": "a" * 40, "merge_commit": None}
+        for j in jobs
+    ]  # fmt: skip
+    classify(rows, jobs, [], [])
+    assert [(r["record_id"], r["accepted"], r["status"]) for r in rows] == [
+        ("j1", True, "accepted"),
+        ("j2", False, "other"),
+        ("j3", False, "other"),
+    ]

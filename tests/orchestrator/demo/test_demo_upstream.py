@@ -107,3 +107,10 @@ async def test_attack_a_caller_without_the_runs_key_is_refused_in_anthropics_sha
                 "/v1/messages/count_tokens", content=b"{not json", headers={"x-api-key": KEY}
             )
             assert bad.status_code == 400
+
+
+def test_the_role_is_read_from_the_system_prompt_hyphen_included() -> None:
+    from orchestrator.demo.upstream import role_of
+
+    assert role_of("You are red-1, a red-team agent of the swarm demo.") == "red-team"
+    assert role_of("You are rev-1, a reviewer agent.") == "reviewer"
