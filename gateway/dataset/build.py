@@ -37,7 +37,7 @@ from gateway.dataset.sources import (
     booked_models,
     provenance_models,
 )
-from gateway.dataset.splits import add_timelines, classify, write_splits, write_table
+from gateway.dataset.splits import add_timelines, attempt_windows, classify, write_splits, write_table
 from gateway.dataset.withdrawals import Withdrawal
 from gateway.forge.gate.evidence import EVIDENCE_LEVELS, EvidenceLevel, implied_evidence
 from gateway.git.sync import Mirror
@@ -242,14 +242,8 @@ def add_cost(rows: list[dict[str, Any]], cost: CostSource | None) -> None:
     from its previous attempt at the task to this one's submission (the first: the retention before)."""
     if cost is None:
         return
-    last: dict[tuple[str, str], float] = {}
-    for row in sorted(rows, key=lambda r: (r["submitted_at"] or 0.0, r["record_id"])):
-        if not row["author"] or not row["submitted_at"]:
-            continue
-        key = (row["task"], row["author"])
-        since = last.get(key, row["submitted_at"] - COST_LOOKBACK_S)
+    for row, since in attempt_windows(rows, COST_LOOKBACK_S):
         got = cost.window(row["task"], row["author"], since, row["submitted_at"])
-        last[key] = row["submitted_at"]
         if got is None:
             return  # no monitor: no cost anywhere
         row["cost_tokens"] = int(got.tokens)

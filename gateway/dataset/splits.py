@@ -14,7 +14,7 @@
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -131,13 +131,9 @@ def bounded_excerpt(entries: list[dict[str, Any]], max_bytes: int) -> tuple[list
     return kept[::-1], False
 
 
-def add_timelines(
-    rows: list[dict[str, Any]], timelines: TimelineSource | None, rules: DatasetRules, lookback_s: float
-) -> None:
-    """The rejected rows' timeline excerpts: the author's entries from its previous attempt at the task
-    (the first: ``lookback_s`` before) to this submission. Nothing when the swarm opted out."""
-    if timelines is None or not rules.rejected_timelines:
-        return
+def attempt_windows(rows: list[dict[str, Any]], lookback_s: float) -> Iterator[tuple[dict[str, Any], float]]:
+    """Each row with an author, oldest first, and where its window starts: the author's previous attempt
+    at the row's task (the first: ``lookback_s`` before its submission). Cost and timelines use it."""
     last: dict[tuple[str, str], float] = {}
     for row in sorted(rows, key=lambda r: (r["submitted_at"] or 0.0, r["record_id"])):
         if not row["author"] or not row["submitted_at"]:
@@ -145,6 +141,17 @@ def add_timelines(
         key = (row["task"], row["author"])
         since = last.get(key, row["submitted_at"] - lookback_s)
         last[key] = row["submitted_at"]
+        yield row, since
+
+
+def add_timelines(
+    rows: list[dict[str, Any]], timelines: TimelineSource | None, rules: DatasetRules, lookback_s: float
+) -> None:
+    """The rejected rows' timeline excerpts: the author's entries from its previous attempt at the task
+    (the first: ``lookback_s`` before) to this submission. Nothing when the swarm opted out."""
+    if timelines is None or not rules.rejected_timelines:
+        return
+    for row, since in attempt_windows(rows, lookback_s):
         if row["status"] != "rejected":
             continue
         found = timelines.entries(row["author"], since, row["submitted_at"])
