@@ -262,6 +262,7 @@ class ProcessRuntime:
         name = launch.agent.name
         if self._alive_pid(name) is not None:
             return self.status(name)
+        self._kill_leftovers(name)
         config = self._launch_config(launch, agent_command(launch))
         if config["uid"] is not None:
             self._check_uid_free(name, config["uid"])
@@ -296,6 +297,18 @@ class ProcessRuntime:
         tmp.write_text(json.dumps(record))
         tmp.replace(self._record_path(name))
         return RuntimeStatus(name, True, str(proc.pid), record["started_at"])
+
+    def _kill_leftovers(self, name: str) -> None:
+        """Kill what is left of the agent's last instance before it starts again: a ``kill -9`` of the
+        launcher leaves its descendants to die of their parent-death signal a moment later, and one
+        that does not (a tool's child that set its own) would otherwise run beside the new instance.
+        Ours are told by their environment: this agent's name and a work dir under this home."""
+        ours = str(self.layout.root.resolve()) + "/"
+        for pid, _owner in process_owners():
+            env = proc_env(pid)
+            if env.get("KSWARM_AGENT") == name and env.get("KSWARM_WORK", "").startswith(ours):
+                with contextlib.suppress(ProcessLookupError, PermissionError):
+                    os.kill(pid, signal.SIGKILL)
 
     def _check_uid_free(self, name: str, uid: int) -> None:
         """Refuse a uid that anything but this swarm's own leftovers runs as: stopping the agent kills
@@ -352,6 +365,7 @@ class ProcessRuntime:
                     os.kill(other, signal.SIGKILL)
                 except ProcessLookupError:
                     pass
+        self._kill_leftovers(name)  # a tree whose launcher died before: its group is not ours to signal
         self._reap(name, wait=2.0)
 
     def _reap(self, name: str, wait: float = 0.0) -> None:

@@ -1,4 +1,5 @@
-"""Helpers for the orchestrator suites: a swarm under test, waiting, Docker daemon discovery."""
+"""Helpers for the orchestrator suites: a swarm under test, waiting, Docker daemon discovery, and
+the agents' processes counted independently of the orchestrator's records."""
 
 from __future__ import annotations
 
@@ -15,6 +16,7 @@ import yaml
 from gateway.client.http import GatewayClient, GatewayTarget
 from kstest.gateway import GatewayProcess
 from kstest.waiting import wait_for
+from orchestrator.runtime.process import proc_env
 from orchestrator.spec import SwarmSpec, parse_spec
 from orchestrator.supervisor.main import Supervisor
 from orchestrator.supervisor.reconcile import AgentRecord, load_record
@@ -157,3 +159,51 @@ def docker_available() -> tuple[bool, str]:
         return True, ""
     except Exception as exc:
         return False, f"dockerd started but does not answer: {exc}"
+
+
+def agent_pid(swarm: SwarmUnderTest, name: str) -> int:
+    """The host pid of the agent's main process (for docker: the container's init process)."""
+    status = swarm.supervisor.runtime.status(name) if swarm.supervisor else None
+    assert status is not None and status.running, f"{name} not running"
+    if swarm.backend == "process":
+        return int(status.ref)
+    import docker
+
+    return docker.from_env().containers.get(status.ref).attrs["State"]["Pid"]
+
+
+def running_copies(swarm: SwarmUnderTest, name: str) -> int:
+    """How many instances of the agent exist, counted independently of the orchestrator's records."""
+    if swarm.backend == "docker":
+        import docker
+
+        found = docker.from_env().containers.list(
+            filters={"label": [f"kswarm.swarm={swarm.spec.swarm}", f"kswarm.agent={name}"]}
+        )
+        return len(found)
+    # The roots of the agent's process trees: in the namespace sandbox one instance is several processes
+    # with its environment (bubblewrap's monitor and init, then the agent), a duplicate is another tree.
+    ours = {
+        int(entry.name)
+        for entry in Path("/proc").iterdir()
+        if entry.name.isdigit() and _is_agent(proc_env(int(entry.name)), swarm, name)
+    }
+    return sum(1 for pid in ours if _parent_of(pid) not in ours)
+
+
+def _is_agent(env: dict[str, str], swarm: SwarmUnderTest, name: str) -> bool:
+    return env.get("KSWARM_AGENT") == name and env.get("KSWARM_SWARM") == swarm.spec.swarm
+
+
+def _parent_of(pid: int) -> int | None:
+    fields = proc_stat(Path(f"/proc/{pid}")).split()
+    return int(fields[1]) if len(fields) > 1 else None
+
+
+def proc_stat(path: Path) -> str:
+    """State, ppid, ... of /proc/<pid> ('' once gone)."""
+    try:
+        raw = (path / "stat").read_text()
+    except OSError:
+        return ""
+    return raw[raw.rindex(")") + 2 :]

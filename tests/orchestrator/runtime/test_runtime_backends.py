@@ -15,10 +15,11 @@ import httpx
 import pytest
 import yaml
 
-from kstest.orchestrator import SwarmUnderTest
+from kstest.orchestrator import SwarmUnderTest, agent_pid, proc_stat, running_copies
 from kstest.waiting import wait_for
 from orchestrator.runtime.process import proc_env
 from orchestrator.supervisor.main import quarantine, release, stop_swarm
+from orchestrator.swarm_dir.uid_ranges import process_owners
 
 
 @pytest.fixture(params=["process", "userns", pytest.param("docker", marks=pytest.mark.docker)])
@@ -30,41 +31,6 @@ def backend(request: pytest.FixtureRequest) -> str:
 
 SLEEPER = '  - name: s-1\n    runtime: {command: ["python", "-c", "import time; time.sleep(600)"]}\n'
 CRASHER = '  - name: c-1\n    runtime: {command: ["python", "-c", "import sys; sys.exit(3)"]}\n'
-
-
-def agent_pid(swarm: SwarmUnderTest, name: str) -> int:
-    """The host pid of the agent's main process (for docker: the container's init process)."""
-    status = swarm.supervisor.runtime.status(name) if swarm.supervisor else None
-    assert status is not None and status.running, f"{name} not running"
-    if swarm.backend == "process":
-        return int(status.ref)
-    return docker.from_env().containers.get(status.ref).attrs["State"]["Pid"]
-
-
-def running_copies(swarm: SwarmUnderTest, name: str) -> int:
-    """How many instances of the agent exist, counted independently of the orchestrator's records."""
-    if swarm.backend == "docker":
-        found = docker.from_env().containers.list(
-            filters={"label": [f"kswarm.swarm={swarm.spec.swarm}", f"kswarm.agent={name}"]}
-        )
-        return len(found)
-    # The roots of the agent's process trees: in the namespace sandbox one instance is several processes
-    # with its environment (bubblewrap's monitor and init, then the agent), a duplicate is another tree.
-    ours = {
-        int(entry.name)
-        for entry in Path("/proc").iterdir()
-        if entry.name.isdigit() and _is_agent(proc_env(int(entry.name)), swarm, name)
-    }
-    return sum(1 for pid in ours if _parent_of(pid) not in ours)
-
-
-def _is_agent(env: dict[str, str], swarm: SwarmUnderTest, name: str) -> bool:
-    return env.get("KSWARM_AGENT") == name and env.get("KSWARM_SWARM") == swarm.spec.swarm
-
-
-def _parent_of(pid: int) -> int | None:
-    fields = _stat_of(Path(f"/proc/{pid}")).split()
-    return int(fields[1]) if len(fields) > 1 else None
 
 
 def own_memory(swarm: SwarmUnderTest, name: str) -> str:
@@ -142,6 +108,35 @@ def test_kill_9_restarts_the_agent_with_memory_intact(swarm_factory) -> None:
     assert "remember-42" in (swarm.layout.agent_dir("a-1", "memory") / "notes.md").read_text()
     # The killed tree's last processes die of their parent-death signal, a moment after the launcher.
     wait_for(lambda: running_copies(swarm, "a-1") == 1, 10, "one copy of a-1")
+
+
+# An agent that leaves a child of its own behind: a new session, no parent-death signal.
+DETACHER = (
+    "  - name: d-1\n    runtime: {command: [python, -c, "
+    "\"import subprocess, time; subprocess.Popen(['sleep', '600'], start_new_session=True); "
+    'time.sleep(600)"]}\n'
+)
+
+
+def _sleepers_of(name: str) -> set[int]:
+    found = set()
+    for pid, _owner in process_owners():
+        try:
+            argv0 = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")[0]
+        except OSError:
+            continue
+        if argv0.endswith(b"sleep") and proc_env(pid).get("KSWARM_AGENT") == name:
+            found.add(pid)
+    return found
+
+
+def test_what_a_killed_agent_left_behind_does_not_outlive_its_restart(swarm_factory) -> None:
+    swarm = swarm_factory(DETACHER)
+    first = wait_for(lambda: _sleepers_of("d-1"), 30, "the agent's detached child")
+    os.kill(agent_pid(swarm, "d-1"), signal.SIGKILL)
+    wait_for(lambda: swarm.record("d-1").restarts >= 1, 30, "the restart")
+    wait_for(lambda: _sleepers_of("d-1") - first, 30, "the new instance's child")
+    wait_for(lambda: not (_sleepers_of("d-1") & first), 10, "the old instance's child gone")
 
 
 def test_orchestrator_restart_adopts_running_agents(swarm_factory, short_tmp: Path) -> None:
@@ -229,18 +224,9 @@ def test_down_purge_leaves_no_process_container_or_volume(swarm_factory) -> None
         owned = [
             p
             for p in Path("/proc").iterdir()
-            if p.name.isdigit() and _uid_of(p) in uids and not _stat_of(p).startswith("Z")
+            if p.name.isdigit() and _uid_of(p) in uids and not proc_stat(p).startswith("Z")
         ]
-        assert [(p, _stat_of(p)) for p in owned] == []
-
-
-def _stat_of(path: Path) -> str:
-    """State, ppid, ... of /proc/<pid> ('' once gone)."""
-    try:
-        raw = (path / "stat").read_text()
-    except OSError:
-        return ""
-    return raw[raw.rindex(")") + 2 :]
+        assert [(p, proc_stat(p)) for p in owned] == []
 
 
 def _uid_of(path: Path) -> int | None:
