@@ -15,11 +15,12 @@ from gateway.config import GatewaySettings
 from gateway.context import GatewayContext
 from gateway.deps import OperatorOnly
 from gateway.error_shapes import declare_error_shapes, install_error_handler
+from gateway.errors import PluginError
 from gateway.events import build_events_router
 from gateway.health import build_health_router
 from gateway.input_text import ControlCharGuard
 from gateway.mcp_server import MCP_PATH, build_mcp, build_mcp_app, build_protected_resource_router
-from gateway.plugin import Lifespan, Plugin, install_plugin, order_plugins
+from gateway.plugin import Contribution, Loop, Plugin, background, contribution_of, order_plugins
 from gateway.redis_facade import StrRedis
 
 
@@ -34,7 +35,7 @@ def create_app(
     ordered = order_plugins(plugins)
     ctx = GatewayContext.build(settings, redis)
     mcp = build_mcp(ctx)
-    lifespans: list[Lifespan] = []
+    contributions: list[Contribution] = []
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
@@ -44,8 +45,13 @@ def create_app(
             await stack.enter_async_context(ctx.hub.running())  # before anyone can wait on it
             await stack.enter_async_context(ctx.token_listener.running())  # the token cache's lease
             await stack.enter_async_context(mcp.session_manager.run())
-            for factory in lifespans:
-                await stack.enter_async_context(factory())
+            loops: dict[str, Loop] = {}
+            for contribution in contributions:
+                if contribution.lifespan is not None:
+                    await stack.enter_async_context(contribution.lifespan())
+                loops.update(contribution.background)
+            # Every loop starts once every lifespan's set-up is done, and is cancelled before any ends.
+            await stack.enter_async_context(background({name: loop() for name, loop in loops.items()}))
             yield
         await ctx.redis.aclose()
 
@@ -67,9 +73,16 @@ def create_app(
     app.include_router(build_events_router())
     app.include_router(build_protected_resource_router(ctx))
     for plugin in ordered:
-        plugin_lifespan = install_plugin(plugin, app, ctx, mcp)
-        if plugin_lifespan is not None:
-            lifespans.append(plugin_lifespan)
+        contribution = contribution_of(plugin, ctx)
+        for router in contribution.routers:
+            app.include_router(router)
+        app.router.routes.extend(contribution.mounts)
+        for tool in contribution.tools:
+            mcp.add_tool(tool.fn, name=tool.name, description=tool.description)
+        for name in contribution.background:  # a task name is how a stuck loop is named in the log
+            if any(name in earlier.background for earlier in contributions):
+                raise PluginError(f"plugin {plugin.name!r}: a background loop {name!r} exists already")
+        contributions.append(contribution)
     install_error_handler(app)
     app.add_middleware(ControlCharGuard)
 

@@ -2,14 +2,16 @@
 
 A plugin is an instance of a ``Plugin`` subclass: a ``name``, a ``settings_model`` (the component's own
 pydantic settings class; an instance is passed in, or read from the environment on first use), the
-services it ``provides``, ``requires`` and uses when present (``optional``), and ``install``, which adds
-routes, MCP tools and metrics to the app, puts each service it provides into ``ctx.services`` and may
-return a lifespan (an async context manager factory run for the app's lifetime).
+services it ``provides``, ``requires`` and uses when present (``optional``), and ``contribute``, which
+*returns* what the component adds -- a ``Contribution``: its services, routers, mounts, MCP tools,
+background loops and a lifespan. ``create_app`` installs them; a plugin never sees the app or the MCP
+server (the shape of the MCP SDK's ``Extension``: the component must not depend on the composition
+layer, so its contribution is data that can be read and tested without building an app).
 
 ``order_plugins`` is what ``create_app`` runs before installing anything: it refuses two plugins of one
 name, a service provided by two plugins, a required service no plugin provides (naming both the plugin
 that needs it and the plugin that provides it) and a dependency cycle; and it orders the plugins so each
-is installed after those it requires or uses (otherwise in the order given). ``install_plugin`` then
+contributes after those it requires or uses (otherwise in the order given). ``contribution_of`` then
 checks that a plugin provided exactly what it declared. The plugins of a gateway are chosen by name
 from the registry in ``gateway.plugins``.
 """
@@ -20,8 +22,9 @@ import asyncio
 import contextlib
 import logging
 from abc import ABC, abstractmethod
-from collections.abc import AsyncIterator, Callable, Coroutine, Iterable, Mapping
+from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine, Iterable, Mapping, Sequence
 from contextlib import AbstractAsyncContextManager
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, ClassVar, Generic, TypeVar
 
 from pydantic import BaseModel
@@ -30,14 +33,54 @@ from gateway.errors import PluginError
 from gateway.services import ServiceKey
 
 if TYPE_CHECKING:
-    from fastapi import FastAPI
+    from fastapi import APIRouter
+    from starlette.routing import Mount
 
     from gateway.context import GatewayContext
-    from gateway.mcp_server import GatewayMCP
 
 log = logging.getLogger("kswarm.gateway")
 Lifespan = Callable[[], AbstractAsyncContextManager[None]]
+Loop = Callable[[], Coroutine[Any, Any, None]]  # a background loop, started with the app
+ToolFn = Callable[..., Awaitable[Any]]
 S = TypeVar("S", bound=BaseModel)
+F = TypeVar("F", bound=ToolFn)
+
+
+@dataclass(frozen=True)
+class McpTool:
+    """One MCP tool a component offers: the function (its signature is the tool's input schema)."""
+
+    fn: ToolFn
+    name: str
+    description: str
+
+
+class McpTools(list[McpTool]):
+    """A component's MCP tools, collected with ``@tools.tool(name=..., description=...)``."""
+
+    def tool(self, *, name: str, description: str) -> Callable[[F], F]:
+        def collect(fn: F) -> F:
+            self.append(McpTool(fn, name, description))
+            return fn
+
+        return collect
+
+
+@dataclass(frozen=True)
+class Contribution:
+    """What one plugin adds to the gateway, as data; ``create_app`` installs it.
+
+    ``services``: the service each declared key stands for (exactly ``provides``); ``routers`` and
+    ``mounts``: HTTP routes; ``tools``: MCP tools; ``background``: loops (task name -> coroutine
+    factory) run for the app's lifetime, started after every lifespan was entered and cancelled
+    before any is left; ``lifespan``: set-up and tear-down around the app's lifetime."""
+
+    services: Mapping[ServiceKey[Any], Any] = field(default_factory=dict)
+    routers: Sequence[APIRouter] = ()
+    mounts: Sequence[Mount] = ()
+    tools: Sequence[McpTool] = ()
+    background: Mapping[str, Loop] = field(default_factory=dict)
+    lifespan: Lifespan | None = None
 
 
 STOP_WAIT_S = 5.0  # how long a stopping gateway waits for its cancelled loops
@@ -70,7 +113,7 @@ class NoSettings(BaseModel):
 
 
 class Plugin(ABC, Generic[S]):
-    """One component of the gateway; subclass it, set the class attributes, implement ``install``."""
+    """One component of the gateway; subclass it, set the class attributes, implement ``contribute``."""
 
     name: ClassVar[str]
     settings_model: type[S]
@@ -89,8 +132,10 @@ class Plugin(ABC, Generic[S]):
         return self._settings
 
     @abstractmethod
-    def install(self, app: FastAPI, ctx: GatewayContext, mcp: GatewayMCP) -> Lifespan | None:
-        """Add routes, tools and metrics, provide the declared services; a lifespan or None."""
+    def contribute(self, ctx: GatewayContext) -> Contribution:
+        """What this component adds: its services, routes, tools, loops and lifespan (see ``Contribution``).
+
+        ``ctx.services`` already holds the services of the plugins this one requires or uses."""
 
     def __repr__(self) -> str:
         return f"<plugin {self.name}>"
@@ -146,17 +191,16 @@ def describe_cycle(after: dict[str, set[str]], placed: set[str]) -> str:
         path.append(nxt)
 
 
-def install_plugin(
-    plugin: Plugin[Any], app: FastAPI, ctx: GatewayContext, mcp: GatewayMCP
-) -> Lifespan | None:
-    """Install one plugin; PluginError when it provided other services than it declared."""
-    before = set(ctx.services.keys())
+def contribution_of(plugin: Plugin[Any], ctx: GatewayContext) -> Contribution:
+    """``plugin``'s contribution, its services provided in ``ctx``; PluginError when it provides other
+    services than it declared (or one another plugin provides)."""
+    contribution = plugin.contribute(ctx)
     try:
-        lifespan = plugin.install(app, ctx, mcp)
+        for key, service in contribution.services.items():
+            ctx.services.provide(key, service)
     except PluginError as exc:  # a service provided twice: say by whom
         raise PluginError(f"plugin {plugin.name!r}: {exc}") from exc
-    added = set(ctx.services.keys()) - before
-    declared = set(plugin.provides)
+    added, declared = set(contribution.services), set(plugin.provides)
     if added != declared:
         missing = ", ".join(sorted(k.name for k in declared - added)) or "none"
         extra = ", ".join(sorted(k.name for k in added - declared)) or "none"
@@ -164,4 +208,4 @@ def install_plugin(
             f"plugin {plugin.name!r} did not provide what it declares "
             f"(missing: {missing}; undeclared: {extra})"
         )
-    return lifespan
+    return contribution

@@ -61,5 +61,12 @@ def replace_plugins(plugins: Iterable[Plugin[Any]], *replacements: Plugin[Any]) 
 
 
 def without_plugins(plugins: Iterable[Plugin[Any]], *names: str) -> list[Plugin[Any]]:
-    """``plugins`` less the ones named."""
-    return [p for p in plugins if p.name not in names]
+    """``plugins`` less the ones named and those that require a service only those provided (a gateway
+    without the job runner has no counterexamples either)."""
+    kept = [p for p in plugins if p.name not in names]
+    while True:
+        offered = {key for p in kept for key in p.provides}
+        able = [p for p in kept if all(key in offered for key in p.requires)]
+        if len(able) == len(kept):
+            return kept
+        kept = able

@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Any, Generic, TypeVar, cast
 from gateway.errors import PluginError
 
 if TYPE_CHECKING:
+    from gateway.counterexamples.service import CounterexampleService
     from gateway.forge.gate.gate import ReviewGate
     from gateway.forge.gate.ledger import EvidenceLedger
     from gateway.forge.protocol import Forge
@@ -98,3 +99,4 @@ MONITOR: ServiceKey[MonitorService] = ServiceKey("monitor", "monitor")
 # The one computation of an agent's liveness, with the monitor's stall threshold (gateway/swarm/liveness.py).
 LIVENESS: ServiceKey[LivenessBook] = ServiceKey("agent liveness", "monitor")
 UI: ServiceKey[UiService] = ServiceKey("ui", "ui")
+COUNTEREXAMPLES: ServiceKey[CounterexampleService] = ServiceKey("counterexamples", "counterexamples")

@@ -12,7 +12,7 @@ import logging
 from functools import partial
 from typing import Annotated, Any
 
-from fastapi import APIRouter, FastAPI, Query, Request
+from fastapi import APIRouter, Depends, Query
 
 from gateway.context import GatewayContext
 from gateway.counterexamples.heal import heal_loop, reverified
@@ -21,58 +21,49 @@ from gateway.counterexamples.outcome import CounterexampleOutcomes
 from gateway.counterexamples.regression import ConfirmedRegressions
 from gateway.counterexamples.service import CounterexampleService
 from gateway.counterexamples.settings import CounterexampleSettings
-from gateway.deps import AnyPrincipal
-from gateway.errors import CounterexampleError
-from gateway.mcp_server import GatewayMCP, caller
-from gateway.plugin import Lifespan, Plugin, background
-from gateway.services import EVIDENCE_LEDGER, FORGE, JOB_SERVICE, REVIEW_GATE
+from gateway.deps import AnyPrincipal, provided
+from gateway.mcp_server import caller
+from gateway.plugin import Contribution, McpTools, Plugin
+from gateway.services import COUNTEREXAMPLES, EVIDENCE_LEDGER, FORGE, JOB_SERVICE, REVIEW_GATE
 from kswarm_contracts.counterexample import CounterexampleInput, CounterexampleStatus
 
 log = logging.getLogger("kswarm.counterexamples")
-SERVICE_ATTR = "counterexamples"  # app.state attribute the routes read the service from
+Counterexamples = Annotated[CounterexampleService, Depends(provided(COUNTEREXAMPLES))]
+router = APIRouter(prefix="/api/counterexamples", tags=["counterexamples"])
 
 
-def _svc(request: Request) -> CounterexampleService:
-    svc = getattr(request.app.state, SERVICE_ATTR, None)
-    if not isinstance(svc, CounterexampleService):
-        raise CounterexampleError("counterexamples need the forge and the job runner in this gateway", 503)
-    return svc
+@router.post(
+    "",
+    response_model=Counterexample,
+    status_code=201,
+    summary="Submit a counterexample (agents; you are the finder): queues its confirming job",
+)
+async def submit(
+    body: CounterexampleRequest, svc: Counterexamples, principal: AnyPrincipal
+) -> Counterexample:
+    return await svc.submit(principal, body)
 
 
-def build_counterexample_router() -> APIRouter:
-    r = APIRouter(prefix="/api/counterexamples", tags=["counterexamples"])
+@router.get("", response_model=list[Counterexample], summary="Counterexamples, newest first")
+async def list_counterexamples(
+    svc: Counterexamples,
+    _: AnyPrincipal,
+    repo: str | None = None,
+    task: str | None = None,
+    status: CounterexampleStatus | None = None,
+    limit: Annotated[int, Query(ge=1, le=500)] = 100,
+) -> list[Counterexample]:
+    return await svc.list(repo, task, status, limit)
 
-    @r.post(
-        "",
-        response_model=Counterexample,
-        status_code=201,
-        summary="Submit a counterexample (agents; you are the finder): queues its confirming job",
-    )
-    async def submit(
-        body: CounterexampleRequest, request: Request, principal: AnyPrincipal
-    ) -> Counterexample:
-        return await _svc(request).submit(principal, body)
 
-    @r.get("", response_model=list[Counterexample], summary="Counterexamples, newest first")
-    async def list_counterexamples(
-        request: Request,
-        _: AnyPrincipal,
-        repo: str | None = None,
-        task: str | None = None,
-        status: CounterexampleStatus | None = None,
-        limit: Annotated[int, Query(ge=1, le=500)] = 100,
-    ) -> list[Counterexample]:
-        return await _svc(request).list(repo, task, status, limit)
+@router.get("/targets", summary="A task's domain and the kernels a counterexample may target")
+async def targets(task: str, svc: Counterexamples, _: AnyPrincipal) -> dict[str, Any]:
+    return await svc.targets(task)
 
-    @r.get("/targets", summary="A task's domain and the kernels a counterexample may target")
-    async def targets(task: str, request: Request, _: AnyPrincipal) -> dict[str, Any]:
-        return await _svc(request).targets(task)
 
-    @r.get("/{cx_id}", response_model=Counterexample, summary="One counterexample")
-    async def get(cx_id: str, request: Request, _: AnyPrincipal) -> Counterexample:
-        return await _svc(request).get(cx_id)
-
-    return r
+@router.get("/{cx_id}", response_model=Counterexample, summary="One counterexample")
+async def get(cx_id: str, svc: Counterexamples, _: AnyPrincipal) -> Counterexample:
+    return await svc.get(cx_id)
 
 
 def brief(cx: Counterexample) -> dict[str, Any]:
@@ -82,8 +73,10 @@ def brief(cx: Counterexample) -> dict[str, Any]:
     )
 
 
-def register_counterexample_tools(mcp: GatewayMCP, svc: CounterexampleService) -> None:
-    @mcp.tool(
+def counterexample_tools(svc: CounterexampleService) -> McpTools:
+    tools = McpTools()
+
+    @tools.tool(
         name="counterexample_submit",
         description="Submit an input {case,dtype,seed,layouts,special} or a generator that breaks an "
         "accepted kernel at sha.",
@@ -108,7 +101,7 @@ def register_counterexample_tools(mcp: GatewayMCP, svc: CounterexampleService) -
         )
         return brief(await svc.submit(caller(), request))
 
-    @mcp.tool(
+    @tools.tool(
         name="counterexample_targets",
         description="A task's input domain (DOMAIN) and the accepted kernels (kernel, sha) you may attack.",
     )
@@ -116,7 +109,7 @@ def register_counterexample_tools(mcp: GatewayMCP, svc: CounterexampleService) -
         caller()
         return await svc.targets(task)
 
-    @mcp.tool(
+    @tools.tool(
         name="counterexample_list",
         description="Counterexamples (filter: task, status pending|confirmed|refused|error), newest first.",
     )
@@ -127,26 +120,29 @@ def register_counterexample_tools(mcp: GatewayMCP, svc: CounterexampleService) -
         found = await svc.list(svc.settings.dataset_repo, task, status, max(1, min(limit, 100)))
         return [brief(cx) for cx in found]
 
+    return tools
+
 
 class CounterexamplesPlugin(Plugin[CounterexampleSettings]):
     name = "counterexamples"
     settings_model = CounterexampleSettings
-    optional = (FORGE, EVIDENCE_LEDGER, REVIEW_GATE, JOB_SERVICE)
+    provides = (COUNTEREXAMPLES,)
+    requires = (FORGE, EVIDENCE_LEDGER, REVIEW_GATE, JOB_SERVICE)
 
-    def install(self, app: FastAPI, ctx: GatewayContext, mcp: GatewayMCP) -> Lifespan | None:
-        forge, ledger = ctx.services.find(FORGE), ctx.services.find(EVIDENCE_LEDGER)
-        gate, jobs = ctx.services.find(REVIEW_GATE), ctx.services.find(JOB_SERVICE)
-        if forge is None or ledger is None or gate is None or jobs is None:
-            log.info("counterexamples: no forge or job runner in this gateway; not installed")
-            return None
+    def contribute(self, ctx: GatewayContext) -> Contribution:
+        forge, ledger = ctx.services.get(FORGE), ctx.services.get(EVIDENCE_LEDGER)
+        gate, jobs = ctx.services.get(REVIEW_GATE), ctx.services.get(JOB_SERVICE)
         svc = CounterexampleService(ctx, self.settings, jobs, forge, ledger)
         outcomes = CounterexampleOutcomes(ctx, self.settings, forge, svc.store)
+        # Wired into the services it extends: the job runner's final hooks, the gate's regression rule.
         jobs.outcomes.final_hooks["counterexample"] = outcomes.job_finished
         gate.regressions = ConfirmedRegressions(svc.store, self.settings.dataset_repo)
-        setattr(app.state, SERVICE_ATTR, svc)
-        app.include_router(build_counterexample_router())
-        register_counterexample_tools(mcp, svc)
         # The heal (issue 27 point 4): a regression case merged on a dataset main re-verifies its task's
         # accepted kernels; a re-verification that fails withdraws its kernel (heal.py).
         jobs.outcomes.after_final.append(partial(reverified, ctx))
-        return lambda: background({"kswarm-heal": heal_loop(ctx)})
+        return Contribution(
+            services={COUNTEREXAMPLES: svc},
+            routers=[router],
+            tools=counterexample_tools(svc),
+            background={"kswarm-heal": partial(heal_loop, ctx)},
+        )

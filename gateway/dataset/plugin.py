@@ -20,15 +20,14 @@ import json
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
-from fastapi import FastAPI, Query
+from fastapi import APIRouter, Query
 from fastapi.responses import FileResponse
 
 from gateway.context import GatewayContext
 from gateway.dataset.withdrawals import Withdrawal, WithdrawalStore
-from gateway.deps import AnyPrincipal
+from gateway.deps import AnyPrincipal, Ctx
 from gateway.errors import GatewayError, NotFound
-from gateway.mcp_server import GatewayMCP
-from gateway.plugin import NoSettings, Plugin
+from gateway.plugin import Contribution, NoSettings, Plugin
 
 RECORD_FIELDS = ("record_id", "task", "author", "reviewers", "pool", "verdict", "commit", "pr")
 PANEL_FIELDS = (
@@ -127,68 +126,74 @@ def select_records(
     return rows[:limit]
 
 
+router = APIRouter(tags=["dataset"])
+
+
+@router.get(
+    "/api/dataset",
+    summary="The last dataset build: summary, pass rates, cost, accepted records",
+)
+async def dataset(
+    ctx: Ctx,
+    _: AnyPrincipal,
+    accepted: Annotated[int, Query(ge=1, le=1000, description="How many accepted records")] = 50,
+) -> dict[str, Any]:
+    return await asyncio.to_thread(read_dataset, dataset_root(ctx), accepted)
+
+
+@router.get("/api/dataset/records", summary="Records of the last build, newest first")
+async def records(
+    ctx: Ctx,
+    _: AnyPrincipal,
+    task: Annotated[str | None, Query(max_length=64)] = None,
+    accepted: Annotated[bool | None, Query(description="Only accepted (or only not accepted)")] = None,
+    author: Annotated[str | None, Query(max_length=64)] = None,
+    kernel: Annotated[
+        str | None, Query(max_length=500, description="Only attempts at this kernel file (path).")
+    ] = None,
+    pr: Annotated[int | None, Query(ge=1, description="Only attempts of this PR.")] = None,
+    limit: Annotated[int, Query(ge=1, le=5000)] = 500,
+    status: Annotated[
+        Literal["accepted", "withdrawn", "rejected", "other"] | None,
+        Query(description="Only records of this status."),
+    ] = None,
+) -> list[dict[str, Any]]:
+    return await asyncio.to_thread(
+        select_records, dataset_root(ctx), task, accepted, author, limit, kernel, pr, status
+    )
+
+
+@router.get(
+    "/api/dataset/files/{name}",
+    summary="A file of the last build (JSONL, Parquet, the card, the summary)",
+    response_class=FileResponse,
+)
+async def files(name: FileName, ctx: Ctx, _: AnyPrincipal) -> FileResponse:
+    root = dataset_root(ctx)
+    relative, media = FILES[name]
+    path = root / relative
+    if not path.is_file():
+        raise NotFound(f"no {name} built yet under {root}: run `kswarm dataset build`")
+    return FileResponse(path, media_type=media, filename=name)
+
+
+@router.get(
+    "/api/dataset/withdrawals",
+    summary="Kernels withdrawn from a repo's accepted split (by confirmed counterexamples)",
+)
+async def withdrawals(
+    ctx: Ctx,
+    _: AnyPrincipal,
+    repo: Annotated[str, Query(pattern=REPO_PATTERN, description="org/name of the dataset repo.")],
+) -> list[Withdrawal]:
+    return await WithdrawalStore(ctx.redis).all(repo)
+
+
 class DatasetPlugin(Plugin[NoSettings]):
     """``dataset``: reads the build under ``$KSWARM_HOME/dataset``; provides and needs no service."""
 
     name = "dataset"
     settings_model = NoSettings
 
-    def install(self, app: FastAPI, ctx: GatewayContext, mcp: GatewayMCP) -> None:
-        root = dataset_root(ctx)
-
-        @app.get(
-            "/api/dataset",
-            tags=["dataset"],
-            summary="The last dataset build: summary, pass rates, cost, accepted records",
-        )
-        async def dataset(
-            _: AnyPrincipal,
-            accepted: Annotated[int, Query(ge=1, le=1000, description="How many accepted records")] = 50,
-        ) -> dict[str, Any]:
-            return await asyncio.to_thread(read_dataset, root, accepted)
-
-        @app.get("/api/dataset/records", tags=["dataset"], summary="Records of the last build, newest first")
-        async def records(
-            _: AnyPrincipal,
-            task: Annotated[str | None, Query(max_length=64)] = None,
-            accepted: Annotated[
-                bool | None, Query(description="Only accepted (or only not accepted)")
-            ] = None,
-            author: Annotated[str | None, Query(max_length=64)] = None,
-            kernel: Annotated[
-                str | None, Query(max_length=500, description="Only attempts at this kernel file (path).")
-            ] = None,
-            pr: Annotated[int | None, Query(ge=1, description="Only attempts of this PR.")] = None,
-            limit: Annotated[int, Query(ge=1, le=5000)] = 500,
-            status: Annotated[
-                Literal["accepted", "withdrawn", "rejected", "other"] | None,
-                Query(description="Only records of this status."),
-            ] = None,
-        ) -> list[dict[str, Any]]:
-            return await asyncio.to_thread(
-                select_records, root, task, accepted, author, limit, kernel, pr, status
-            )
-
-        @app.get(
-            "/api/dataset/files/{name}",
-            tags=["dataset"],
-            summary="A file of the last build (JSONL, Parquet, the card, the summary)",
-            response_class=FileResponse,
-        )
-        async def files(name: FileName, _: AnyPrincipal) -> FileResponse:
-            relative, media = FILES[name]
-            path = root / relative
-            if not path.is_file():
-                raise NotFound(f"no {name} built yet under {root}: run `kswarm dataset build`")
-            return FileResponse(path, media_type=media, filename=name)
-
-        @app.get(
-            "/api/dataset/withdrawals",
-            tags=["dataset"],
-            summary="Kernels withdrawn from a repo's accepted split (by confirmed counterexamples)",
-        )
-        async def withdrawals(
-            _: AnyPrincipal,
-            repo: Annotated[str, Query(pattern=REPO_PATTERN, description="org/name of the dataset repo.")],
-        ) -> list[Withdrawal]:
-            return await WithdrawalStore(ctx.redis).all(repo)
+    def contribute(self, ctx: GatewayContext) -> Contribution:
+        return Contribution(routers=[router])

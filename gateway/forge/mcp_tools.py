@@ -7,12 +7,15 @@ from typing import Any
 from gateway.context import GatewayContext
 from gateway.forge.notices import notify_review_request
 from gateway.forge.service import forge_of, gate_of, pr_view, resolve_repo, review_event, summary
-from gateway.mcp_server import GatewayMCP, caller
+from gateway.mcp_server import caller
+from gateway.plugin import McpTools
 from gateway.services import FORGE_SETTINGS
 
 
-def register_pr_tools(mcp: GatewayMCP, ctx: GatewayContext) -> None:
-    @mcp.tool(
+def pr_tools(ctx: GatewayContext) -> McpTools:
+    tools = McpTools()
+
+    @tools.tool(
         name="pr_open",
         description="Open a PR from your pushed branch (<you>/...) into base; reviewers get an inbox notice.",
     )
@@ -34,7 +37,7 @@ def register_pr_tools(mcp: GatewayMCP, ctx: GatewayContext) -> None:
         await notify_review_request(ctx, me, pr, pr.requested_reviewers)
         return summary(pr)
 
-    @mcp.tool(name="pr_list", description="List PRs (state open|closed|all) with the gate's verdict.")
+    @tools.tool(name="pr_list", description="List PRs (state open|closed|all) with the gate's verdict.")
     async def pr_list(
         repo: str | None = None, state: str = "open", mine: bool = False
     ) -> list[dict[str, Any]]:
@@ -52,7 +55,7 @@ def register_pr_tools(mcp: GatewayMCP, ctx: GatewayContext) -> None:
                 out.append(summary(pr))
         return out
 
-    @mcp.tool(
+    @tools.tool(
         name="pr_view",
         description="A PR: diff (cut when long: diff_truncated), reviews, checks, comments, why the gate "
         "will or won't merge.",
@@ -63,7 +66,7 @@ def register_pr_tools(mcp: GatewayMCP, ctx: GatewayContext) -> None:
         org, name = await resolve_repo(ctx, repo)
         return await pr_view(ctx, org, name, number, diff_bytes=diff_bytes, audit=3)
 
-    @mcp.tool(
+    @tools.tool(
         name="pr_review",
         description="Review a PR: APPROVED, REQUEST_CHANGES or COMMENT (+body); head_sha pins what you read.",
     )
@@ -75,9 +78,11 @@ def register_pr_tools(mcp: GatewayMCP, ctx: GatewayContext) -> None:
         review = await forge_of(ctx).review(me.name, org, name, number, review_event(event), body, head_sha)
         return {"id": review.id, "state": review.state, "commit_id": review.commit_id}
 
-    @mcp.tool(name="pr_comment", description="Comment on a PR (discussion; not a review verdict).")
+    @tools.tool(name="pr_comment", description="Comment on a PR (discussion; not a review verdict).")
     async def pr_comment(number: int, body: str, repo: str | None = None) -> dict[str, Any]:
         me = caller()
         org, name = await resolve_repo(ctx, repo)
         comment = await forge_of(ctx).comment(me.name, org, name, number, body)
         return {"id": comment.id}
+
+    return tools

@@ -13,7 +13,7 @@ import logging
 from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any
 
-from fastapi import FastAPI
+from fastapi import APIRouter
 
 from gateway.context import GatewayContext
 from gateway.errors import ForgeError
@@ -27,12 +27,11 @@ from gateway.forge.gitea.forge import GiteaForge
 from gateway.forge.gitea.webhook import build_webhook_router
 from gateway.forge.gitea_api.routes import build_gitea_router
 from gateway.forge.hooks_out import HookDeliverer
-from gateway.forge.mcp_tools import register_pr_tools
+from gateway.forge.mcp_tools import pr_tools
 from gateway.forge.protocol import Forge
 from gateway.forge.routes import build_forge_router
 from gateway.forge.settings import ForgeSettings
-from gateway.mcp_server import GatewayMCP
-from gateway.plugin import Lifespan, Plugin, background
+from gateway.plugin import Contribution, Loop, Plugin
 from gateway.principals import PrincipalKind
 from gateway.services import EVIDENCE_LEDGER, FORGE, FORGE_SETTINGS, REVIEW_GATE
 
@@ -65,7 +64,7 @@ class ForgePlugin(Plugin[ForgeSettings]):
     settings_model = ForgeSettings
     provides = (FORGE, FORGE_SETTINGS, REVIEW_GATE, EVIDENCE_LEDGER)
 
-    def install(self, app: FastAPI, ctx: GatewayContext, mcp: GatewayMCP) -> Lifespan:
+    def contribute(self, ctx: GatewayContext) -> Contribution:
         settings = self.settings
         forge = build_forge(ctx, settings)
         ledger = EvidenceLedger(ctx.redis)
@@ -79,20 +78,14 @@ class ForgePlugin(Plugin[ForgeSettings]):
             lock_ttl_s=settings.gate_lock_ttl_s,
             metrics=ctx.metrics,
         )
-        ctx.services.provide(FORGE, forge)
-        ctx.services.provide(FORGE_SETTINGS, settings)
-        ctx.services.provide(REVIEW_GATE, gate)
-        ctx.services.provide(EVIDENCE_LEDGER, ledger)
-
-        deliverer: HookDeliverer | None = None
+        routers: list[APIRouter] = []
+        loops: dict[str, Loop] = {"kswarm-gate": gate.run} if settings.gate_enabled else {}
         if isinstance(forge, EmbeddedForge):
-            app.include_router(build_git_router(forge, settings))
-            app.include_router(build_gitea_router(forge))
-            deliverer = HookDeliverer(ctx.redis, hook_renderer(forge))
+            routers += [build_git_router(forge, settings), build_gitea_router(forge)]
+            loops["kswarm-forge-hooks"] = HookDeliverer(ctx.redis, hook_renderer(forge)).run
         elif (secret := settings.webhook_secret()) is not None:
-            app.include_router(build_webhook_router(secret))
-        app.include_router(build_forge_router())
-        register_pr_tools(mcp, ctx)
+            routers.append(build_webhook_router(secret))
+        routers.append(build_forge_router())
 
         @contextlib.asynccontextmanager
         async def lifespan() -> AsyncIterator[None]:
@@ -106,16 +99,18 @@ class ForgePlugin(Plugin[ForgeSettings]):
                     await DefaultRepo(ctx.redis).claim(full)  # the first one, unless one is set
                 except ForgeError as exc:
                     log.error("cannot ensure repo %s: %s", full, exc)
-            loops = {"kswarm-gate": gate.run()} if settings.gate_enabled else {}
-            if deliverer is not None:
-                loops["kswarm-forge-hooks"] = deliverer.run()
             try:
-                async with background(loops):
-                    yield
+                yield
             finally:
                 await forge.aclose()
 
-        return lifespan
+        return Contribution(
+            services={FORGE: forge, FORGE_SETTINGS: settings, REVIEW_GATE: gate, EVIDENCE_LEDGER: ledger},
+            routers=routers,
+            tools=pr_tools(ctx),
+            background=loops,
+            lifespan=lifespan,
+        )
 
 
 def hook_renderer(

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import Annotated, Any
 
-from fastapi import APIRouter, Depends, FastAPI, Query, Request, Response
+from fastapi import APIRouter, Depends, Query, Request, Response
 from fastapi.responses import PlainTextResponse
 
 from gateway.client.jobs.models import (
@@ -29,8 +29,8 @@ from gateway.context import GatewayContext
 from gateway.deps import AnyPrincipal, OperatorOnly, WorkerOnly, provided
 from gateway.jobs.service import JobService
 from gateway.jobs.settings import JobsSettings
-from gateway.mcp_server import GatewayMCP, caller
-from gateway.plugin import Lifespan, Plugin, background
+from gateway.mcp_server import caller
+from gateway.plugin import Contribution, McpTools, Plugin
 from gateway.services import EVIDENCE_LEDGER, FORGE, FORGE_SETTINGS, JOB_SERVICE
 
 Svc = Annotated[JobService, Depends(provided(JOB_SERVICE))]
@@ -145,8 +145,10 @@ def _brief(job: Job) -> dict[str, Any]:
     return out
 
 
-def register_job_tools(mcp: GatewayMCP, svc: JobService) -> None:
-    @mcp.tool(
+def job_tools(svc: JobService) -> McpTools:
+    tools = McpTools()
+
+    @tools.tool(
         name="job_submit",
         description="Verify kernels/<task>/<file>.py (as the task its dir names) at repo@ref.",
     )
@@ -174,20 +176,22 @@ def register_job_tools(mcp: GatewayMCP, svc: JobService) -> None:
         )
         return _brief(await svc.submit(caller(), request))
 
-    @mcp.tool(name="job_status", description="A job's state and verdict; without id, your recent jobs.")
+    @tools.tool(name="job_status", description="A job's state and verdict; without id, your recent jobs.")
     async def job_status(id: str | None = None, limit: int = 10) -> dict[str, Any]:
         if id is None:
             jobs = await svc.queue.list(submitter=caller().name, limit=max(1, min(limit, 50)))
             return {"jobs": [_brief(j) for j in jobs]}
         return _brief(await svc.read(caller(), id))
 
-    @mcp.tool(name="job_logs", description="The end of a job's output (tail characters).")
+    @tools.tool(name="job_logs", description="The end of a job's output (tail characters).")
     async def job_logs(id: str, tail: int = 4000) -> str:
         return await svc.logs(caller(), id, max(1, min(tail, 100_000)))
 
-    @mcp.tool(name="job_cancel", description="Cancel one of your jobs.")
+    @tools.tool(name="job_cancel", description="Cancel one of your jobs.")
     async def job_cancel(id: str) -> dict[str, Any]:
         return _brief(await svc.cancel(caller(), id))
+
+    return tools
 
 
 class JobsPlugin(Plugin[JobsSettings]):
@@ -196,11 +200,12 @@ class JobsPlugin(Plugin[JobsSettings]):
     provides = (JOB_SERVICE,)
     optional = (FORGE, FORGE_SETTINGS, EVIDENCE_LEDGER)
 
-    def install(self, app: FastAPI, ctx: GatewayContext, mcp: GatewayMCP) -> Lifespan:
+    def contribute(self, ctx: GatewayContext) -> Contribution:
         svc = JobService(ctx, self.settings, self.settings.pool_list())
         ctx.metrics.refreshers.append(svc.refresh_metrics)
-        ctx.services.provide(JOB_SERVICE, svc)
-        app.include_router(build_jobs_router())
-        register_job_tools(mcp, svc)
-
-        return lambda: background({"kswarm-jobs-reclaim": svc.reclaim_loop()})
+        return Contribution(
+            services={JOB_SERVICE: svc},
+            routers=[build_jobs_router()],
+            tools=job_tools(svc),
+            background={"kswarm-jobs-reclaim": svc.reclaim_loop},
+        )

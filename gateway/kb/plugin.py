@@ -9,14 +9,14 @@ import logging
 from collections.abc import AsyncIterator
 from typing import Annotated, Any
 
-from fastapi import APIRouter, Depends, FastAPI, Query
+from fastapi import APIRouter, Depends, Query
 
 from gateway.context import GatewayContext
 from gateway.deps import AnyPrincipal, OperatorOnly, provided
 from gateway.errors import ForgeError
 from gateway.kb.service import KBSettings, KnowledgeBase, SeedFiles
-from gateway.mcp_server import GatewayMCP, caller
-from gateway.plugin import Lifespan, Plugin
+from gateway.mcp_server import caller
+from gateway.plugin import Contribution, McpTools, Plugin
 from gateway.services import FORGE, KNOWLEDGE_BASE
 
 log = logging.getLogger("kswarm.kb")
@@ -60,8 +60,10 @@ def build_kb_router() -> APIRouter:
     return r
 
 
-def register_kb_tools(mcp: GatewayMCP, kb: KnowledgeBase) -> None:
-    @mcp.tool(
+def kb_tools(kb: KnowledgeBase) -> McpTools:
+    tools = McpTools()
+
+    @tools.tool(
         name="kb_search",
         description="Search the knowledge base (merged notes only): ranked passages with file, line, commit.",
     )
@@ -69,10 +71,12 @@ def register_kb_tools(mcp: GatewayMCP, kb: KnowledgeBase) -> None:
         caller()
         return await kb.search(query, limit)
 
-    @mcp.tool(name="kb_read", description="Read one merged knowledge-base note by its file path.")
+    @tools.tool(name="kb_read", description="Read one merged knowledge-base note by its file path.")
     async def kb_read(file: str) -> dict[str, Any]:
         caller()
         return await kb.read(file)
+
+    return tools
 
 
 class KBPlugin(Plugin[KBSettings]):
@@ -85,12 +89,9 @@ class KBPlugin(Plugin[KBSettings]):
         super().__init__(settings)
         self.seed_files = seed_files  # default: the catalogue's kb_seed notes
 
-    def install(self, app: FastAPI, ctx: GatewayContext, mcp: GatewayMCP) -> Lifespan:
+    def contribute(self, ctx: GatewayContext) -> Contribution:
         settings = self.settings
         kb = KnowledgeBase(ctx, settings, self.seed_files)
-        ctx.services.provide(KNOWLEDGE_BASE, kb)
-        app.include_router(build_kb_router())
-        register_kb_tools(mcp, kb)
 
         @contextlib.asynccontextmanager
         async def lifespan() -> AsyncIterator[None]:
@@ -101,4 +102,6 @@ class KBPlugin(Plugin[KBSettings]):
                     log.error("cannot ensure the knowledge repo %s: %s", settings.repo, exc)
             yield
 
-        return lifespan
+        return Contribution(
+            services={KNOWLEDGE_BASE: kb}, routers=[build_kb_router()], tools=kb_tools(kb), lifespan=lifespan
+        )

@@ -5,16 +5,35 @@ Provides the proxy and its usage store. Settings default to ``KSWARM_LLM_*`` (an
 
 from __future__ import annotations
 
-from fastapi import FastAPI, Request
+from fastapi import APIRouter, Request
 from fastapi.responses import Response
 
 from gateway.context import GatewayContext
 from gateway.llm.config import LLMProxySettings
 from gateway.llm.proxy import LLMProxy
-from gateway.llm.usage_api import build_usage_router, register_usage_tool
-from gateway.mcp_server import GatewayMCP
-from gateway.plugin import Lifespan, Plugin
+from gateway.llm.usage_api import usage_router, usage_tools
+from gateway.plugin import Contribution, Plugin
 from gateway.services import LLM_PROXY, LLM_USAGE, MONITOR, TASK_BOARD
+
+# The proxied Anthropic API. The proxy is looked up, not injected: this is the hottest route of all.
+proxy_router = APIRouter()
+
+
+def _proxy(request: Request) -> LLMProxy:
+    return request.app.state.ctx.services.get(LLM_PROXY)
+
+
+@proxy_router.post("/v1/messages", summary="Anthropic Messages API, proxied with the real key (agents)")
+async def messages(request: Request) -> Response:
+    return await _proxy(request).forward(request, billed=True)
+
+
+@proxy_router.post(
+    "/v1/messages/count_tokens",
+    summary="Anthropic token counting, proxied (agents): not billed, but budget-checked and slotted",
+)
+async def count_tokens(request: Request) -> Response:
+    return await _proxy(request).forward(request, billed=False)
 
 
 class LLMProxyPlugin(Plugin[LLMProxySettings]):
@@ -22,9 +41,8 @@ class LLMProxyPlugin(Plugin[LLMProxySettings]):
     settings_model = LLMProxySettings
     provides = (LLM_PROXY, LLM_USAGE)
 
-    def install(self, app: FastAPI, ctx: GatewayContext, mcp: GatewayMCP) -> Lifespan:
+    def contribute(self, ctx: GatewayContext) -> Contribution:
         proxy = LLMProxy(ctx, self.settings)
-        ctx.services.provide(LLM_PROXY, proxy)
 
         async def held(name: str) -> list[str] | None:
             """The tasks ``name`` holds a claim on now: what its spending is booked to (cost per task);
@@ -35,19 +53,9 @@ class LLMProxyPlugin(Plugin[LLMProxySettings]):
             return await board.board.held_by(name) if board is not None else []
 
         proxy.usage.holdings = held
-        ctx.services.provide(LLM_USAGE, proxy.usage)
-
-        @app.post("/v1/messages", summary="Anthropic Messages API, proxied with the real key (agents)")
-        async def messages(request: Request) -> Response:
-            return await proxy.forward(request, billed=True)
-
-        @app.post(
-            "/v1/messages/count_tokens",
-            summary="Anthropic token counting, proxied (agents): not billed, but budget-checked and slotted",
+        return Contribution(
+            services={LLM_PROXY: proxy, LLM_USAGE: proxy.usage},
+            routers=[proxy_router, usage_router],
+            tools=usage_tools(proxy.usage),
+            lifespan=proxy.lifespan,
         )
-        async def count_tokens(request: Request) -> Response:
-            return await proxy.forward(request, billed=False)
-
-        app.include_router(build_usage_router(proxy.usage))
-        register_usage_tool(mcp, proxy.usage)
-        return proxy.lifespan

@@ -2,19 +2,18 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import Annotated, Any
 
-from fastapi import APIRouter
+from fastapi import APIRouter, Depends
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 
-from gateway.deps import AnyPrincipal, OperatorOnly
+from gateway.deps import AnyPrincipal, OperatorOnly, provided
 from gateway.errors import Forbidden
 from gateway.llm.usage import UsageStore
 from gateway.llm.usage_models import AgentUsage, BudgetUpdate, UsageReport
+from gateway.plugin import McpTools
 from gateway.principals import PrincipalKind
-
-if TYPE_CHECKING:
-    from gateway.mcp_server import GatewayMCP
+from gateway.services import LLM_USAGE
 
 
 class UsageMetrics:
@@ -49,38 +48,46 @@ class UsageMetrics:
         )
 
 
-def build_usage_router(store: UsageStore) -> APIRouter:
-    """``/api/usage``: operators see every agent and the swarm totals, others only themselves."""
-    router = APIRouter(prefix="/api/usage", tags=["usage"])
-
-    @router.get("", response_model=UsageReport, summary="LLM usage, cost estimates and budgets")
-    async def usage(principal: AnyPrincipal) -> UsageReport:
-        if principal.kind == PrincipalKind.operator:
-            return UsageReport(agents=await store.all(), swarm=await store.swarm())
-        return UsageReport(agents={principal.name: await store.get(principal.name)})
-
-    @router.get("/{name}", response_model=AgentUsage, summary="One agent's usage (operators or itself)")
-    async def one(name: str, principal: AnyPrincipal) -> AgentUsage:
-        if principal.kind != PrincipalKind.operator and principal.name != name:
-            raise Forbidden("you may only read your own usage")
-        return await store.get(name)
-
-    @router.post("/{name}/reset", response_model=AgentUsage, summary="Forget an agent's usage (operators)")
-    async def reset(name: str, _: OperatorOnly) -> AgentUsage:
-        return await store.reset(name)
-
-    @router.put("/{name}/budget", response_model=AgentUsage, summary="Override an agent's budget (operators)")
-    async def budget(name: str, body: BudgetUpdate, _: OperatorOnly) -> AgentUsage:
-        await store.set_budget(name, body)
-        return await store.get(name)
-
-    return router
+Usage = Annotated[UsageStore, Depends(provided(LLM_USAGE))]
+# ``/api/usage``: operators see every agent and the swarm totals, others only themselves.
+usage_router = APIRouter(prefix="/api/usage", tags=["usage"])
 
 
-def register_usage_tool(mcp: GatewayMCP, store: UsageStore) -> None:
+@usage_router.get("", response_model=UsageReport, summary="LLM usage, cost estimates and budgets")
+async def usage(store: Usage, principal: AnyPrincipal) -> UsageReport:
+    if principal.kind == PrincipalKind.operator:
+        return UsageReport(agents=await store.all(), swarm=await store.swarm())
+    return UsageReport(agents={principal.name: await store.get(principal.name)})
+
+
+@usage_router.get("/{name}", response_model=AgentUsage, summary="One agent's usage (operators or itself)")
+async def one(name: str, store: Usage, principal: AnyPrincipal) -> AgentUsage:
+    if principal.kind != PrincipalKind.operator and principal.name != name:
+        raise Forbidden("you may only read your own usage")
+    return await store.get(name)
+
+
+@usage_router.post("/{name}/reset", response_model=AgentUsage, summary="Forget an agent's usage (operators)")
+async def reset(name: str, store: Usage, _: OperatorOnly) -> AgentUsage:
+    return await store.reset(name)
+
+
+@usage_router.put(
+    "/{name}/budget", response_model=AgentUsage, summary="Override an agent's budget (operators)"
+)
+async def budget(name: str, body: BudgetUpdate, store: Usage, _: OperatorOnly) -> AgentUsage:
+    await store.set_budget(name, body)
+    return await store.get(name)
+
+
+def usage_tools(store: UsageStore) -> McpTools:
     """The ``llm_usage`` MCP tool: the caller's own usage, cost estimate and budget."""
     from gateway.mcp_server import caller  # late: keeps this module importable without the MCP stack
 
-    @mcp.tool(name="llm_usage", description="Your model token usage, estimated cost and budget.")
+    tools = McpTools()
+
+    @tools.tool(name="llm_usage", description="Your model token usage, estimated cost and budget.")
     async def llm_usage() -> dict[str, Any]:
         return (await store.get(caller().name)).model_dump()
+
+    return tools

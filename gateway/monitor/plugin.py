@@ -8,14 +8,11 @@ feeder (``gateway.monitor.feeder``).
 
 from __future__ import annotations
 
-from fastapi import FastAPI
-
 from gateway.context import GatewayContext
-from gateway.mcp_server import GatewayMCP
 from gateway.monitor.routes import build_monitor_router
 from gateway.monitor.service import MONITOR, MonitorService
 from gateway.monitor.settings import MonitorSettings
-from gateway.plugin import Lifespan, Plugin, background
+from gateway.plugin import Contribution, Plugin
 from gateway.services import FORGE, JOB_SERVICE, LIVENESS, LLM_USAGE, REVIEW_GATE, TASK_BOARD
 
 
@@ -25,10 +22,10 @@ class MonitorPlugin(Plugin[MonitorSettings]):
     provides = (MONITOR, LIVENESS)
     optional = (FORGE, REVIEW_GATE, JOB_SERVICE, TASK_BOARD, LLM_USAGE)
 
-    def install(self, app: FastAPI, ctx: GatewayContext, mcp: GatewayMCP) -> Lifespan:
+    def contribute(self, ctx: GatewayContext) -> Contribution:
         svc = MonitorService.build(ctx, self.settings)
-        ctx.services.provide(MONITOR, svc)
-        ctx.services.provide(LIVENESS, svc.liveness)
-        app.include_router(build_monitor_router())
-
-        return lambda: background({"kswarm-monitor-feeder": svc.feeder.run()})
+        return Contribution(
+            services={MONITOR: svc, LIVENESS: svc.liveness},
+            routers=[build_monitor_router()],
+            background={"kswarm-monitor-feeder": svc.feeder.run},
+        )

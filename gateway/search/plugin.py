@@ -12,15 +12,14 @@ from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
-from fastapi import Depends, FastAPI, Query
+from fastapi import APIRouter, Depends, Query
 from pydantic import BaseModel, Field
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from gateway.context import GatewayContext
 from gateway.deps import AnyPrincipal, provided
 from gateway.errors import BadRequest
-from gateway.mcp_server import GatewayMCP
-from gateway.plugin import Lifespan, Plugin, background
+from gateway.plugin import Contribution, McpTools, Plugin
 from gateway.principals import Principal
 from gateway.search.feeder import SearchFeeder
 from gateway.search.index import Hit, SearchIndex
@@ -96,60 +95,66 @@ SEARCH: ServiceKey[SearchService] = ServiceKey("search index", "search")
 Svc = Annotated[SearchService, Depends(provided(SEARCH))]
 
 
+router = APIRouter(tags=["search"])
+
+
+@router.get(
+    "/api/search/messages",
+    response_model=SearchPage,
+    summary="Full-text search over all history you may read (ranked, highlighted, paged)",
+)
+async def search(
+    svc: Svc,
+    who: AnyPrincipal,
+    q: Annotated[
+        str,
+        Query(
+            min_length=1,
+            max_length=500,
+            description='Words, "phrases", prefix*, from:<sender>, in:<channel>, kind:<chat|pr|job|gate|ops>',
+        ),
+    ],
+    channel: Annotated[str | None, Query(max_length=200)] = None,
+    sender: Annotated[str | None, Query(max_length=64)] = None,
+    kind: Annotated[str | None, Query(max_length=16)] = None,
+    limit: Annotated[int, Query(ge=1, le=100)] = 20,
+    offset: Annotated[int, Query(ge=0, le=100_000)] = 0,
+    order: Order = "rank",
+) -> SearchPage:
+    return await svc.search(who, q, channel, sender, kind, limit, offset, order)
+
+
 class SearchPlugin(Plugin[SearchSettings]):
     name = "search"
     settings_model = SearchSettings
     provides = (SEARCH,)
 
-    def install(self, app: FastAPI, ctx: GatewayContext, mcp: GatewayMCP) -> Lifespan:
+    def contribute(self, ctx: GatewayContext) -> Contribution:
         index = SearchIndex(self.settings.path or ctx.settings.home / "search" / "messages.sqlite3")
         svc = SearchService(index, SearchFeeder(ctx.redis, ctx.principals, index))
-        ctx.services.provide(SEARCH, svc)
-
-        @app.get(
-            "/api/search/messages",
-            response_model=SearchPage,
-            tags=["search"],
-            summary="Full-text search over all history you may read (ranked, highlighted, paged)",
-        )
-        async def search(
-            svc: Svc,
-            who: AnyPrincipal,
-            q: Annotated[
-                str,
-                Query(
-                    min_length=1,
-                    max_length=500,
-                    description='Words, "phrases", prefix*, '
-                    "from:<sender>, in:<channel>, kind:<chat|pr|job|gate|ops>",
-                ),
-            ],
-            channel: Annotated[str | None, Query(max_length=200)] = None,
-            sender: Annotated[str | None, Query(max_length=64)] = None,
-            kind: Annotated[str | None, Query(max_length=16)] = None,
-            limit: Annotated[int, Query(ge=1, le=100)] = 20,
-            offset: Annotated[int, Query(ge=0, le=100_000)] = 0,
-            order: Order = "rank",
-        ) -> SearchPage:
-            return await svc.search(who, q, channel, sender, kind, limit, offset, order)
-
-        register_search_tool(mcp, svc)
 
         @contextlib.asynccontextmanager
         async def lifespan() -> AsyncIterator[None]:
             try:
-                async with background({"kswarm-search-feeder": svc.feeder.run()}):
-                    yield
+                yield
             finally:
                 await index.close()
 
-        return lifespan
+        return Contribution(
+            services={SEARCH: svc},
+            routers=[router],
+            tools=search_tools(svc),
+            background={"kswarm-search-feeder": svc.feeder.run},
+            lifespan=lifespan,
+        )
 
 
-def register_search_tool(mcp: GatewayMCP, svc: SearchService) -> None:
+def search_tools(svc: SearchService) -> McpTools:
     from gateway.mcp_server import caller
 
-    @mcp.tool(
+    tools = McpTools()
+
+    @tools.tool(
         name="chat_search",
         description='Search every message you can read (all history, ranked): words, "phrases", prefix*, '
         "from:<sender>, in:<channel>. Returns matches with a highlighted snippet; page with offset.",
@@ -161,3 +166,5 @@ def register_search_tool(mcp: GatewayMCP, svc: SearchService) -> None:
             caller(), query, channel, sender, None, max(1, min(limit, 50)), max(0, offset)
         )
         return page.model_dump()
+
+    return tools

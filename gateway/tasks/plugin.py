@@ -12,13 +12,13 @@ import re
 from collections.abc import AsyncIterator
 from typing import Annotated, Any
 
-from fastapi import APIRouter, Depends, FastAPI, Query, Response
+from fastapi import APIRouter, Depends, Query, Response
 
 from gateway.context import GatewayContext
 from gateway.deps import AnyPrincipal, OperatorOnly, provided
 from gateway.errors import BadRequest, NotFound
-from gateway.mcp_server import GatewayMCP, caller
-from gateway.plugin import Lifespan, Plugin, background
+from gateway.mcp_server import caller
+from gateway.plugin import Contribution, McpTools, Plugin
 from gateway.services import FORGE, TASK_BOARD
 from gateway.tasks.definitions import add_task, task_definition
 from gateway.tasks.models import (
@@ -126,42 +126,46 @@ def _brief(task: BoardTask) -> dict[str, Any]:
     return task.model_dump(include={"id", "title", "state", "holder", "expires_at", "labels", "repo"})
 
 
-def register_task_tools(mcp: GatewayMCP, svc: BoardService) -> None:
-    @mcp.tool(
+def task_tools(svc: BoardService) -> McpTools:
+    tools = McpTools()
+
+    @tools.tool(
         name="task_list", description="Tasks on the board (state: open|claimed|done|all), with holders."
     )
     async def task_list(state: str = "open") -> list[dict[str, Any]]:
         caller()
         return [_brief(t) for t in await svc.board.list(state)]
 
-    @mcp.tool(
+    @tools.tool(
         name="task_claim",
         description="Claim a task: a lease in your name; renew it while you work (at most a few at once).",
     )
     async def task_claim(id: str) -> dict[str, Any]:
         return (await svc.claim(caller(), id)).model_dump()
 
-    @mcp.tool(name="task_renew", description="Renew your claim's lease (heartbeats also renew it).")
+    @tools.tool(name="task_renew", description="Renew your claim's lease (heartbeats also renew it).")
     async def task_renew(id: str) -> dict[str, Any]:
         return _brief(await svc.renew(caller(), id))
 
-    @mcp.tool(name="task_release", description="Give up your claim; the task is open again.")
+    @tools.tool(name="task_release", description="Give up your claim; the task is open again.")
     async def task_release(id: str) -> dict[str, Any]:
         return _brief(await svc.release(caller(), id))
 
-    @mcp.tool(
+    @tools.tool(
         name="task_done",
         description="Mark your claimed task done once the gate merged your kernel's PR (e.g. 'PR #4').",
     )
     async def task_done(id: str, result: str = "") -> dict[str, Any]:
         return _brief(await svc.done(caller(), id, result[:2000]))
 
-    @mcp.tool(name="task_post", description="Post a task to the board (lead agents and operators).")
+    @tools.tool(name="task_post", description="Post a task to the board (lead agents and operators).")
     async def task_post(
         id: str, title: str, description: str = "", labels: list[str] | None = None
     ) -> dict[str, Any]:
         spec = TaskSpec(id=id, title=title, description=description, labels=labels or [])
         return _brief(await svc.post(caller(), spec))
+
+    return tools
 
 
 class TasksPlugin(Plugin[TasksSettings]):
@@ -170,16 +174,18 @@ class TasksPlugin(Plugin[TasksSettings]):
     provides = (TASK_BOARD,)
     optional = (FORGE,)
 
-    def install(self, app: FastAPI, ctx: GatewayContext, mcp: GatewayMCP) -> Lifespan:
+    def contribute(self, ctx: GatewayContext) -> Contribution:
         svc = BoardService(ctx, self.settings)
-        ctx.services.provide(TASK_BOARD, svc)
-        app.include_router(build_tasks_router())
-        register_task_tools(mcp, svc)
 
         @contextlib.asynccontextmanager
         async def lifespan() -> AsyncIterator[None]:
             await svc.bot()
-            async with background({"kswarm-tasks-sweeper": svc.sweeper()}):
-                yield
+            yield
 
-        return lifespan
+        return Contribution(
+            services={TASK_BOARD: svc},
+            routers=[build_tasks_router()],
+            tools=task_tools(svc),
+            background={"kswarm-tasks-sweeper": svc.sweeper},
+            lifespan=lifespan,
+        )

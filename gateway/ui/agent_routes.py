@@ -115,7 +115,7 @@ def build_agent_pages(ui: UiService) -> APIRouter:
     async def timeline_page(
         api: InternalApi, name: str, before: str | None, q: str, kind: str | None
     ) -> tuple[dict[str, Any] | None, str]:
-        if not has_route(ui.app, TIMELINE_ROUTE):
+        if not has_route(api.app, TIMELINE_ROUTE):
             return None, "no monitor is registered with this gateway (the monitor plugin keeps timelines)"
         reply = await api.get(f"/api/agents/{name}/timeline", before=before, q=q or None, kind=kind, limit=50)
         if not reply.ok:
@@ -140,12 +140,12 @@ def build_agent_pages(ui: UiService) -> APIRouter:
         liveness = (await liveness_book(ui.ctx).by_name()).get(name)
         page, timeline_error = await timeline_page(api, name, None, q, kind)
         usage = None
-        if has_route(ui.app, "/api/usage/{name}"):
+        if has_route(request.app, "/api/usage/{name}"):
             got = await api.get(f"/api/usage/{name}")
             usage = got.json() if got.ok else None
         recent: dict[str, float] = {}
         charts: list[tuple[str, Markup]] = []
-        if has_route(ui.app, "/api/monitor/svg/{chart}"):
+        if has_route(request.app, "/api/monitor/svg/{chart}"):
             recent = {
                 "tokens": await window_sum(api, f"tokens:agent:{name}", RECENT_S),
                 "cost": await window_sum(api, f"cost:agent:{name}", RECENT_S),
@@ -155,12 +155,16 @@ def build_agent_pages(ui: UiService) -> APIRouter:
                 if got.ok:
                     charts.append((chart, Markup(got.body.decode())))  # escaped where it is made
         jobs = (
-            await api.get("/api/jobs", submitter=name, limit=10) if has_route(ui.app, "/api/jobs") else None
+            await api.get("/api/jobs", submitter=name, limit=10)
+            if has_route(request.app, "/api/jobs")
+            else None
         )
         pulls = (
-            await api.get("/api/forge/pulls", state="all") if has_route(ui.app, "/api/forge/pulls") else None
+            await api.get("/api/forge/pulls", state="all")
+            if has_route(request.app, "/api/forge/pulls")
+            else None
         )
-        tasks = await api.get("/api/tasks", state="claimed") if has_route(ui.app, "/api/tasks") else None
+        tasks = await api.get("/api/tasks", state="claimed") if has_route(request.app, "/api/tasks") else None
         return ui.page(
             "agent.html",
             request,

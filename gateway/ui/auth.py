@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from typing import Literal
 from urllib.parse import parse_qs
 
-from fastapi import Request, Response
+from fastapi import FastAPI, Request, Response
 from pydantic import Field
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
@@ -58,6 +58,7 @@ class UiUser:
 
     principal: Principal
     via: Literal["cookie", "bearer"]
+    app: FastAPI  # the app the request came through: the UI reads the gateway by calling its routes
     csrf: str | None = None  # the session's CSRF token (cookie sessions only)
 
 
@@ -165,7 +166,7 @@ class UiAuth:
             principal = await self.sessions.principals.verify(token)
             if principal is None:
                 raise UiAuthError("invalid or revoked token", 401)
-            return self._operator_only(UiUser(principal, "bearer"))
+            return self._operator_only(UiUser(principal, "bearer", request.app))
         session_id = request.cookies.get(COOKIE)
         if not session_id:
             raise UiAuthError(
@@ -175,7 +176,7 @@ class UiAuth:
         principal = await self.sessions.principal_of(session) if session else None
         if session is None or principal is None:
             raise UiAuthError("your session has ended; log in again", 401, login=True)
-        return UiUser(principal, "cookie", session.csrf)
+        return UiUser(principal, "cookie", request.app, session.csrf)
 
     async def csrf_user(self, request: Request) -> UiUser:
         """``user``, and for cookie sessions a matching CSRF token and a same-origin request."""

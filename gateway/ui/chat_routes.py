@@ -257,7 +257,7 @@ def build_chat_router(ui: UiService) -> APIRouter:
         pages = ChatPages(ui, user)
         hits: list[dict[str, Any]] = []
         total, error = 0, ""
-        indexed = has_route(ui.app, FTS_ROUTE)
+        indexed = has_route(request.app, FTS_ROUTE)
         if q.strip():
             if indexed:
                 params = {"q": q, "channel": channel or None, "sender": sender or None, "kind": kind or None}

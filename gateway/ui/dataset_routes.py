@@ -36,7 +36,7 @@ def build_dataset_pages(ui: UiService) -> APIRouter:
     @router.get("/dataset", response_class=HTMLResponse, summary="Dataset: accepted kernels per task")
     async def dataset(request: Request, user: UiDep) -> HTMLResponse:
         api = ui.api(user)
-        available = has_route(ui.app, DATASET_ROUTE)
+        available = has_route(request.app, DATASET_ROUTE)
         data: dict[str, Any] = {}
         records: list[dict[str, Any]] = []
         error = ""
@@ -54,7 +54,7 @@ def build_dataset_pages(ui: UiService) -> APIRouter:
             if r.get("accepted"):
                 tasks.setdefault(str(r["task"]), []).append(r | {"lineage": lineage(r, by_id)})
         live_cost = None
-        if has_route(ui.app, "/api/monitor/cost"):
+        if has_route(request.app, "/api/monitor/cost"):
             got = await api.get("/api/monitor/cost")
             live_cost = got.json() if got.ok else None
         return ui.page(

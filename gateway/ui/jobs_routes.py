@@ -187,8 +187,8 @@ def filter_links(
 def build_jobs_router(ui: UiService) -> APIRouter:
     router = APIRouter(prefix="/ui")
 
-    def available() -> bool:
-        return has_route(ui.app, POOLS_ROUTE)
+    def available(request: Request) -> bool:
+        return has_route(request.app, POOLS_ROUTE)
 
     @router.get("/jobs", response_class=HTMLResponse, summary="Jobs: depth per pool, running, results")
     async def jobs(
@@ -202,7 +202,7 @@ def build_jobs_router(ui: UiService) -> APIRouter:
         pool, state = pool or None, state or None
         if state is not None and state not in FINISHED_STATES:
             raise BadRequest(f"state is one of {', '.join(FINISHED_STATES)}")
-        on = available()
+        on = available(request)
         view = await load_jobs(ui.api(user), pool, state, flagged, limit) if on else JobsView()
         links = filter_links([str(p["name"]) for p in view.pools], pool, state, flagged)
         return ui.page(
@@ -226,7 +226,7 @@ def build_jobs_router(ui: UiService) -> APIRouter:
                 "job.html", request, user, "jobs", status=404, job=None, job_id=job_id, error=detail
             )
 
-        if not available():
+        if not available(request):
             return missing("No job runner is registered with this gateway (GET /api/jobs/pools is missing).")
         if not JOB_ID_RE.match(job_id):
             return missing(f"No job {job_id}: job ids look like j18f3a2b4c5d6e7.")
@@ -240,7 +240,7 @@ def build_jobs_router(ui: UiService) -> APIRouter:
         log = logs.body.decode(errors="replace") if logs.ok else ""
         data = reply.json()
         requeued_as: list[str] = []
-        if has_route(ui.app, "/api/monitor/actions"):
+        if has_route(request.app, "/api/monitor/actions"):
             audit = await api.get("/api/monitor/actions", target=job_id, limit=20)
             for record in audit.json() if audit.ok else []:
                 if record.get("action") in RETRIES and record.get("outcome") == "done":

@@ -28,7 +28,7 @@ def build_kb_pages(ui: UiService) -> APIRouter:
         request: Request, user: UiDep, q: Annotated[str, Query(max_length=500)] = ""
     ) -> HTMLResponse:
         api = ui.api(user)
-        available = has_route(ui.app, KB_ROUTE)
+        available = has_route(request.app, KB_ROUTE)
         info: dict[str, Any] = {}
         results: list[dict[str, Any]] = []
         error = ""
@@ -61,7 +61,7 @@ def build_kb_pages(ui: UiService) -> APIRouter:
         path = path.strip("/")
         if not path or len(path) > MAX_PATH:
             raise GatewayError(f"a note path has 1 to {MAX_PATH} characters", 400)
-        if not has_route(ui.app, KB_ROUTE):
+        if not has_route(request.app, KB_ROUTE):
             raise GatewayError("no knowledge base is registered with this gateway", 404)
         api = ui.api(user)
         reply = await api.get(f"{KB_ROUTE}/files/{path}")

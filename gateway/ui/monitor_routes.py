@@ -58,7 +58,7 @@ def build_monitor_pages(ui: UiService) -> APIRouter:
 
     @router.get("/overview", response_class=HTMLResponse, summary="Overview: what the swarm is doing")
     async def overview(request: Request, user: UiDep) -> HTMLResponse:
-        available = has_route(ui.app, OVERVIEW_ROUTE)
+        available = has_route(request.app, OVERVIEW_ROUTE)
         data: dict[str, Any] | None = None
         svgs: list[tuple[str, Markup]] = []
         errors: list[str] = []
@@ -86,7 +86,7 @@ def build_monitor_pages(ui: UiService) -> APIRouter:
 
     @router.get("/attention", response_class=HTMLResponse, summary="Attention: what needs a human now")
     async def attention(request: Request, user: UiDep) -> HTMLResponse:
-        available = has_route(ui.app, ATTENTION_ROUTE)
+        available = has_route(request.app, ATTENTION_ROUTE)
         report: dict[str, Any] = {"items": [], "sources": {}}
         error = ""
         if available:
@@ -112,7 +112,7 @@ def build_monitor_pages(ui: UiService) -> APIRouter:
         user: UiDep,
         window: Annotated[str, Query(pattern="^(1h|6h|24h|7d)$")] = "6h",
     ) -> HTMLResponse:
-        available = has_route(ui.app, "/api/monitor/svg/{chart}")
+        available = has_route(request.app, "/api/monitor/svg/{chart}")
         svgs: list[tuple[str, Markup]] = []
         errors: list[str] = []
         if available:

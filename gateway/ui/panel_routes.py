@@ -85,7 +85,7 @@ def build_panel_router(ui: UiService) -> APIRouter:
             "agents",
             rows=rows,
             view=view,
-            usage_available=has_route(ui.app, USAGE_ROUTE),
+            usage_available=has_route(request.app, USAGE_ROUTE),
             swarm_usage=swarm_usage,
         )
 
@@ -138,7 +138,7 @@ def make_source_page(ui: UiService, panel: str) -> Any:
     label, prefixes, extras = SOURCES[panel]
 
     async def page(request: Request, user: UiDep) -> HTMLResponse:
-        paths = [p for prefix in prefixes for p in get_routes(ui.app, prefix)]
+        paths = [p for prefix in prefixes for p in get_routes(request.app, prefix)]
         tables: list[Table] = []
         errors: list[str] = []
         api = ui.api(user)

@@ -17,15 +17,15 @@ uses no other directly: the panels read the other components through the gateway
 
 from urllib.parse import quote
 
-from fastapi import APIRouter, FastAPI, Request
+from fastapi import APIRouter, Request
 from fastapi.responses import HTMLResponse, JSONResponse, RedirectResponse, Response
 from fastapi.staticfiles import StaticFiles
+from starlette.routing import Mount
 
 from gateway.context import ErrorPage, GatewayContext
 from gateway.errors import GatewayError, UiAuthError
-from gateway.mcp_server import GatewayMCP
 from gateway.monitor.service import MONITOR
-from gateway.plugin import Plugin
+from gateway.plugin import Contribution, Plugin
 from gateway.principals import PrincipalKind
 from gateway.services import FORGE, UI
 from gateway.swarm.routes import build_swarm_router
@@ -183,33 +183,32 @@ class UiPlugin(Plugin[UiSettings]):
     optional = (FORGE, MONITOR)
     provides = (UI,)
 
-    def install(self, app: FastAPI, ctx: GatewayContext, mcp: GatewayMCP) -> None:
-        ui = UiService.build(app, ctx, self.settings)
-        ctx.services.provide(UI, ui)
-        install_ui(app, ctx, ui)
+    def contribute(self, ctx: GatewayContext) -> Contribution:
+        ui = UiService.build(ctx, self.settings)
 
+        async def refresh_restarts() -> None:
+            """``kswarm_agent_restarts`` from the supervisor's published records (the Agents panel's)."""
+            for record in (await ui.control.board.report()).agents:
+                ctx.metrics.agent_restarts.labels(agent=record.name).set(record.restarts)
 
-def install_ui(app: FastAPI, ctx: GatewayContext, ui: UiService) -> None:
-    async def refresh_restarts() -> None:
-        """``kswarm_agent_restarts`` from the supervisor's published records (what the Agents panel shows)."""
-        for record in (await ui.control.board.report()).agents:
-            ctx.metrics.agent_restarts.labels(agent=record.name).set(record.restarts)
-
-    ctx.metrics.refreshers.append(refresh_restarts)
-    ctx.error_pages["/ui/"] = ui_error_page(ui)
-
-    app.include_router(build_auth_router(ui))
-    for router in build_login_link_routes(ui):
-        app.include_router(router)
-    app.include_router(build_chat_router(ui))
-    app.include_router(build_monitor_pages(ui))
-    app.include_router(build_panel_router(ui))
-    app.include_router(build_agent_pages(ui))
-    app.include_router(build_pr_pages(ui))
-    app.include_router(build_tasks_pages(ui))
-    app.include_router(build_dataset_pages(ui))
-    app.include_router(build_kb_pages(ui))
-    app.include_router(build_jobs_router(ui))
-    app.include_router(build_api_bridge(ui))
-    app.include_router(build_swarm_router(ui.control.actions))  # /api/swarm: the seam's REST routes
-    app.mount("/ui/static", StaticFiles(directory=HERE / "static"), name="ui-static")
+        ctx.metrics.refreshers.append(refresh_restarts)
+        ctx.error_pages["/ui/"] = ui_error_page(ui)
+        return Contribution(
+            services={UI: ui},
+            routers=[
+                build_auth_router(ui),
+                *build_login_link_routes(ui),
+                build_chat_router(ui),
+                build_monitor_pages(ui),
+                build_panel_router(ui),
+                build_agent_pages(ui),
+                build_pr_pages(ui),
+                build_tasks_pages(ui),
+                build_dataset_pages(ui),
+                build_kb_pages(ui),
+                build_jobs_router(ui),
+                build_api_bridge(ui),
+                build_swarm_router(ui.control.actions),  # /api/swarm: the seam's REST routes
+            ],
+            mounts=[Mount("/ui/static", StaticFiles(directory=HERE / "static"), name="ui-static")],
+        )

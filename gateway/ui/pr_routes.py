@@ -170,7 +170,7 @@ def build_pr_pages(ui: UiService) -> APIRouter:
     async def prs(request: Request, user: UiDep, state: str = "all") -> HTMLResponse:
         pulls: list[dict[str, Any]] = []
         error = ""
-        available = has_route(ui.app, FORGE_PULLS)
+        available = has_route(request.app, FORGE_PULLS)
         if available:
             reply = await ui.api(user).get(FORGE_PULLS, state=state)
             if reply.ok:
@@ -193,7 +193,7 @@ def build_pr_pages(ui: UiService) -> APIRouter:
         found = reply.json()
         full = f"{org}/{repo}"
         pushes: list[dict[str, Any]] = []
-        if has_route(ui.app, "/api/monitor/heads"):
+        if has_route(request.app, "/api/monitor/heads"):
             got = await api.get("/api/monitor/heads", repo=full, branch=found.get("head", ""))
             pushes = got.json() if got.ok else []
         heads = pr_heads(found, pushes)
@@ -219,7 +219,7 @@ def build_pr_pages(ui: UiService) -> APIRouter:
             elif not previous:
                 head["diff_note"] = f"the first head: the PR's diff from {base[:10] or 'the base'} is below"
         actions: list[dict[str, Any]] = []
-        if has_route(ui.app, "/api/monitor/actions"):
+        if has_route(request.app, "/api/monitor/actions"):
             got = await api.get("/api/monitor/actions", target=f"{full}#{number}", limit=20)
             actions = got.json() if got.ok else []
         return ui.page(
@@ -236,7 +236,7 @@ def build_pr_pages(ui: UiService) -> APIRouter:
             head_evidence=kernels | evidence_by_path(by_sha.get(str(found.get("head_sha") or ""), [])),
             diff_view=diff_view(view),
             operator_actions=actions,
-            can_act=has_route(ui.app, "/api/actions/prs/{org}/{repo}/{number}/review", "POST"),
+            can_act=has_route(request.app, "/api/actions/prs/{org}/{repo}/{number}/review", "POST"),
             approval_counts=await approval_counts(forge, org, repo, found.get("base") or ""),
         )
 

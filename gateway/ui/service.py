@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from fastapi import FastAPI, Request
+from fastapi import Request
 from fastapi.responses import HTMLResponse
 from prometheus_client import Counter
 
@@ -43,7 +43,6 @@ class UiMetrics:
 
 @dataclass
 class UiService:
-    app: FastAPI
     ctx: GatewayContext
     settings: UiSettings
     renderer: Renderer
@@ -53,11 +52,10 @@ class UiService:
     metrics: UiMetrics
 
     @classmethod
-    def build(cls, app: FastAPI, ctx: GatewayContext, settings: UiSettings | None = None) -> UiService:
+    def build(cls, ctx: GatewayContext, settings: UiSettings | None = None) -> UiService:
         settings = settings or UiSettings()
         sessions = SessionStore(ctx.redis, ctx.principals, settings.session_ttl_s)
         return cls(
-            app=app,
             ctx=ctx,
             settings=settings,
             renderer=Renderer(),
@@ -68,7 +66,8 @@ class UiService:
         )
 
     def api(self, user: UiUser) -> InternalApi:
-        return InternalApi(self.app, user.principal)
+        """The gateway's own routes, called in-process as ``user`` (through the app that served them)."""
+        return InternalApi(user.app, user.principal)
 
     def page(
         self, template: str, request: Request, user: UiUser, panel: str, status: int = 200, **context: Any

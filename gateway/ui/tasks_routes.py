@@ -61,7 +61,7 @@ def build_tasks_pages(ui: UiService) -> APIRouter:
         state: Annotated[str | None, Query(pattern="^(open|claimed|done)$")] = None,
     ) -> HTMLResponse:
         api = ui.api(user)
-        available = has_route(ui.app, TASKS_ROUTE)
+        available = has_route(request.app, TASKS_ROUTE)
         board: list[dict[str, Any]] = []
         claims: list[dict[str, Any]] = []
         errors: list[str] = []
@@ -71,7 +71,7 @@ def build_tasks_pages(ui: UiService) -> APIRouter:
                 board = reply.json()
             else:
                 errors.append(f"GET {TASKS_ROUTE}: {reply.status} {reply.detail}")
-        monitored = has_route(ui.app, "/api/monitor/claims")
+        monitored = has_route(request.app, "/api/monitor/claims")
         if monitored:
             got = await api.get("/api/monitor/claims", limit=100)
             claims = got.json() if got.ok else []

@@ -11,14 +11,13 @@ from typing import Any
 import httpx
 import pytest
 import redis as redis_sync
-from fastapi import FastAPI
+from fastapi import APIRouter
 from pydantic import BaseModel, Field
 
 from gateway.client import BadInput, GatewayClient, GatewayFailed, GatewayTarget, Refused
 from gateway.context import GatewayContext
 from gateway.errors import INTERNAL_MESSAGE, ChatError, ForgeError, GatewayError, ProxyError, RuleViolation
-from gateway.mcp_server import GatewayMCP
-from gateway.plugin import NoSettings, Plugin
+from gateway.plugin import Contribution, McpTools, NoSettings, Plugin
 from gateway.plugins import default_plugins
 from kstest.gateway import GatewayThread
 from kstest.mcp_client import ToolFailed, call, mcp_session
@@ -37,10 +36,11 @@ class Refuser(Plugin[NoSettings]):
     name = "refuser"
     settings_model = NoSettings
 
-    def install(self, app: FastAPI, ctx: GatewayContext, mcp: GatewayMCP) -> None:
+    def contribute(self, ctx: GatewayContext) -> Contribution:
+        router, tools = APIRouter(), McpTools()
         for prefix in ("/api/refuser", "/api/v1/refuser", "/v1/refuser", "/ui/refuser"):
 
-            @app.get(f"{prefix}/{{what}}")
+            @router.get(f"{prefix}/{{what}}")
             async def refuse(what: str) -> dict[str, Any]:
                 if what == "rule":
                     raise RuleViolation("single_node", "8 devices do not fit one node")
@@ -52,17 +52,19 @@ class Refuser(Plugin[NoSettings]):
                     raise ForgeError(f"no repo {EVIL}", 404)
                 raise ProxyError("upstream unreachable: ConnectError", 502)
 
-        @mcp.tool(name="refuser_rule", description="Refuses by a pool rule.")
+        @tools.tool(name="refuser_rule", description="Refuses by a pool rule.")
         async def refuser_rule() -> str:
             raise RuleViolation("single_node", "8 devices do not fit one node")
 
-        @mcp.tool(name="refuser_model", description="Builds a request model from its argument.")
+        @tools.tool(name="refuser_model", description="Builds a request model from its argument.")
         async def refuser_model(count: int) -> int:
             return Strict(count=count).count
 
-        @mcp.tool(name="refuser_crash", description="Crashes.")
+        @tools.tool(name="refuser_crash", description="Crashes.")
         async def refuser_crash() -> str:
             raise RuntimeError("the database password is hunter2")
+
+        return Contribution(routers=[router], tools=tools)
 
 
 @pytest.fixture(scope="module")

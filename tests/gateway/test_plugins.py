@@ -10,7 +10,6 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from fastapi import FastAPI
 
 from gateway.app import create_app
 from gateway.config import GatewaySettings
@@ -20,8 +19,7 @@ from gateway.forge.embedded.forge import EmbeddedForge
 from gateway.forge.plugin import ForgePlugin
 from gateway.jobs.plugin import JobsPlugin
 from gateway.kb.plugin import KBPlugin
-from gateway.mcp_server import GatewayMCP
-from gateway.plugin import NoSettings, Plugin, order_plugins
+from gateway.plugin import Contribution, NoSettings, Plugin, order_plugins
 from gateway.plugins import PLUGINS, default_plugins, get_plugin, replace_plugins, without_plugins
 from gateway.services import FORGE, JOB_SERVICE, KNOWLEDGE_BASE, ServiceKey
 from gateway.tasks.plugin import TasksPlugin
@@ -42,9 +40,9 @@ def probe(
     class Probe(Plugin[NoSettings]):
         settings_model = NoSettings
 
-        def install(self, app: FastAPI, ctx: GatewayContext, mcp: GatewayMCP) -> None:
-            for key in provides if actually_provides is None else actually_provides:
-                ctx.services.provide(key, f"{name}'s {key.name}")
+        def contribute(self, ctx: GatewayContext) -> Contribution:
+            given = provides if actually_provides is None else actually_provides
+            return Contribution(services={key: f"{name}'s {key.name}" for key in given})
 
     Probe.name = name
     Probe.provides, Probe.requires, Probe.optional = provides, requires, optional
@@ -138,6 +136,9 @@ def test_the_registry_builds_every_component_by_name(short_tmp: Path) -> None:
     swapped = replace_plugins(plugins, mine, probe("extra"))
     assert swapped[names(swapped).index("tasks")] is mine and names(swapped)[-1] == "extra"
     assert "jobs" not in names(without_plugins(plugins, "jobs"))
+    # What needs the job runner goes with it; what only uses it when present stays.
+    assert "counterexamples" not in names(without_plugins(plugins, "jobs"))
+    assert "monitor" in names(without_plugins(plugins, "jobs"))
     app = create_app(settings(short_tmp), plugins=plugins)
     provided = set(app.state.ctx.services.keys())
     assert {FORGE, JOB_SERVICE, KNOWLEDGE_BASE} <= provided
@@ -161,3 +162,33 @@ def test_python_m_gateway_refuses_a_bad_component_variable_in_one_line(
     )
     assert done.returncode == 1 and done.stdout == ""
     assert done.stderr.startswith(line) and "Traceback" not in done.stderr and done.stderr.count("\n") == 1
+
+
+def test_a_contribution_is_data_read_without_an_app(short_tmp: Path) -> None:
+    """A plugin hands back what it adds; nothing is installed until ``create_app`` installs it."""
+    ctx = GatewayContext.build(settings(short_tmp))
+    forge = ForgePlugin().contribute(ctx)
+    assert set(forge.services) == set(ForgePlugin.provides)
+    for key, service in forge.services.items():
+        ctx.services.provide(key, service)
+    jobs = JobsPlugin().contribute(ctx)
+    assert {t.name for t in jobs.tools} >= {"job_submit", "job_status", "job_logs", "job_cancel"}
+    assert any(r.path.startswith("/api/jobs") for router in jobs.routers for r in router.routes)
+    assert list(jobs.background) == ["kswarm-jobs-reclaim"]
+    assert forge.lifespan is not None and "kswarm-gate" in forge.background
+
+
+def test_two_loops_of_one_name_are_refused(short_tmp: Path) -> None:
+    class Looper(Plugin[NoSettings]):
+        settings_model = NoSettings
+
+        def contribute(self, ctx: GatewayContext) -> Contribution:
+            return Contribution(background={"kswarm-loop": looping})
+
+    async def looping() -> None:
+        return None
+
+    first, second = Looper(), Looper()
+    first.name, second.name = "first", "second"  # type: ignore[misc]
+    with pytest.raises(PluginError, match="'second'.*'kswarm-loop' exists already"):
+        create_app(settings(short_tmp), plugins=[first, second])
