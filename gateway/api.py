@@ -74,154 +74,169 @@ class Revoked(BaseModel):
     revoked: int
 
 
-def build_api_router() -> APIRouter:
-    router = APIRouter(prefix="/api")
+router = APIRouter(prefix="/api")
 
-    @router.get("/me", response_model=Me, summary="The caller's principal")
-    async def me(principal: AnyPrincipal) -> Me:
-        return Me(name=principal.name, kind=principal.kind.value, email=principal.email)
 
-    @router.get("/agents", response_model=list[AgentInfo], summary="Agents with their last heartbeat")
-    async def agents(ctx: Ctx, _: AnyPrincipal) -> list[AgentInfo]:
-        return await list_principal_infos(ctx, PrincipalKind.agent)
+@router.get("/me", response_model=Me, summary="The caller's principal")
+async def me(principal: AnyPrincipal) -> Me:
+    return Me(name=principal.name, kind=principal.kind.value, email=principal.email)
 
-    @router.get(
-        "/agents/liveness",
-        response_model=LivenessReport,
-        summary="Every agent's liveness: the one state all views show (operators only)",
+
+@router.get("/agents", response_model=list[AgentInfo], summary="Agents with their last heartbeat")
+async def agents(ctx: Ctx, _: AnyPrincipal) -> list[AgentInfo]:
+    return await list_principal_infos(ctx, PrincipalKind.agent)
+
+
+@router.get(
+    "/agents/liveness",
+    response_model=LivenessReport,
+    summary="Every agent's liveness: the one state all views show (operators only)",
+)
+async def liveness(ctx: Ctx, _: OperatorOnly) -> LivenessReport:
+    return await liveness_book(ctx).report()
+
+
+@router.get("/principals", response_model=list[AgentInfo], summary="All principals (operators only)")
+async def principals(ctx: Ctx, _: OperatorOnly) -> list[AgentInfo]:
+    return await list_principal_infos(ctx, None)
+
+
+@router.post("/principals", response_model=PrincipalCreated, status_code=201, summary="Create a principal")
+async def create_principal(body: PrincipalCreate, ctx: Ctx, _: OperatorOnly) -> PrincipalCreated:
+    p, token = await ctx.principals.create(body.name, PrincipalKind(body.kind), body.email)
+    return PrincipalCreated(name=p.name, kind=p.kind.value, email=p.email, token=token)
+
+
+@router.post("/principals/{name}/tokens", response_model=PrincipalCreated, status_code=201)
+async def issue_token(name: str, ctx: Ctx, _: OperatorOnly) -> PrincipalCreated:
+    token = await ctx.principals.issue_token(name)
+    p = await ctx.principals.get(name)
+    assert p is not None
+    return PrincipalCreated(name=p.name, kind=p.kind.value, email=p.email, token=token)
+
+
+@router.delete(
+    "/principals/{name}/tokens", response_model=Revoked, summary="Revoke all tokens of a principal"
+)
+async def revoke_tokens(name: str, ctx: Ctx, _: OperatorOnly) -> Revoked:
+    if await ctx.principals.get(name) is None:
+        raise NotFound(f"unknown principal {name!r}")
+    return Revoked(revoked=await ctx.principals.revoke_tokens(name))
+
+
+@router.post("/principals/{name}/disable", response_model=AgentInfo, summary="Quarantine: refuse its tokens")
+async def disable(name: str, ctx: Ctx, _: OperatorOnly) -> AgentInfo:
+    return await set_disabled(ctx, name, True)
+
+
+@router.post("/principals/{name}/enable", response_model=AgentInfo, summary="Release from quarantine")
+async def enable(name: str, ctx: Ctx, _: OperatorOnly) -> AgentInfo:
+    return await set_disabled(ctx, name, False)
+
+
+@router.post("/heartbeat", status_code=204, summary="Report liveness (agents)")
+async def heartbeat(body: Heartbeat, ctx: Ctx, principal: AnyPrincipal) -> Response:
+    await ctx.redis.hset(
+        keys.heartbeat(principal.name),
+        mapping={"ts": repr(time.time()), "state": body.state, "doing": body.doing},
     )
-    async def liveness(ctx: Ctx, _: OperatorOnly) -> LivenessReport:
-        return await liveness_book(ctx).report()
+    return Response(status_code=204)
 
-    @router.get("/principals", response_model=list[AgentInfo], summary="All principals (operators only)")
-    async def principals(ctx: Ctx, _: OperatorOnly) -> list[AgentInfo]:
-        return await list_principal_infos(ctx, None)
 
-    @router.post(
-        "/principals", response_model=PrincipalCreated, status_code=201, summary="Create a principal"
+@router.get("/channels", response_model=list[Channel], summary="Channels and DMs visible to the caller")
+async def channels(ctx: Ctx, principal: AnyPrincipal) -> list[Channel]:
+    return await ctx.chat.list_channels(principal)
+
+
+@router.post("/channels", response_model=Channel, status_code=201, summary="Create a channel")
+async def create_channel(body: ChannelCreate, ctx: Ctx, principal: AnyPrincipal) -> Channel:
+    return await ctx.chat.create_channel(principal, body.name, body.topic)
+
+
+@router.post("/channels/{channel}/join", response_model=Channel)
+async def join(channel: str, ctx: Ctx, principal: AnyPrincipal) -> Channel:
+    return await ctx.chat.join(principal, channel)
+
+
+@router.post("/channels/{channel}/leave", response_model=Channel)
+async def leave(channel: str, ctx: Ctx, principal: AnyPrincipal) -> Channel:
+    return await ctx.chat.leave(principal, channel)
+
+
+@router.put("/channels/{channel}/topic", response_model=Channel)
+async def topic(channel: str, body: TopicUpdate, ctx: Ctx, principal: AnyPrincipal) -> Channel:
+    return await ctx.chat.set_topic(principal, channel, body.topic)
+
+
+@router.get("/channels/{channel}/messages", response_model=Messages, summary="A page of channel history")
+async def history(
+    channel: str,
+    ctx: Ctx,
+    principal: AnyPrincipal,
+    before: Annotated[str | None, Query(description="Only messages older than this id", **AN_ID)] = None,
+    after: Annotated[str | None, Query(description="Only messages newer than this id", **AN_ID)] = None,
+    limit: Annotated[int, Query(ge=1, le=1000)] = 50,
+) -> Messages:
+    return Messages(messages=await ctx.chat.history(principal, channel, before, after, limit))
+
+
+@router.post("/channels/{channel}/messages", response_model=Message, status_code=201)
+async def post(channel: str, body: PostRequest, ctx: Ctx, principal: AnyPrincipal) -> Message:
+    return await ctx.chat.post(principal, channel, body.text, body.reply_to)
+
+
+@router.get("/channels/{channel}/threads/{root_id}", response_model=Messages, summary="A thread")
+async def thread(
+    channel: str,
+    root_id: Annotated[str, Path(description="The root's id", **AN_ID)],
+    ctx: Ctx,
+    principal: AnyPrincipal,
+) -> Messages:
+    return Messages(messages=await ctx.chat.thread(principal, channel, root_id))
+
+
+@router.post("/dms/{peer}/messages", response_model=Message, status_code=201, summary="Send a DM")
+async def dm(peer: str, body: PostRequest, ctx: Ctx, principal: AnyPrincipal) -> Message:
+    return await ctx.chat.post_dm(principal, peer, body.text, body.reply_to)
+
+
+@router.get("/inbox", response_model=InboxPage, summary="New inbox items; waits server-side")
+async def inbox(
+    request: Request,
+    ctx: Ctx,
+    principal: AnyPrincipal,
+    wait: Annotated[float, Query(ge=0, description="Seconds to block until something arrives")] = 0,
+    limit: Annotated[int, Query(ge=1, le=500)] = 50,
+    peek: Annotated[bool, Query(description="Do not advance the cursor")] = False,
+    ack: Annotated[
+        bool,
+        Query(
+            description="Advance the cursor past what is returned (false: wait, then acknowledge "
+            "handled items with POST /api/inbox/ack; unacknowledged ones come again)"
+        ),
+    ] = True,
+) -> InboxPage:
+    if peek:
+        return InboxPage(items=await ctx.chat.peek_inbox(principal, limit))
+    items = await ctx.chat.inbox(
+        principal, wait, limit, gone=request.is_disconnected, valid=still_valid(request), advance=ack
     )
-    async def create_principal(body: PrincipalCreate, ctx: Ctx, _: OperatorOnly) -> PrincipalCreated:
-        p, token = await ctx.principals.create(body.name, PrincipalKind(body.kind), body.email)
-        return PrincipalCreated(name=p.name, kind=p.kind.value, email=p.email, token=token)
+    return InboxPage(items=items)
 
-    @router.post("/principals/{name}/tokens", response_model=PrincipalCreated, status_code=201)
-    async def issue_token(name: str, ctx: Ctx, _: OperatorOnly) -> PrincipalCreated:
-        token = await ctx.principals.issue_token(name)
-        p = await ctx.principals.get(name)
-        assert p is not None
-        return PrincipalCreated(name=p.name, kind=p.kind.value, email=p.email, token=token)
 
-    @router.delete(
-        "/principals/{name}/tokens", response_model=Revoked, summary="Revoke all tokens of a principal"
-    )
-    async def revoke_tokens(name: str, ctx: Ctx, _: OperatorOnly) -> Revoked:
-        if await ctx.principals.get(name) is None:
-            raise NotFound(f"unknown principal {name!r}")
-        return Revoked(revoked=await ctx.principals.revoke_tokens(name))
+@router.post("/inbox/ack", response_model=InboxCursor, summary="Mark inbox items handled (cursor)")
+async def inbox_ack(ctx: Ctx, principal: AnyPrincipal, body: InboxAck) -> InboxCursor:
+    return InboxCursor(cursor=await ctx.chat.ack_inbox(principal, body.through))
 
-    @router.post(
-        "/principals/{name}/disable", response_model=AgentInfo, summary="Quarantine: refuse its tokens"
-    )
-    async def disable(name: str, ctx: Ctx, _: OperatorOnly) -> AgentInfo:
-        return await set_disabled(ctx, name, True)
 
-    @router.post("/principals/{name}/enable", response_model=AgentInfo, summary="Release from quarantine")
-    async def enable(name: str, ctx: Ctx, _: OperatorOnly) -> AgentInfo:
-        return await set_disabled(ctx, name, False)
-
-    @router.post("/heartbeat", status_code=204, summary="Report liveness (agents)")
-    async def heartbeat(body: Heartbeat, ctx: Ctx, principal: AnyPrincipal) -> Response:
-        await ctx.redis.hset(
-            keys.heartbeat(principal.name),
-            mapping={"ts": repr(time.time()), "state": body.state, "doing": body.doing},
-        )
-        return Response(status_code=204)
-
-    @router.get("/channels", response_model=list[Channel], summary="Channels and DMs visible to the caller")
-    async def channels(ctx: Ctx, principal: AnyPrincipal) -> list[Channel]:
-        return await ctx.chat.list_channels(principal)
-
-    @router.post("/channels", response_model=Channel, status_code=201, summary="Create a channel")
-    async def create_channel(body: ChannelCreate, ctx: Ctx, principal: AnyPrincipal) -> Channel:
-        return await ctx.chat.create_channel(principal, body.name, body.topic)
-
-    @router.post("/channels/{channel}/join", response_model=Channel)
-    async def join(channel: str, ctx: Ctx, principal: AnyPrincipal) -> Channel:
-        return await ctx.chat.join(principal, channel)
-
-    @router.post("/channels/{channel}/leave", response_model=Channel)
-    async def leave(channel: str, ctx: Ctx, principal: AnyPrincipal) -> Channel:
-        return await ctx.chat.leave(principal, channel)
-
-    @router.put("/channels/{channel}/topic", response_model=Channel)
-    async def topic(channel: str, body: TopicUpdate, ctx: Ctx, principal: AnyPrincipal) -> Channel:
-        return await ctx.chat.set_topic(principal, channel, body.topic)
-
-    @router.get("/channels/{channel}/messages", response_model=Messages, summary="A page of channel history")
-    async def history(
-        channel: str,
-        ctx: Ctx,
-        principal: AnyPrincipal,
-        before: Annotated[str | None, Query(description="Only messages older than this id", **AN_ID)] = None,
-        after: Annotated[str | None, Query(description="Only messages newer than this id", **AN_ID)] = None,
-        limit: Annotated[int, Query(ge=1, le=1000)] = 50,
-    ) -> Messages:
-        return Messages(messages=await ctx.chat.history(principal, channel, before, after, limit))
-
-    @router.post("/channels/{channel}/messages", response_model=Message, status_code=201)
-    async def post(channel: str, body: PostRequest, ctx: Ctx, principal: AnyPrincipal) -> Message:
-        return await ctx.chat.post(principal, channel, body.text, body.reply_to)
-
-    @router.get("/channels/{channel}/threads/{root_id}", response_model=Messages, summary="A thread")
-    async def thread(
-        channel: str,
-        root_id: Annotated[str, Path(description="The root's id", **AN_ID)],
-        ctx: Ctx,
-        principal: AnyPrincipal,
-    ) -> Messages:
-        return Messages(messages=await ctx.chat.thread(principal, channel, root_id))
-
-    @router.post("/dms/{peer}/messages", response_model=Message, status_code=201, summary="Send a DM")
-    async def dm(peer: str, body: PostRequest, ctx: Ctx, principal: AnyPrincipal) -> Message:
-        return await ctx.chat.post_dm(principal, peer, body.text, body.reply_to)
-
-    @router.get("/inbox", response_model=InboxPage, summary="New inbox items; waits server-side")
-    async def inbox(
-        request: Request,
-        ctx: Ctx,
-        principal: AnyPrincipal,
-        wait: Annotated[float, Query(ge=0, description="Seconds to block until something arrives")] = 0,
-        limit: Annotated[int, Query(ge=1, le=500)] = 50,
-        peek: Annotated[bool, Query(description="Do not advance the cursor")] = False,
-        ack: Annotated[
-            bool,
-            Query(
-                description="Advance the cursor past what is returned (false: wait, then acknowledge "
-                "handled items with POST /api/inbox/ack; unacknowledged ones come again)"
-            ),
-        ] = True,
-    ) -> InboxPage:
-        if peek:
-            return InboxPage(items=await ctx.chat.peek_inbox(principal, limit))
-        items = await ctx.chat.inbox(
-            principal, wait, limit, gone=request.is_disconnected, valid=still_valid(request), advance=ack
-        )
-        return InboxPage(items=items)
-
-    @router.post("/inbox/ack", response_model=InboxCursor, summary="Mark inbox items handled (cursor)")
-    async def inbox_ack(ctx: Ctx, principal: AnyPrincipal, body: InboxAck) -> InboxCursor:
-        return InboxCursor(cursor=await ctx.chat.ack_inbox(principal, body.through))
-
-    @router.get("/search", response_model=Messages, summary="Search messages the caller can read")
-    async def search(
-        ctx: Ctx,
-        principal: AnyPrincipal,
-        q: Annotated[str, Query(min_length=1, max_length=200)],
-        limit: Annotated[int, Query(ge=1, le=500)] = 50,  # a negative one would slice results off the end
-    ) -> Messages:
-        return Messages(messages=await ctx.chat.search(principal, q, limit))
-
-    return router
+@router.get("/search", response_model=Messages, summary="Search messages the caller can read")
+async def search(
+    ctx: Ctx,
+    principal: AnyPrincipal,
+    q: Annotated[str, Query(min_length=1, max_length=200)],
+    limit: Annotated[int, Query(ge=1, le=500)] = 50,  # a negative one would slice results off the end
+) -> Messages:
+    return Messages(messages=await ctx.chat.search(principal, q, limit))
 
 
 async def set_disabled(ctx: GatewayContext, name: str, disabled: bool) -> AgentInfo:

@@ -10,16 +10,14 @@ from fastapi import FastAPI
 from fastapi.responses import Response
 from starlette.routing import Route
 
-from gateway.api import build_api_router
+from gateway import api, events, health
 from gateway.config import GatewaySettings
 from gateway.context import GatewayContext
 from gateway.deps import OperatorOnly
 from gateway.error_shapes import declare_error_shapes, install_error_handler
 from gateway.errors import PluginError
-from gateway.events import build_events_router
-from gateway.health import build_health_router
 from gateway.input_text import ControlCharGuard
-from gateway.mcp_server import MCP_PATH, build_mcp, build_mcp_app, build_protected_resource_router
+from gateway.mcp_server import MCP_PATH, build_mcp, build_mcp_app, protected_resource_router
 from gateway.plugin import Contribution, Loop, Plugin, background, contribution_of, order_plugins
 from gateway.redis_facade import StrRedis
 
@@ -68,10 +66,10 @@ def create_app(
     async def metrics(_: OperatorOnly) -> Response:
         return Response(await ctx.metrics.render(), media_type="text/plain; version=0.0.4")
 
-    app.include_router(build_health_router())
-    app.include_router(build_api_router())
-    app.include_router(build_events_router())
-    app.include_router(build_protected_resource_router(ctx))
+    app.include_router(health.router)
+    app.include_router(api.router)
+    app.include_router(events.router)
+    app.include_router(protected_resource_router)
     for plugin in ordered:
         contribution = contribution_of(plugin, ctx)
         for router in contribution.routers:

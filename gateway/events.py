@@ -341,27 +341,25 @@ def resume_id(request: Request, last_event_id: str | None, param: str = "last_ev
     return optional_message_id(last_event_id or None, param)
 
 
-def build_events_router() -> APIRouter:
-    router = APIRouter()
+router = APIRouter()
 
-    @router.get("/api/events", summary="Live events (SSE); resumes after Last-Event-ID")
-    async def events(
-        request: Request,
-        principal: Annotated[Principal, Depends(current_principal)],
-        last_event_id: Annotated[
-            str | None,
-            Query(description="Resume after this id (or the header)", json_schema_extra=MESSAGE_ID_SCHEMA),
-        ] = None,
-        channel: Annotated[str | None, Query(description="Only events of this channel")] = None,
-    ) -> EventSourceResponse:
-        ctx: GatewayContext = request.app.state.ctx
-        ctx.waits.check(principal)  # a 429 now, before the stream's answer starts
-        start = resume_id(request, last_event_id)
-        if start is None:
-            # Resolve "now" to a concrete id up front, so nothing posted after connecting is missed.
-            latest = await ctx.redis.xrevrange(keys.EVENTS, "+", "-", 1)
-            start = latest[0][0] if latest else "0-0"
-        events = ctx.waits.guarded(principal, tail_events(ctx, principal, start, request, channel))
-        return EventSourceResponse(events, ping=15)
 
-    return router
+@router.get("/api/events", summary="Live events (SSE); resumes after Last-Event-ID")
+async def events(
+    request: Request,
+    principal: Annotated[Principal, Depends(current_principal)],
+    last_event_id: Annotated[
+        str | None,
+        Query(description="Resume after this id (or the header)", json_schema_extra=MESSAGE_ID_SCHEMA),
+    ] = None,
+    channel: Annotated[str | None, Query(description="Only events of this channel")] = None,
+) -> EventSourceResponse:
+    ctx: GatewayContext = request.app.state.ctx
+    ctx.waits.check(principal)  # a 429 now, before the stream's answer starts
+    start = resume_id(request, last_event_id)
+    if start is None:
+        # Resolve "now" to a concrete id up front, so nothing posted after connecting is missed.
+        latest = await ctx.redis.xrevrange(keys.EVENTS, "+", "-", 1)
+        start = latest[0][0] if latest else "0-0"
+    events = ctx.waits.guarded(principal, tail_events(ctx, principal, start, request, channel))
+    return EventSourceResponse(events, ping=15)

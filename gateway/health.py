@@ -106,16 +106,14 @@ async def health(request: Request) -> tuple[int, dict[str, Any]]:
     return first.status, body
 
 
-def build_health_router() -> APIRouter:
-    r = APIRouter()
+router = APIRouter()
 
-    @r.get(
-        "/healthz",
-        summary="Health (no auth): 200 healthy, 503 a component down, 507 disk full",
-        responses={503: {"description": "A required component is down"}, 507: {"description": "Disk full"}},
-    )
-    async def healthz(request: Request) -> JSONResponse:
-        status, body = await health(request)
-        return JSONResponse(body, status_code=status)
 
-    return r
+@router.get(
+    "/healthz",
+    summary="Health (no auth): 200 healthy, 503 a component down, 507 disk full",
+    responses={503: {"description": "A required component is down"}, 507: {"description": "Disk full"}},
+)
+async def healthz(request: Request) -> JSONResponse:
+    status, body = await health(request)
+    return JSONResponse(body, status_code=status)

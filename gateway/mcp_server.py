@@ -12,7 +12,7 @@ call of a tool that does not exist is the JSON-RPC error the MCP spec defines (`
 Authentication is ``McpAuth``, in front of the SDK's transport: it checks the token once (the same
 ``TokenCheck`` as REST) and hands the SDK the principal, or answers 401 the way the MCP authorization
 spec tells clients to read it -- ``WWW-Authenticate: Bearer resource_metadata=...`` pointing at the
-RFC 9728 document (``build_protected_resource_router``), which says that tokens come from the swarm's
+RFC 9728 document (``protected_resource_router``), which says that tokens come from the swarm's
 operator and that there is no OAuth server to go to.
 """
 
@@ -41,6 +41,7 @@ from starlette.types import ASGIApp, Receive, Scope, Send
 
 from gateway.auth import token_from_headers, token_still_valid
 from gateway.context import GatewayContext
+from gateway.deps import ctx_of
 from gateway.errors import GatewayError
 from gateway.principals import Principal
 
@@ -166,47 +167,45 @@ def unavailable() -> JSONResponse:
     return JSONResponse(body, 503, {"Retry-After": "1"})
 
 
-def build_protected_resource_router(ctx: GatewayContext) -> APIRouter:
-    """RFC 9728 protected-resource metadata for /mcp (public, as the RFC has it)."""
-    router = APIRouter()
+# RFC 9728 protected-resource metadata for /mcp (public, as the RFC has it).
+protected_resource_router = APIRouter()
 
-    async def metadata(request: Request) -> dict[str, Any]:
-        base = base_url(ctx, request.headers)
-        return {
-            "resource": base + MCP_PATH,
-            "bearer_methods_supported": ["header"],
-            "resource_name": "kswarm gateway",
-            # No authorization_servers (optional in RFC 9728): nothing to run an OAuth flow against.
-            "kswarm_token_issuer": "operator",
-            "kswarm_token_note": TOKENS_FROM,
-        }
 
-    for path in RESOURCE_METADATA_PATHS:
-        router.add_api_route(
-            path, metadata, methods=["GET"], summary="How to authenticate to /mcp (RFC 9728; public)"
-        )
+async def metadata(request: Request) -> dict[str, Any]:
+    base = base_url(ctx_of(request), request.headers)
+    return {
+        "resource": base + MCP_PATH,
+        "bearer_methods_supported": ["header"],
+        "resource_name": "kswarm gateway",
+        # No authorization_servers (optional in RFC 9728): nothing to run an OAuth flow against.
+        "kswarm_token_issuer": "operator",
+        "kswarm_token_note": TOKENS_FROM,
+    }
 
-    async def register() -> JSONResponse:
-        # An MCP client that finds no authorization server in the metadata falls back to OAuth's default
-        # endpoints on our origin, starting with dynamic client registration (RFC 7591): it is refused
-        # here in RFC 7591's error form, which such clients print, so a person learns what to do.
-        description = f"{TOKENS_FROM}: send one as Authorization: Bearer <token> (this one was refused)"
-        body = {
-            "error": "invalid_client_metadata",
-            "error_description": description,
-            "detail": description,
-            "code": "bad_request",
-        }
-        return JSONResponse(body, 400)
 
-    router.add_api_route(
-        "/register",
-        register,
-        methods=["POST"],
-        summary="OAuth client registration: refused, there is no OAuth server (public)",
-        response_class=JSONResponse,
+for _path in RESOURCE_METADATA_PATHS:
+    protected_resource_router.add_api_route(
+        _path, metadata, methods=["GET"], summary="How to authenticate to /mcp (RFC 9728; public)"
     )
-    return router
+
+
+@protected_resource_router.post(
+    "/register",
+    summary="OAuth client registration: refused, there is no OAuth server (public)",
+    response_class=JSONResponse,
+)
+async def register() -> JSONResponse:
+    # An MCP client that finds no authorization server in the metadata falls back to OAuth's default
+    # endpoints on our origin, starting with dynamic client registration (RFC 7591): it is refused
+    # here in RFC 7591's error form, which such clients print, so a person learns what to do.
+    description = f"{TOKENS_FROM}: send one as Authorization: Bearer <token> (this one was refused)"
+    body = {
+        "error": "invalid_client_metadata",
+        "error_description": description,
+        "detail": description,
+        "code": "bad_request",
+    }
+    return JSONResponse(body, 400)
 
 
 def build_mcp(ctx: GatewayContext) -> GatewayMCP:

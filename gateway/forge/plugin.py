@@ -17,19 +17,20 @@ from fastapi import APIRouter
 
 from gateway.context import GatewayContext
 from gateway.errors import ForgeError
+from gateway.forge import routes as forge_routes
 from gateway.forge.defaults import DefaultRepo
+from gateway.forge.embedded import git_http
 from gateway.forge.embedded.forge import EmbeddedForge
-from gateway.forge.embedded.git_http import build_git_router
 from gateway.forge.gate.gate import ReviewGate
 from gateway.forge.gate.ledger import EvidenceLedger
 from gateway.forge.gitea import shapes
+from gateway.forge.gitea import webhook as gitea_webhook
 from gateway.forge.gitea.forge import GiteaForge
-from gateway.forge.gitea.webhook import build_webhook_router
-from gateway.forge.gitea_api.routes import build_gitea_router
+from gateway.forge.gitea_api import content as gitea_content
+from gateway.forge.gitea_api import routes as gitea_routes
 from gateway.forge.hooks_out import HookDeliverer
 from gateway.forge.mcp_tools import pr_tools
 from gateway.forge.protocol import Forge
-from gateway.forge.routes import build_forge_router
 from gateway.forge.settings import ForgeSettings
 from gateway.plugin import Contribution, Loop, Plugin
 from gateway.principals import PrincipalKind
@@ -81,11 +82,11 @@ class ForgePlugin(Plugin[ForgeSettings]):
         routers: list[APIRouter] = []
         loops: dict[str, Loop] = {"kswarm-gate": gate.run} if settings.gate_enabled else {}
         if isinstance(forge, EmbeddedForge):
-            routers += [build_git_router(forge, settings), build_gitea_router(forge)]
+            routers += [git_http.router, gitea_routes.router, gitea_content.router]
             loops["kswarm-forge-hooks"] = HookDeliverer(ctx.redis, hook_renderer(forge)).run
-        elif (secret := settings.webhook_secret()) is not None:
-            routers.append(build_webhook_router(secret))
-        routers.append(build_forge_router())
+        elif settings.webhook_secret() is not None:
+            routers.append(gitea_webhook.router)
+        routers.append(forge_routes.router)
 
         @contextlib.asynccontextmanager
         async def lifespan() -> AsyncIterator[None]:

@@ -36,88 +36,96 @@ from gateway.services import EVIDENCE_LEDGER, FORGE, FORGE_SETTINGS, JOB_SERVICE
 Svc = Annotated[JobService, Depends(provided(JOB_SERVICE))]
 
 
-def build_jobs_router() -> APIRouter:
-    r = APIRouter(prefix="/api/jobs", tags=["jobs"])
+router = APIRouter(prefix="/api/jobs", tags=["jobs"])
 
-    @r.post("", response_model=Job, status_code=201, summary="Submit a job (you are the submitter)")
-    async def submit(body: JobRequest, svc: Svc, principal: AnyPrincipal) -> Job:
-        return await svc.submit(principal, body)
 
-    @r.get("", response_model=list[Job], summary="Jobs, newest first (results omitted unless full)")
-    async def list_jobs(
-        svc: Svc,
-        principal: AnyPrincipal,
-        pool: str | None = None,
-        state: str | None = None,
-        submitter: str | None = None,
-        mine: bool = False,
-        full: bool = False,
-        limit: Annotated[int, Query(ge=1, le=500)] = 50,
-    ) -> list[Job]:
-        jobs = await svc.visible(
-            principal, await svc.queue.list(pool, state, principal.name if mine else submitter, limit)
-        )
-        return jobs if full else [j.model_copy(update={"result": None}) for j in jobs]
+@router.post("", response_model=Job, status_code=201, summary="Submit a job (you are the submitter)")
+async def submit(body: JobRequest, svc: Svc, principal: AnyPrincipal) -> Job:
+    return await svc.submit(principal, body)
 
-    @r.get("/pools", summary="Pools: depth, running jobs with devices, recent results, config")
-    async def pools(svc: Svc, principal: AnyPrincipal) -> list[dict[str, Any]]:
-        return await svc.pools_view(principal)
 
-    @r.get("/pools/{pool}/config", summary="One pool's configuration (what workers run)")
-    async def pool_config(pool: str, svc: Svc, _: AnyPrincipal) -> dict[str, Any]:
-        return svc.pool(pool).model_dump(mode="json")
-
-    @r.get("/pools/{pool}/dead", summary="Dead-lettered jobs of a pool, with reasons (operators)")
-    async def dead(pool: str, svc: Svc, _: OperatorOnly) -> list[dict[str, str]]:
-        svc.pool(pool)
-        return await svc.queue.dead_letters(pool)
-
-    @r.post(
-        "/pools/{pool}/workers",
-        response_model=WorkerToken,
-        summary="A token for a worker of this pool (operators): its principal serves this pool only",
+@router.get("", response_model=list[Job], summary="Jobs, newest first (results omitted unless full)")
+async def list_jobs(
+    svc: Svc,
+    principal: AnyPrincipal,
+    pool: str | None = None,
+    state: str | None = None,
+    submitter: str | None = None,
+    mine: bool = False,
+    full: bool = False,
+    limit: Annotated[int, Query(ge=1, le=500)] = 50,
+) -> list[Job]:
+    jobs = await svc.visible(
+        principal, await svc.queue.list(pool, state, principal.name if mine else submitter, limit)
     )
-    async def worker_token(pool: str, svc: Svc, _: OperatorOnly) -> WorkerToken:
-        return await svc.workers.provision(svc.pool(pool))
+    return jobs if full else [j.model_copy(update={"result": None}) for j in jobs]
 
-    @r.delete(
-        "/pools/{pool}/leases/{node}",
-        summary="Release a node whose worker is known dead (operators), so that its successor serves it now",
-    )
-    async def release_lease(pool: str, node: str, svc: Svc, _: OperatorOnly) -> dict[str, Any]:
-        svc.pool(pool)
-        return {"pool": pool, "node": node, "holder": await svc.queue.release_lease(pool, node)}
 
-    @r.post("/pools/{pool}/take", response_model=Assignment, summary="Next job for a worker (long poll)")
-    async def take(pool: str, body: TakeRequest, request: Request, svc: Svc, principal: WorkerOnly) -> Any:
-        assignment = await svc.take(principal, pool, body, gone=request.is_disconnected)
-        return assignment if assignment is not None else Response(status_code=204)
+@router.get("/pools", summary="Pools: depth, running jobs with devices, recent results, config")
+async def pools(svc: Svc, principal: AnyPrincipal) -> list[dict[str, Any]]:
+    return await svc.pools_view(principal)
 
-    @r.get("/{job_id}", response_model=Job, summary="One job with its result record (if you may read it)")
-    async def get(job_id: str, svc: Svc, principal: AnyPrincipal) -> Job:
-        return await svc.read(principal, job_id)
 
-    @r.get("/{job_id}/logs", response_class=PlainTextResponse, summary="A job's output (capped)")
-    async def logs(
-        job_id: str, svc: Svc, principal: AnyPrincipal, tail: Annotated[int | None, Query(ge=1)] = None
-    ) -> str:
-        return await svc.logs(principal, job_id, tail)
+@router.get("/pools/{pool}/config", summary="One pool's configuration (what workers run)")
+async def pool_config(pool: str, svc: Svc, _: AnyPrincipal) -> dict[str, Any]:
+    return svc.pool(pool).model_dump(mode="json")
 
-    @r.post("/{job_id}/cancel", response_model=Job, summary="Cancel (submitter or operator)")
-    async def cancel(job_id: str, svc: Svc, principal: AnyPrincipal) -> Job:
-        return await svc.cancel(principal, job_id)
 
-    @r.post("/{job_id}/heartbeat", response_model=HeartbeatReply, summary="Worker: still running it")
-    async def heartbeat(
-        job_id: str, body: HeartbeatRequest, svc: Svc, principal: WorkerOnly
-    ) -> HeartbeatReply:
-        return await svc.heartbeat(principal, job_id, body)
+@router.get("/pools/{pool}/dead", summary="Dead-lettered jobs of a pool, with reasons (operators)")
+async def dead(pool: str, svc: Svc, _: OperatorOnly) -> list[dict[str, str]]:
+    svc.pool(pool)
+    return await svc.queue.dead_letters(pool)
 
-    @r.post("/{job_id}/finish", response_model=FinishReply, summary="Worker: record the final state once")
-    async def finish(job_id: str, body: FinishRequest, svc: Svc, principal: WorkerOnly) -> FinishReply:
-        return await svc.finish(principal, job_id, body)
 
-    return r
+@router.post(
+    "/pools/{pool}/workers",
+    response_model=WorkerToken,
+    summary="A token for a worker of this pool (operators): its principal serves this pool only",
+)
+async def worker_token(pool: str, svc: Svc, _: OperatorOnly) -> WorkerToken:
+    return await svc.workers.provision(svc.pool(pool))
+
+
+@router.delete(
+    "/pools/{pool}/leases/{node}",
+    summary="Release a node whose worker is known dead (operators), so that its successor serves it now",
+)
+async def release_lease(pool: str, node: str, svc: Svc, _: OperatorOnly) -> dict[str, Any]:
+    svc.pool(pool)
+    return {"pool": pool, "node": node, "holder": await svc.queue.release_lease(pool, node)}
+
+
+@router.post("/pools/{pool}/take", response_model=Assignment, summary="Next job for a worker (long poll)")
+async def take(pool: str, body: TakeRequest, request: Request, svc: Svc, principal: WorkerOnly) -> Any:
+    assignment = await svc.take(principal, pool, body, gone=request.is_disconnected)
+    return assignment if assignment is not None else Response(status_code=204)
+
+
+@router.get("/{job_id}", response_model=Job, summary="One job with its result record (if you may read it)")
+async def get(job_id: str, svc: Svc, principal: AnyPrincipal) -> Job:
+    return await svc.read(principal, job_id)
+
+
+@router.get("/{job_id}/logs", response_class=PlainTextResponse, summary="A job's output (capped)")
+async def logs(
+    job_id: str, svc: Svc, principal: AnyPrincipal, tail: Annotated[int | None, Query(ge=1)] = None
+) -> str:
+    return await svc.logs(principal, job_id, tail)
+
+
+@router.post("/{job_id}/cancel", response_model=Job, summary="Cancel (submitter or operator)")
+async def cancel(job_id: str, svc: Svc, principal: AnyPrincipal) -> Job:
+    return await svc.cancel(principal, job_id)
+
+
+@router.post("/{job_id}/heartbeat", response_model=HeartbeatReply, summary="Worker: still running it")
+async def heartbeat(job_id: str, body: HeartbeatRequest, svc: Svc, principal: WorkerOnly) -> HeartbeatReply:
+    return await svc.heartbeat(principal, job_id, body)
+
+
+@router.post("/{job_id}/finish", response_model=FinishReply, summary="Worker: record the final state once")
+async def finish(job_id: str, body: FinishRequest, svc: Svc, principal: WorkerOnly) -> FinishReply:
+    return await svc.finish(principal, job_id, body)
 
 
 def _brief(job: Job) -> dict[str, Any]:
@@ -205,7 +213,7 @@ class JobsPlugin(Plugin[JobsSettings]):
         ctx.metrics.refreshers.append(svc.refresh_metrics)
         return Contribution(
             services={JOB_SERVICE: svc},
-            routers=[build_jobs_router()],
+            routers=[router],
             tools=job_tools(svc),
             background={"kswarm-jobs-reclaim": svc.reclaim_loop},
         )

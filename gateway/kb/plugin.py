@@ -24,40 +24,42 @@ log = logging.getLogger("kswarm.kb")
 KB = Annotated[KnowledgeBase, Depends(provided(KNOWLEDGE_BASE))]
 
 
-def build_kb_router() -> APIRouter:
-    r = APIRouter(prefix="/api/kb", tags=["kb"])
+router = APIRouter(prefix="/api/kb", tags=["kb"])
 
-    @r.get("", summary="The knowledge repo: head commit of its protected branch, notes, passages")
-    async def info(kb: KB, _: AnyPrincipal) -> dict[str, Any]:
-        return await kb.info()
 
-    @r.get("/search", summary="Ranked passages (BM25) from notes merged into the protected branch")
-    async def search(
-        kb: KB,
-        _: AnyPrincipal,
-        q: Annotated[str, Query(min_length=1, max_length=500, description="Search words.")],
-        limit: Annotated[int, Query(ge=1, le=50)] = 5,
-    ) -> dict[str, Any]:
-        return await kb.search(q, limit)
+@router.get("", summary="The knowledge repo: head commit of its protected branch, notes, passages")
+async def info(kb: KB, _: AnyPrincipal) -> dict[str, Any]:
+    return await kb.info()
 
-    @r.get("/files/{path:path}", summary="One note as merged (protected branch head)")
-    async def read(path: str, kb: KB, _: AnyPrincipal) -> dict[str, Any]:
-        return await kb.read(path)
 
-    @r.get(
-        "/history/{path:path}", summary="The protected branch's commits that changed one note, newest first"
-    )
-    async def history(
-        path: str, kb: KB, _: AnyPrincipal, limit: Annotated[int, Query(ge=1, le=100)] = 20
-    ) -> dict[str, Any]:
-        return await kb.history(path, limit)
+@router.get("/search", summary="Ranked passages (BM25) from notes merged into the protected branch")
+async def search(
+    kb: KB,
+    _: AnyPrincipal,
+    q: Annotated[str, Query(min_length=1, max_length=500, description="Search words.")],
+    limit: Annotated[int, Query(ge=1, le=50)] = 5,
+) -> dict[str, Any]:
+    return await kb.search(q, limit)
 
-    @r.post("/seed", summary="Create the knowledge repo and seed it with the project's notes (operators)")
-    async def seed(kb: KB, _: OperatorOnly) -> dict[str, Any]:
-        info, commit = await kb.ensure()
-        return {"repo": info.full_name, "clone_url": info.clone_url, "seeded": commit}
 
-    return r
+@router.get("/files/{path:path}", summary="One note as merged (protected branch head)")
+async def read(path: str, kb: KB, _: AnyPrincipal) -> dict[str, Any]:
+    return await kb.read(path)
+
+
+@router.get(
+    "/history/{path:path}", summary="The protected branch's commits that changed one note, newest first"
+)
+async def history(
+    path: str, kb: KB, _: AnyPrincipal, limit: Annotated[int, Query(ge=1, le=100)] = 20
+) -> dict[str, Any]:
+    return await kb.history(path, limit)
+
+
+@router.post("/seed", summary="Create the knowledge repo and seed it with the project's notes (operators)")
+async def seed(kb: KB, _: OperatorOnly) -> dict[str, Any]:
+    info, commit = await kb.ensure()
+    return {"repo": info.full_name, "clone_url": info.clone_url, "seeded": commit}
 
 
 def kb_tools(kb: KnowledgeBase) -> McpTools:
@@ -103,5 +105,5 @@ class KBPlugin(Plugin[KBSettings]):
             yield
 
         return Contribution(
-            services={KNOWLEDGE_BASE: kb}, routers=[build_kb_router()], tools=kb_tools(kb), lifespan=lifespan
+            services={KNOWLEDGE_BASE: kb}, routers=[router], tools=kb_tools(kb), lifespan=lifespan
         )

@@ -9,7 +9,7 @@ feeder (``gateway.monitor.feeder``).
 from __future__ import annotations
 
 from gateway.context import GatewayContext
-from gateway.monitor.routes import build_monitor_router
+from gateway.monitor import routes
 from gateway.monitor.service import MONITOR, MonitorService
 from gateway.monitor.settings import MonitorSettings
 from gateway.plugin import Contribution, Plugin
@@ -26,6 +26,6 @@ class MonitorPlugin(Plugin[MonitorSettings]):
         svc = MonitorService.build(ctx, self.settings)
         return Contribution(
             services={MONITOR: svc, LIVENESS: svc.liveness},
-            routers=[build_monitor_router()],
+            routers=[routes.router],
             background={"kswarm-monitor-feeder": svc.feeder.run},
         )

@@ -37,89 +37,100 @@ from gateway.tasks.service import BoardService
 Svc = Annotated[BoardService, Depends(provided(TASK_BOARD))]
 
 
-def build_tasks_router() -> APIRouter:
-    r = APIRouter(prefix="/api/tasks", tags=["tasks"])
+router = APIRouter(prefix="/api/tasks", tags=["tasks"])
 
-    @r.get("", response_model=list[BoardTask], summary="The board: every task with its state")
-    async def list_tasks(
-        svc: Svc,
-        _: AnyPrincipal,
-        state: Annotated[str | None, Query(description="open, claimed, done")] = None,
-    ) -> list[BoardTask]:
-        return await svc.board.list(state)
 
-    @r.post("", response_model=BoardTask, status_code=201, summary="Post a task (operators, lead agents)")
-    async def post(spec: TaskSpec, svc: Svc, who: AnyPrincipal) -> BoardTask:
-        return await svc.post(who, spec)
+@router.get("", response_model=list[BoardTask], summary="The board: every task with its state")
+async def list_tasks(
+    svc: Svc,
+    _: AnyPrincipal,
+    state: Annotated[str | None, Query(description="open, claimed, done")] = None,
+) -> list[BoardTask]:
+    return await svc.board.list(state)
 
-    @r.get("/leads", summary="Agents allowed to post tasks")
-    async def leads(svc: Svc, _: AnyPrincipal) -> list[str]:
-        return sorted(set(svc.settings.leads) | await svc.board.leads())
 
-    @r.put("/leads/{name}", status_code=204, summary="Let an agent post tasks (operators)")
-    async def add_lead(name: str, svc: Svc, _: OperatorOnly) -> Response:
-        if await svc.ctx.principals.get(name) is None:
-            raise NotFound(f"unknown principal {name!r}")
-        await svc.board.add_lead(name)
-        return Response(status_code=204)
+@router.post("", response_model=BoardTask, status_code=201, summary="Post a task (operators, lead agents)")
+async def post(spec: TaskSpec, svc: Svc, who: AnyPrincipal) -> BoardTask:
+    return await svc.post(who, spec)
 
-    @r.delete("/leads/{name}", status_code=204, summary="Stop an agent posting tasks (operators)")
-    async def remove_lead(name: str, svc: Svc, _: OperatorOnly) -> Response:
-        await svc.board.remove_lead(name)
-        return Response(status_code=204)
 
-    @r.post("/seed", summary="Seed the dataset repo from the catalogue and post its tasks (operators)")
-    async def seed(body: SeedBody, svc: Svc, who: OperatorOnly) -> dict[str, Any]:
-        return await seed_dataset(svc, who, body)
+@router.get("/leads", summary="Agents allowed to post tasks")
+async def leads(svc: Svc, _: AnyPrincipal) -> list[str]:
+    return sorted(set(svc.settings.leads) | await svc.board.leads())
 
-    @r.post("/definitions", status_code=201, summary="Propose a task definition as a PR (operators)")
-    async def add_definition(body: AddTaskBody, svc: Svc, who: OperatorOnly) -> dict[str, Any]:
-        """``kswarm tasks add DIR``: task.py on a new branch of the dataset repo and a PR into main."""
-        return await add_task(svc.ctx, who, body, svc.settings.dataset_repo)
 
-    @r.get(
-        "/{task_id}/definition",
-        response_model=TaskDefinition,
-        summary="A job's task definition: the dataset repo's protected main, else the catalogue",
-    )
-    async def definition(
-        task_id: str,
-        svc: Svc,
-        _: AnyPrincipal,
-        repo: Annotated[str | None, Query(description="org/name (default: the dataset repo)")] = None,
-        content: Annotated[bool, Query(description="false: only where it is and its blob sha")] = True,
-    ) -> TaskDefinition:
-        if not re.fullmatch(TASK_ID_PATTERN.strip("^$"), task_id):
-            raise BadRequest(f"bad task id {task_id!r}")
-        forge = svc.ctx.services.find(FORGE)
-        return await task_definition(forge, repo or svc.settings.dataset_repo, task_id, content)
+@router.put("/leads/{name}", status_code=204, summary="Let an agent post tasks (operators)")
+async def add_lead(name: str, svc: Svc, _: OperatorOnly) -> Response:
+    if await svc.ctx.principals.get(name) is None:
+        raise NotFound(f"unknown principal {name!r}")
+    await svc.board.add_lead(name)
+    return Response(status_code=204)
 
-    @r.get("/{task_id}", response_model=BoardTask, summary="One task")
-    async def get(task_id: str, svc: Svc, _: AnyPrincipal) -> BoardTask:
-        return await svc.board.get(task_id)
 
-    @r.delete("/{task_id}", status_code=204, summary="Remove a task (operators)")
-    async def delete(task_id: str, svc: Svc, _: OperatorOnly) -> Response:
-        await svc.board.delete(task_id)
-        return Response(status_code=204)
+@router.delete("/leads/{name}", status_code=204, summary="Stop an agent posting tasks (operators)")
+async def remove_lead(name: str, svc: Svc, _: OperatorOnly) -> Response:
+    await svc.board.remove_lead(name)
+    return Response(status_code=204)
 
-    @r.post("/{task_id}/claim", response_model=BoardTask, summary="Claim (you hold a lease; 409 if taken)")
-    async def claim(task_id: str, svc: Svc, who: AnyPrincipal) -> BoardTask:
-        return await svc.claim(who, task_id)
 
-    @r.post("/{task_id}/renew", response_model=BoardTask, summary="Renew your claim's lease")
-    async def renew(task_id: str, svc: Svc, who: AnyPrincipal) -> BoardTask:
-        return await svc.renew(who, task_id)
+@router.post("/seed", summary="Seed the dataset repo from the catalogue and post its tasks (operators)")
+async def seed(body: SeedBody, svc: Svc, who: OperatorOnly) -> dict[str, Any]:
+    return await seed_dataset(svc, who, body)
 
-    @r.post("/{task_id}/release", response_model=BoardTask, summary="Give your claim up (operators: any)")
-    async def release(task_id: str, svc: Svc, who: AnyPrincipal) -> BoardTask:
-        return await svc.release(who, task_id)
 
-    @r.post("/{task_id}/done", response_model=BoardTask, summary="Mark your claimed task done")
-    async def done(task_id: str, body: DoneBody, svc: Svc, who: AnyPrincipal) -> BoardTask:
-        return await svc.done(who, task_id, body.result)
+@router.post("/definitions", status_code=201, summary="Propose a task definition as a PR (operators)")
+async def add_definition(body: AddTaskBody, svc: Svc, who: OperatorOnly) -> dict[str, Any]:
+    """``kswarm tasks add DIR``: task.py on a new branch of the dataset repo and a PR into main."""
+    return await add_task(svc.ctx, who, body, svc.settings.dataset_repo)
 
-    return r
+
+@router.get(
+    "/{task_id}/definition",
+    response_model=TaskDefinition,
+    summary="A job's task definition: the dataset repo's protected main, else the catalogue",
+)
+async def definition(
+    task_id: str,
+    svc: Svc,
+    _: AnyPrincipal,
+    repo: Annotated[str | None, Query(description="org/name (default: the dataset repo)")] = None,
+    content: Annotated[bool, Query(description="false: only where it is and its blob sha")] = True,
+) -> TaskDefinition:
+    if not re.fullmatch(TASK_ID_PATTERN.strip("^$"), task_id):
+        raise BadRequest(f"bad task id {task_id!r}")
+    forge = svc.ctx.services.find(FORGE)
+    return await task_definition(forge, repo or svc.settings.dataset_repo, task_id, content)
+
+
+@router.get("/{task_id}", response_model=BoardTask, summary="One task")
+async def get(task_id: str, svc: Svc, _: AnyPrincipal) -> BoardTask:
+    return await svc.board.get(task_id)
+
+
+@router.delete("/{task_id}", status_code=204, summary="Remove a task (operators)")
+async def delete(task_id: str, svc: Svc, _: OperatorOnly) -> Response:
+    await svc.board.delete(task_id)
+    return Response(status_code=204)
+
+
+@router.post("/{task_id}/claim", response_model=BoardTask, summary="Claim (you hold a lease; 409 if taken)")
+async def claim(task_id: str, svc: Svc, who: AnyPrincipal) -> BoardTask:
+    return await svc.claim(who, task_id)
+
+
+@router.post("/{task_id}/renew", response_model=BoardTask, summary="Renew your claim's lease")
+async def renew(task_id: str, svc: Svc, who: AnyPrincipal) -> BoardTask:
+    return await svc.renew(who, task_id)
+
+
+@router.post("/{task_id}/release", response_model=BoardTask, summary="Give your claim up (operators: any)")
+async def release(task_id: str, svc: Svc, who: AnyPrincipal) -> BoardTask:
+    return await svc.release(who, task_id)
+
+
+@router.post("/{task_id}/done", response_model=BoardTask, summary="Mark your claimed task done")
+async def done(task_id: str, body: DoneBody, svc: Svc, who: AnyPrincipal) -> BoardTask:
+    return await svc.done(who, task_id, body.result)
 
 
 def _brief(task: BoardTask) -> dict[str, Any]:
@@ -184,7 +195,7 @@ class TasksPlugin(Plugin[TasksSettings]):
 
         return Contribution(
             services={TASK_BOARD: svc},
-            routers=[build_tasks_router()],
+            routers=[router],
             tools=task_tools(svc),
             background={"kswarm-tasks-sweeper": svc.sweeper},
             lifespan=lifespan,

@@ -22,7 +22,7 @@ from gateway.monitor.service import MONITOR
 from gateway.monitor.timeline import TimelineStore
 from gateway.swarm.liveness import liveness_book
 from gateway.ui.agent_cost import agent_cost
-from gateway.ui.deps import UiDep
+from gateway.ui.deps import UiDep, UiSvc
 from gateway.ui.internal import InternalApi, has_route
 from gateway.ui.service import UiService
 
@@ -106,124 +106,124 @@ async def reported_recent(api: InternalApi, name: str, seconds: float = RECENT_S
     }
 
 
-def build_agent_pages(ui: UiService) -> APIRouter:
-    router = APIRouter(prefix="/ui")
+router = APIRouter(prefix="/ui")
 
-    def render_entries(entries: list[dict[str, Any]]) -> str:
-        return ui.renderer.render("_timeline.html", entries=entries, entry_tags=entry_tags)
 
-    async def timeline_page(
-        api: InternalApi, name: str, before: str | None, q: str, kind: str | None
-    ) -> tuple[dict[str, Any] | None, str]:
-        if not has_route(api.app, TIMELINE_ROUTE):
-            return None, "no monitor is registered with this gateway (the monitor plugin keeps timelines)"
-        reply = await api.get(f"/api/agents/{name}/timeline", before=before, q=q or None, kind=kind, limit=50)
-        if not reply.ok:
-            return None, reply.detail
-        return reply.json(), ""
+def render_entries(ui: UiService, entries: list[dict[str, Any]]) -> str:
+    return ui.renderer.render("_timeline.html", entries=entries, entry_tags=entry_tags)
 
-    @router.get("/agents/{name}", response_class=HTMLResponse, summary="One agent: doing, cost, timeline")
-    async def agent(
-        request: Request,
-        name: AgentName,
-        user: UiDep,
-        q: Annotated[str, Query(max_length=200)] = "",
-        kind: Annotated[str | None, Query(max_length=100)] = None,
-    ) -> HTMLResponse:
-        api = ui.api(user)
-        principals = await api.get("/api/principals")
-        info = next((p for p in (principals.json() if principals.ok else []) if p["name"] == name), None)
-        view = await ui.control.view()
-        record = view.records.get(name)
-        if info is None and record is None:
-            raise NotFound(f"no agent {name!r}")
-        liveness = (await liveness_book(ui.ctx).by_name()).get(name)
-        page, timeline_error = await timeline_page(api, name, None, q, kind)
-        usage = None
-        if has_route(request.app, "/api/usage/{name}"):
-            got = await api.get(f"/api/usage/{name}")
-            usage = got.json() if got.ok else None
-        recent: dict[str, float] = {}
-        charts: list[tuple[str, Markup]] = []
-        if has_route(request.app, "/api/monitor/svg/{chart}"):
-            recent = {
-                "tokens": await window_sum(api, f"tokens:agent:{name}", RECENT_S),
-                "cost": await window_sum(api, f"cost:agent:{name}", RECENT_S),
-            }
-            for chart in (f"agent-tokens:{name}", f"agent-cost:{name}"):
-                got = await api.get(f"/api/monitor/svg/{chart}", since=time.time() - 6 * 3600)
-                if got.ok:
-                    charts.append((chart, Markup(got.body.decode())))  # escaped where it is made
-        jobs = (
-            await api.get("/api/jobs", submitter=name, limit=10)
-            if has_route(request.app, "/api/jobs")
-            else None
-        )
-        pulls = (
-            await api.get("/api/forge/pulls", state="all")
-            if has_route(request.app, "/api/forge/pulls")
-            else None
-        )
-        tasks = await api.get("/api/tasks", state="claimed") if has_route(request.app, "/api/tasks") else None
-        return ui.page(
-            "agent.html",
-            request,
-            user,
-            "agents",
-            name=name,
-            info=info or {},
-            liveness=liveness,
-            actions=view.action_reasons(name, bool((info or {}).get("disabled"))),
-            timeline=page,
-            timeline_error=timeline_error,
-            timeline_html=Markup(render_entries(page["entries"])) if page else Markup(""),
-            q=q,
-            kind=kind or "",
-            kinds=KIND_FILTERS,
-            usage=usage,
-            recent=recent,
-            reported=await reported_recent(api, name),
-            cost=await agent_cost(api, name, time.time()),
-            charts=charts,
-            jobs=jobs.json() if jobs is not None and jobs.ok else [],
-            pulls=[
-                p for p in (pulls.json() if pulls is not None and pulls.ok else []) if p.get("author") == name
-            ],
-            tasks=[
-                t for t in (tasks.json() if tasks is not None and tasks.ok else []) if t.get("holder") == name
-            ],
-        )
 
-    @router.get("/agents/{name}/timeline", response_class=HTMLResponse, summary="Older timeline entries")
-    async def older(
-        name: AgentName,
-        user: UiDep,
-        before: Before = None,
-        q: Annotated[str, Query(max_length=200)] = "",
-        kind: Annotated[str | None, Query(max_length=100)] = None,
-    ) -> HTMLResponse:
-        page, error = await timeline_page(ui.api(user), name, before, q, kind)
-        if page is None:
-            raise GatewayError(error, 404)
-        return HTMLResponse(render_entries(page["entries"]), headers={"X-More": "1" if page["more"] else "0"})
+async def timeline_page(
+    api: InternalApi, name: str, before: str | None, q: str, kind: str | None
+) -> tuple[dict[str, Any] | None, str]:
+    if not has_route(api.app, TIMELINE_ROUTE):
+        return None, "no monitor is registered with this gateway (the monitor plugin keeps timelines)"
+    reply = await api.get(f"/api/agents/{name}/timeline", before=before, q=q or None, kind=kind, limit=50)
+    if not reply.ok:
+        return None, reply.detail
+    return reply.json(), ""
 
-    @router.get("/agents/{name}/timeline/events", summary="The agent's new timeline entries (SSE)")
-    async def live(request: Request, name: AgentName, user: UiDep) -> EventSourceResponse:
-        svc = ui.ctx.services.find(MONITOR)
-        if svc is None:
-            raise NotFound("no monitor is registered with this gateway")
-        TimelineStore.check_reader(user.principal, name)
-        start = resume_id(request, None) or await svc.timeline.last_id(name)
 
-        async def stream() -> AsyncIterator[ServerSentEvent]:
-            async for entry in svc.timeline.follow(name, start, request.is_disconnected):
-                data = entry.model_dump(mode="json")
-                html = render_entries([data])
-                doing = await svc.timeline.doing(name)
-                payload = {"type": "timeline", "id": entry.id, "kind": entry.kind, "html": html}
-                payload["doing"] = doing.text if doing else ""
-                yield ServerSentEvent(data=json.dumps(payload), id=entry.id)
+@router.get("/agents/{name}", response_class=HTMLResponse, summary="One agent: doing, cost, timeline")
+async def agent(
+    ui: UiSvc,
+    request: Request,
+    name: AgentName,
+    user: UiDep,
+    q: Annotated[str, Query(max_length=200)] = "",
+    kind: Annotated[str | None, Query(max_length=100)] = None,
+) -> HTMLResponse:
+    api = ui.api(user)
+    principals = await api.get("/api/principals")
+    info = next((p for p in (principals.json() if principals.ok else []) if p["name"] == name), None)
+    view = await ui.control.view()
+    record = view.records.get(name)
+    if info is None and record is None:
+        raise NotFound(f"no agent {name!r}")
+    liveness = (await liveness_book(ui.ctx).by_name()).get(name)
+    page, timeline_error = await timeline_page(api, name, None, q, kind)
+    usage = None
+    if has_route(request.app, "/api/usage/{name}"):
+        got = await api.get(f"/api/usage/{name}")
+        usage = got.json() if got.ok else None
+    recent: dict[str, float] = {}
+    charts: list[tuple[str, Markup]] = []
+    if has_route(request.app, "/api/monitor/svg/{chart}"):
+        recent = {
+            "tokens": await window_sum(api, f"tokens:agent:{name}", RECENT_S),
+            "cost": await window_sum(api, f"cost:agent:{name}", RECENT_S),
+        }
+        for chart in (f"agent-tokens:{name}", f"agent-cost:{name}"):
+            got = await api.get(f"/api/monitor/svg/{chart}", since=time.time() - 6 * 3600)
+            if got.ok:
+                charts.append((chart, Markup(got.body.decode())))  # escaped where it is made
+    jobs = (
+        await api.get("/api/jobs", submitter=name, limit=10) if has_route(request.app, "/api/jobs") else None
+    )
+    pulls = (
+        await api.get("/api/forge/pulls", state="all") if has_route(request.app, "/api/forge/pulls") else None
+    )
+    tasks = await api.get("/api/tasks", state="claimed") if has_route(request.app, "/api/tasks") else None
+    return ui.page(
+        "agent.html",
+        request,
+        user,
+        "agents",
+        name=name,
+        info=info or {},
+        liveness=liveness,
+        actions=view.action_reasons(name, bool((info or {}).get("disabled"))),
+        timeline=page,
+        timeline_error=timeline_error,
+        timeline_html=Markup(render_entries(ui, page["entries"])) if page else Markup(""),
+        q=q,
+        kind=kind or "",
+        kinds=KIND_FILTERS,
+        usage=usage,
+        recent=recent,
+        reported=await reported_recent(api, name),
+        cost=await agent_cost(api, name, time.time()),
+        charts=charts,
+        jobs=jobs.json() if jobs is not None and jobs.ok else [],
+        pulls=[
+            p for p in (pulls.json() if pulls is not None and pulls.ok else []) if p.get("author") == name
+        ],
+        tasks=[
+            t for t in (tasks.json() if tasks is not None and tasks.ok else []) if t.get("holder") == name
+        ],
+    )
 
-        return EventSourceResponse(stream(), ping=15)
 
-    return router
+@router.get("/agents/{name}/timeline", response_class=HTMLResponse, summary="Older timeline entries")
+async def older(
+    ui: UiSvc,
+    name: AgentName,
+    user: UiDep,
+    before: Before = None,
+    q: Annotated[str, Query(max_length=200)] = "",
+    kind: Annotated[str | None, Query(max_length=100)] = None,
+) -> HTMLResponse:
+    page, error = await timeline_page(ui.api(user), name, before, q, kind)
+    if page is None:
+        raise GatewayError(error, 404)
+    return HTMLResponse(render_entries(ui, page["entries"]), headers={"X-More": "1" if page["more"] else "0"})
+
+
+@router.get("/agents/{name}/timeline/events", summary="The agent's new timeline entries (SSE)")
+async def live(ui: UiSvc, request: Request, name: AgentName, user: UiDep) -> EventSourceResponse:
+    svc = ui.ctx.services.find(MONITOR)
+    if svc is None:
+        raise NotFound("no monitor is registered with this gateway")
+    TimelineStore.check_reader(user.principal, name)
+    start = resume_id(request, None) or await svc.timeline.last_id(name)
+
+    async def stream() -> AsyncIterator[ServerSentEvent]:
+        async for entry in svc.timeline.follow(name, start, request.is_disconnected):
+            data = entry.model_dump(mode="json")
+            html = render_entries(ui, [data])
+            doing = await svc.timeline.doing(name)
+            payload = {"type": "timeline", "id": entry.id, "kind": entry.kind, "html": html}
+            payload["doing"] = doing.text if doing else ""
+            yield ServerSentEvent(data=json.dumps(payload), id=entry.id)
+
+    return EventSourceResponse(stream(), ping=15)

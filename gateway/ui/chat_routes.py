@@ -24,7 +24,7 @@ from gateway.models import (
 )
 from gateway.monitor.kinds import KINDS, event_kind
 from gateway.ui.auth import UiUser
-from gateway.ui.deps import UiDep
+from gateway.ui.deps import UiDep, UiSvc
 from gateway.ui.feed import PAGE, FeedFilter, FeedItem, SenderKinds, classify, feed
 from gateway.ui.internal import has_route, segment
 from gateway.ui.service import UiService
@@ -129,187 +129,191 @@ class ChatPages:
         return f"/ui/api/dms/{segment(peer)}/messages", f"message {peer} directly"
 
 
-def build_chat_router(ui: UiService) -> APIRouter:
-    router = APIRouter(prefix="/ui")
+router = APIRouter(prefix="/ui")
 
-    @router.get("/chat", response_class=HTMLResponse, summary="Chat: channels, DMs, live")
-    async def chat(
-        request: Request,
-        user: UiDep,
-        c: Annotated[str, Query(description="Channel, dm:<a>:<b>, or * for all")] = ALL,
-        dm: Annotated[str | None, Query(description="Open a DM with this principal")] = None,
-        at: Annotated[
-            str | None,
-            Query(description="Show the history around this message id", json_schema_extra=MESSAGE_ID_SCHEMA),
-        ] = None,
-        agent: Annotated[str | None, Query(max_length=64, description="Only this agent's activity")] = None,
-        kind: Annotated[str | None, Query(max_length=16, description="chat, pr, job, gate or ops")] = None,
-    ) -> HTMLResponse:
-        pages = ChatPages(ui, user)
-        at = optional_message_id(at, "at")
-        only = FeedFilter.of(agent, kind)
-        if dm:
-            c = dm_channel(user.principal.name, dm)
-        channels_reply = await pages.api.get("/api/channels")
-        channels = channels_reply.json() if channels_reply.ok else []
-        known = {ch["name"] for ch in channels}
-        principals = await pages.api.get("/api/principals")
-        names = sorted(p["name"] for p in (principals.json() if principals.ok else []))
-        if dm and dm not in names:
-            raise NotFound(f"unknown principal {dm!r}")
-        error = ""
-        more = bool(at)
-        if c == ALL:
-            items, more = await feed(ui.ctx, user.principal, None, only)
-            messages = [i.message for i in items if i.message is not None]
-            html = pages.render_feed(items, await pages.reply_counts(None, messages))
+
+@router.get("/chat", response_class=HTMLResponse, summary="Chat: channels, DMs, live")
+async def chat(
+    ui: UiSvc,
+    request: Request,
+    user: UiDep,
+    c: Annotated[str, Query(description="Channel, dm:<a>:<b>, or * for all")] = ALL,
+    dm: Annotated[str | None, Query(description="Open a DM with this principal")] = None,
+    at: Annotated[
+        str | None,
+        Query(description="Show the history around this message id", json_schema_extra=MESSAGE_ID_SCHEMA),
+    ] = None,
+    agent: Annotated[str | None, Query(max_length=64, description="Only this agent's activity")] = None,
+    kind: Annotated[str | None, Query(max_length=16, description="chat, pr, job, gate or ops")] = None,
+) -> HTMLResponse:
+    pages = ChatPages(ui, user)
+    at = optional_message_id(at, "at")
+    only = FeedFilter.of(agent, kind)
+    if dm:
+        c = dm_channel(user.principal.name, dm)
+    channels_reply = await pages.api.get("/api/channels")
+    channels = channels_reply.json() if channels_reply.ok else []
+    known = {ch["name"] for ch in channels}
+    principals = await pages.api.get("/api/principals")
+    names = sorted(p["name"] for p in (principals.json() if principals.ok else []))
+    if dm and dm not in names:
+        raise NotFound(f"unknown principal {dm!r}")
+    error = ""
+    more = bool(at)
+    if c == ALL:
+        items, more = await feed(ui.ctx, user.principal, None, only)
+        messages = [i.message for i in items if i.message is not None]
+        html = pages.render_feed(items, await pages.reply_counts(None, messages))
+    else:
+        if c not in known:
+            messages = []
+            error = "" if dm else f"no channel {c!r}"
+        elif at:
+            messages = await pages.messages(c, before=at) + await pages.messages(c, after=predecessor(at))
         else:
-            if c not in known:
-                messages = []
-                error = "" if dm else f"no channel {c!r}"
-            elif at:
-                messages = await pages.messages(c, before=at) + await pages.messages(c, after=predecessor(at))
-            else:
-                messages = await pages.filtered(c, only)
-            more = more or len(messages) >= PAGE
-            replies = await pages.reply_counts(None, messages)
-            html = pages.render_messages(messages, replies, None, await pages.kinds_of(messages))
-        post_url, placeholder = pages.composer_target(c)
-        if error:
-            post_url, placeholder = None, error
-        return ui.page(
-            "chat.html",
-            request,
-            user,
-            "chat",
+            messages = await pages.filtered(c, only)
+        more = more or len(messages) >= PAGE
+        replies = await pages.reply_counts(None, messages)
+        html = pages.render_messages(messages, replies, None, await pages.kinds_of(messages))
+    post_url, placeholder = pages.composer_target(c)
+    if error:
+        post_url, placeholder = None, error
+    return ui.page(
+        "chat.html",
+        request,
+        user,
+        "chat",
+        channel=c,
+        channels=[ch for ch in channels if ch["kind"] == "channel"],
+        dms=[ch for ch in channels if ch["kind"] == "dm"],
+        principals=names,
+        messages_html=html,
+        more=more,
+        at=at or "",
+        only=only,
+        kinds=KINDS,
+        post_url=post_url,
+        placeholder=placeholder,
+        error=error,
+        topic=next((ch.get("topic", "") for ch in channels if ch["name"] == c), ""),
+    )
+
+
+@router.get("/chat/history", response_class=HTMLResponse, summary="Older messages (a fragment)")
+async def history(
+    ui: UiSvc,
+    user: UiDep,
+    c: str,
+    before: Annotated[
+        str, Query(description="Message (or, for *, event) id", json_schema_extra=MESSAGE_ID_SCHEMA)
+    ],
+    agent: Annotated[str | None, Query(max_length=64)] = None,
+    kind: Annotated[str | None, Query(max_length=16)] = None,
+) -> HTMLResponse:
+    pages = ChatPages(ui, user)
+    before = parse_message_id(before, "before")
+    only = FeedFilter.of(agent, kind)
+    if c == ALL:
+        items, more = await feed(ui.ctx, user.principal, before, only)
+        messages = [i.message for i in items if i.message is not None]
+        html = pages.render_feed(items, await pages.reply_counts(None, messages))
+    else:
+        messages = await pages.filtered(c, only, before)
+        more = len(messages) >= PAGE
+        replies = await pages.reply_counts(None, messages)
+        html = pages.render_messages(messages, replies, None, await pages.kinds_of(messages))
+    return HTMLResponse(html, headers={"X-More": "1" if more else "0"})
+
+
+@router.get("/chat/thread", response_class=HTMLResponse, summary="A thread (a fragment)")
+async def thread(
+    ui: UiSvc, user: UiDep, c: str, root: Annotated[str, Query(json_schema_extra=MESSAGE_ID_SCHEMA)]
+) -> HTMLResponse:
+    pages = ChatPages(ui, user)
+    root = parse_message_id(root, "root")
+    reply = await pages.api.get(f"/api/channels/{segment(c)}/threads/{root}")
+    if not reply.ok:
+        raise GatewayError(reply.detail, reply.status)
+    messages = [Message.model_validate(m) for m in reply.json()["messages"]]
+    post_url, placeholder = pages.composer_target(c)
+    return HTMLResponse(
+        ui.renderer.render(
+            "_thread.html",
             channel=c,
-            channels=[ch for ch in channels if ch["kind"] == "channel"],
-            dms=[ch for ch in channels if ch["kind"] == "dm"],
-            principals=names,
-            messages_html=html,
-            more=more,
-            at=at or "",
-            only=only,
-            kinds=KINDS,
+            root=root,
+            messages_html=pages.render_messages(messages, {}),
             post_url=post_url,
             placeholder=placeholder,
-            error=error,
-            topic=next((ch.get("topic", "") for ch in channels if ch["name"] == c), ""),
         )
+    )
 
-    @router.get("/chat/history", response_class=HTMLResponse, summary="Older messages (a fragment)")
-    async def history(
-        user: UiDep,
-        c: str,
-        before: Annotated[
-            str, Query(description="Message (or, for *, event) id", json_schema_extra=MESSAGE_ID_SCHEMA)
-        ],
-        agent: Annotated[str | None, Query(max_length=64)] = None,
-        kind: Annotated[str | None, Query(max_length=16)] = None,
-    ) -> HTMLResponse:
-        pages = ChatPages(ui, user)
-        before = parse_message_id(before, "before")
-        only = FeedFilter.of(agent, kind)
-        if c == ALL:
-            items, more = await feed(ui.ctx, user.principal, before, only)
-            messages = [i.message for i in items if i.message is not None]
-            html = pages.render_feed(items, await pages.reply_counts(None, messages))
-        else:
-            messages = await pages.filtered(c, only, before)
-            more = len(messages) >= PAGE
-            replies = await pages.reply_counts(None, messages)
-            html = pages.render_messages(messages, replies, None, await pages.kinds_of(messages))
-        return HTMLResponse(html, headers={"X-More": "1" if more else "0"})
 
-    @router.get("/chat/thread", response_class=HTMLResponse, summary="A thread (a fragment)")
-    async def thread(
-        user: UiDep, c: str, root: Annotated[str, Query(json_schema_extra=MESSAGE_ID_SCHEMA)]
-    ) -> HTMLResponse:
-        pages = ChatPages(ui, user)
-        root = parse_message_id(root, "root")
-        reply = await pages.api.get(f"/api/channels/{segment(c)}/threads/{root}")
-        if not reply.ok:
-            raise GatewayError(reply.detail, reply.status)
-        messages = [Message.model_validate(m) for m in reply.json()["messages"]]
-        post_url, placeholder = pages.composer_target(c)
-        return HTMLResponse(
-            ui.renderer.render(
-                "_thread.html",
-                channel=c,
-                root=root,
-                messages_html=pages.render_messages(messages, {}),
-                post_url=post_url,
-                placeholder=placeholder,
-            )
-        )
+@router.get("/chat/search", response_class=HTMLResponse, summary="Search all history (ranked)")
+async def search(
+    ui: UiSvc,
+    request: Request,
+    user: UiDep,
+    q: Annotated[str, Query(max_length=200)] = "",
+    channel: Annotated[str | None, Query(max_length=200)] = None,
+    sender: Annotated[str | None, Query(max_length=64)] = None,
+    kind: Annotated[str | None, Query(max_length=16)] = None,
+    offset: Annotated[int, Query(ge=0, le=100_000)] = 0,
+    order: Annotated[str, Query(pattern="^(rank|newest)$")] = "rank",
+) -> HTMLResponse:
+    pages = ChatPages(ui, user)
+    hits: list[dict[str, Any]] = []
+    total, error = 0, ""
+    indexed = has_route(request.app, FTS_ROUTE)
+    if q.strip():
+        if indexed:
+            params = {"q": q, "channel": channel or None, "sender": sender or None, "kind": kind or None}
+            reply = await pages.api.get(FTS_ROUTE, limit=SEARCH_PAGE, offset=offset, order=order, **params)
+            if reply.ok:
+                total, hits = reply.json()["total"], reply.json()["hits"]
+            else:
+                error = reply.detail
+        else:  # the chat's own scan of recent history (no index plugin)
+            reply = await pages.api.get("/api/search", q=q, limit=100)
+            if reply.ok:
+                hits = [m | {"snippet_html": "", "activity": ""} for m in reply.json()["messages"]]
+                total = len(hits)
+            else:
+                error = reply.detail
+    return ui.page(
+        "search.html",
+        request,
+        user,
+        "chat",
+        q=q,
+        channel=channel or "",
+        sender=sender or "",
+        kind=kind or "",
+        kinds=KINDS,
+        order=order,
+        error=error,
+        hits=hits,
+        total=total,
+        offset=offset,
+        page_size=SEARCH_PAGE,
+        indexed=indexed,
+    )
 
-    @router.get("/chat/search", response_class=HTMLResponse, summary="Search all history (ranked)")
-    async def search(
-        request: Request,
-        user: UiDep,
-        q: Annotated[str, Query(max_length=200)] = "",
-        channel: Annotated[str | None, Query(max_length=200)] = None,
-        sender: Annotated[str | None, Query(max_length=64)] = None,
-        kind: Annotated[str | None, Query(max_length=16)] = None,
-        offset: Annotated[int, Query(ge=0, le=100_000)] = 0,
-        order: Annotated[str, Query(pattern="^(rank|newest)$")] = "rank",
-    ) -> HTMLResponse:
-        pages = ChatPages(ui, user)
-        hits: list[dict[str, Any]] = []
-        total, error = 0, ""
-        indexed = has_route(request.app, FTS_ROUTE)
-        if q.strip():
-            if indexed:
-                params = {"q": q, "channel": channel or None, "sender": sender or None, "kind": kind or None}
-                reply = await pages.api.get(
-                    FTS_ROUTE, limit=SEARCH_PAGE, offset=offset, order=order, **params
-                )
-                if reply.ok:
-                    total, hits = reply.json()["total"], reply.json()["hits"]
-                else:
-                    error = reply.detail
-            else:  # the chat's own scan of recent history (no index plugin)
-                reply = await pages.api.get("/api/search", q=q, limit=100)
-                if reply.ok:
-                    hits = [m | {"snippet_html": "", "activity": ""} for m in reply.json()["messages"]]
-                    total = len(hits)
-                else:
-                    error = reply.detail
-        return ui.page(
-            "search.html",
-            request,
-            user,
-            "chat",
-            q=q,
-            channel=channel or "",
-            sender=sender or "",
-            kind=kind or "",
-            kinds=KINDS,
-            order=order,
-            error=error,
-            hits=hits,
-            total=total,
-            offset=offset,
-            page_size=SEARCH_PAGE,
-            indexed=indexed,
-        )
 
-    @router.get("/events", summary="Live events (SSE) for the UI session, with rendered messages")
-    async def events(
-        request: Request,
-        user: UiDep,
-        channel: Annotated[str | None, Query(description="Only events of this channel")] = None,
-        last_event_id: Annotated[
-            str | None, Query(description="Resume after this id", json_schema_extra=MESSAGE_ID_SCHEMA)
-        ] = None,
-    ) -> EventSourceResponse:
-        start = resume_id(request, last_event_id)
-        if start is None:
-            latest = await ui.ctx.redis.xrevrange(keys.EVENTS, "+", "-", 1)
-            start = latest[0][0] if latest else "0-0"
-        return EventSourceResponse(tail(ui, user, request, start, channel), ping=15)
-
-    return router
+@router.get("/events", summary="Live events (SSE) for the UI session, with rendered messages")
+async def events(
+    ui: UiSvc,
+    request: Request,
+    user: UiDep,
+    channel: Annotated[str | None, Query(description="Only events of this channel")] = None,
+    last_event_id: Annotated[
+        str | None, Query(description="Resume after this id", json_schema_extra=MESSAGE_ID_SCHEMA)
+    ] = None,
+) -> EventSourceResponse:
+    start = resume_id(request, last_event_id)
+    if start is None:
+        latest = await ui.ctx.redis.xrevrange(keys.EVENTS, "+", "-", 1)
+        start = latest[0][0] if latest else "0-0"
+    return EventSourceResponse(tail(ui, user, request, start, channel), ping=15)
 
 
 async def tail(

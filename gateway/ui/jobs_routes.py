@@ -18,10 +18,9 @@ from gateway.errors import BadRequest, GatewayError
 from gateway.forge.gate.evidence import EVIDENCE_MEANS
 from gateway.monitor.requeue import head_label, requeue_check
 from gateway.services import FORGE, JOB_SERVICE
-from gateway.ui.deps import UiDep
+from gateway.ui.deps import UiDep, UiSvc
 from gateway.ui.internal import InternalApi, has_route, segment
 from gateway.ui.job_prs import prs_of_job
-from gateway.ui.service import UiService
 from kswarm_contracts.verification import ADVISORY_FLAGS, ERROR_FLAGS
 
 RETRIES = ("job:requeue", "job:resubmit")  # audited actions that ran a job again as a new one
@@ -184,89 +183,88 @@ def filter_links(
     }
 
 
-def build_jobs_router(ui: UiService) -> APIRouter:
-    router = APIRouter(prefix="/ui")
+router = APIRouter(prefix="/ui")
 
-    def available(request: Request) -> bool:
-        return has_route(request.app, POOLS_ROUTE)
 
-    @router.get("/jobs", response_class=HTMLResponse, summary="Jobs: depth per pool, running, results")
-    async def jobs(
-        request: Request,
-        user: UiDep,
-        pool: str | None = None,
-        state: str | None = None,
-        flagged: bool = False,
-        limit: Annotated[int, Query(ge=1, le=200)] = 50,
-    ) -> HTMLResponse:
-        pool, state = pool or None, state or None
-        if state is not None and state not in FINISHED_STATES:
-            raise BadRequest(f"state is one of {', '.join(FINISHED_STATES)}")
-        on = available(request)
-        view = await load_jobs(ui.api(user), pool, state, flagged, limit) if on else JobsView()
-        links = filter_links([str(p["name"]) for p in view.pools], pool, state, flagged)
-        return ui.page(
-            "jobs.html",
-            request,
-            user,
-            "jobs",
-            available=on,
-            view=view,
-            links=links,
-            pool=pool,
-            state=state,
-            flagged=flagged,
-            totals={k: sum(p[k] for p in view.pools) for k in ("queued", "running", "dead_letters")},
-        )
+def available(request: Request) -> bool:
+    return has_route(request.app, POOLS_ROUTE)
 
-    @router.get("/jobs/{job_id}", response_class=HTMLResponse, summary="One job: fields, result, flags, log")
-    async def job(request: Request, job_id: str, user: UiDep) -> HTMLResponse:
-        def missing(detail: str) -> HTMLResponse:
-            return ui.page(
-                "job.html", request, user, "jobs", status=404, job=None, job_id=job_id, error=detail
-            )
 
-        if not available(request):
-            return missing("No job runner is registered with this gateway (GET /api/jobs/pools is missing).")
-        if not JOB_ID_RE.match(job_id):
-            return missing(f"No job {job_id}: job ids look like j18f3a2b4c5d6e7.")
-        api = ui.api(user)
-        reply = await api.get(f"/api/jobs/{job_id}")
-        if reply.status == 404:
-            return missing(reply.detail)
-        if not reply.ok:
-            raise GatewayError(reply.detail, reply.status)
-        logs = await api.get(f"/api/jobs/{job_id}/logs")
-        log = logs.body.decode(errors="replace") if logs.ok else ""
-        data = reply.json()
-        requeued_as: list[str] = []
-        if has_route(request.app, "/api/monitor/actions"):
-            audit = await api.get("/api/monitor/actions", target=job_id, limit=20)
-            for record in audit.json() if audit.ok else []:
-                if record.get("action") in RETRIES and record.get("outcome") == "done":
-                    requeued_as.append(str(record.get("detail")))
-        retry = None
-        if data.get("state") in FINISHED_STATES:  # whether Requeue can work, else what can (the PR's head)
-            runner = ui.ctx.services.find(JOB_SERVICE)
-            stored = await runner.queue.get(job_id) if runner is not None else None
-            retry = await requeue_check(ui.ctx.services.find(FORGE), stored) if stored else None
-        return ui.page(
-            "job.html",
-            request,
-            user,
-            "jobs",
-            retry=retry,
-            resubmit_label=head_label(retry.head_of) if retry else "",
-            job=summarise(data),
-            result=data.get("result") if isinstance(data.get("result"), dict) else None,
-            log=log[-LOG_SHOWN:],
-            log_cut=max(0, len(log) - LOG_SHOWN),
-            log_error="" if logs.ok else f"{logs.status} {logs.detail}",
-            raw_log=f"/ui/api/jobs/{job_id}/logs",
-            terminal=data.get("state") in FINISHED_STATES,
-            flag_class=flag_class,
-            requeued_as=requeued_as,
-            prs=await prs_of_job(api, ui.ctx.services.find(FORGE), data),
-        )
+@router.get("/jobs", response_class=HTMLResponse, summary="Jobs: depth per pool, running, results")
+async def jobs(
+    ui: UiSvc,
+    request: Request,
+    user: UiDep,
+    pool: str | None = None,
+    state: str | None = None,
+    flagged: bool = False,
+    limit: Annotated[int, Query(ge=1, le=200)] = 50,
+) -> HTMLResponse:
+    pool, state = pool or None, state or None
+    if state is not None and state not in FINISHED_STATES:
+        raise BadRequest(f"state is one of {', '.join(FINISHED_STATES)}")
+    on = available(request)
+    view = await load_jobs(ui.api(user), pool, state, flagged, limit) if on else JobsView()
+    links = filter_links([str(p["name"]) for p in view.pools], pool, state, flagged)
+    return ui.page(
+        "jobs.html",
+        request,
+        user,
+        "jobs",
+        available=on,
+        view=view,
+        links=links,
+        pool=pool,
+        state=state,
+        flagged=flagged,
+        totals={k: sum(p[k] for p in view.pools) for k in ("queued", "running", "dead_letters")},
+    )
 
-    return router
+
+@router.get("/jobs/{job_id}", response_class=HTMLResponse, summary="One job: fields, result, flags, log")
+async def job(ui: UiSvc, request: Request, job_id: str, user: UiDep) -> HTMLResponse:
+    def missing(detail: str) -> HTMLResponse:
+        return ui.page("job.html", request, user, "jobs", status=404, job=None, job_id=job_id, error=detail)
+
+    if not available(request):
+        return missing("No job runner is registered with this gateway (GET /api/jobs/pools is missing).")
+    if not JOB_ID_RE.match(job_id):
+        return missing(f"No job {job_id}: job ids look like j18f3a2b4c5d6e7.")
+    api = ui.api(user)
+    reply = await api.get(f"/api/jobs/{job_id}")
+    if reply.status == 404:
+        return missing(reply.detail)
+    if not reply.ok:
+        raise GatewayError(reply.detail, reply.status)
+    logs = await api.get(f"/api/jobs/{job_id}/logs")
+    log = logs.body.decode(errors="replace") if logs.ok else ""
+    data = reply.json()
+    requeued_as: list[str] = []
+    if has_route(request.app, "/api/monitor/actions"):
+        audit = await api.get("/api/monitor/actions", target=job_id, limit=20)
+        for record in audit.json() if audit.ok else []:
+            if record.get("action") in RETRIES and record.get("outcome") == "done":
+                requeued_as.append(str(record.get("detail")))
+    retry = None
+    if data.get("state") in FINISHED_STATES:  # whether Requeue can work, else what can (the PR's head)
+        runner = ui.ctx.services.find(JOB_SERVICE)
+        stored = await runner.queue.get(job_id) if runner is not None else None
+        retry = await requeue_check(ui.ctx.services.find(FORGE), stored) if stored else None
+    return ui.page(
+        "job.html",
+        request,
+        user,
+        "jobs",
+        retry=retry,
+        resubmit_label=head_label(retry.head_of) if retry else "",
+        job=summarise(data),
+        result=data.get("result") if isinstance(data.get("result"), dict) else None,
+        log=log[-LOG_SHOWN:],
+        log_cut=max(0, len(log) - LOG_SHOWN),
+        log_error="" if logs.ok else f"{logs.status} {logs.detail}",
+        raw_log=f"/ui/api/jobs/{job_id}/logs",
+        terminal=data.get("state") in FINISHED_STATES,
+        flag_class=flag_class,
+        requeued_as=requeued_as,
+        prs=await prs_of_job(api, ui.ctx.services.find(FORGE), data),
+    )

@@ -24,7 +24,7 @@ from gateway.errors import UiAuthError
 from gateway.principals import hash_token
 from gateway.redis_facade import StrRedis
 from gateway.ui.auth import Session, set_session_cookie
-from gateway.ui.deps import UiDep
+from gateway.ui.deps import UiDep, UiSvc
 from gateway.ui.service import LANDING, UiService
 
 LINK_PATH = "/ui/login/link/"
@@ -68,41 +68,44 @@ class LoginLinks:
         return str(record["name"]), str(record["token_hash"])
 
 
-def build_login_link_routes(ui: UiService) -> list[APIRouter]:
-    links = LoginLinks(ui.ctx.redis, ui.settings.login_link_ttl_s)
-    api = APIRouter(prefix="/api/ui")
-    pages = APIRouter(prefix="/ui")
+def links_of(ui: UiService) -> LoginLinks:
+    return LoginLinks(ui.ctx.redis, ui.settings.login_link_ttl_s)
 
-    @api.post("/login-links", summary="A one-time login link for the calling operator (bearer only)")
-    async def create_link(user: UiDep, request: Request) -> LoginLink:
-        if user.via != "bearer":
-            raise UiAuthError("login links are made with an operator token (kswarm ui), not a session", 403)
-        token = token_from_headers(request.headers) or ""  # ``user`` came from this very token
-        code = await links.create(user.principal.name, hash_token(token))
-        path = f"{LINK_PATH}{code}"
-        ui.metrics.logins.labels(outcome="link-made").inc()
-        return LoginLink(url=ui.ctx.settings.url().rstrip("/") + path, path=path, expires_s=links.ttl_s)
 
-    @pages.get("/login/link/{code}", response_class=HTMLResponse, summary="Log in with a one-time link")
-    async def use_link(code: str, request: Request) -> Response:
-        taken = await links.take(code)
-        session = Session(taken[0], taken[1], "", 0.0) if taken else None
-        principal = await ui.sessions.principal_of(session) if session else None
-        if taken is None or principal is None:
-            ui.metrics.logins.labels(outcome="bad-link").inc()
-            return ui.renderer.page(
-                "login.html",
-                401,
-                error="this login link is used, expired or unknown; run `kswarm ui` for a new one",
-                next=LANDING,
-                swarm=ui.ctx.settings.swarm,
-            )
-        session_id, _ = await ui.sessions.create_for(principal, taken[1])
-        ui.metrics.logins.labels(outcome="ok").inc()
-        reply = RedirectResponse(LANDING, status_code=303)
-        set_session_cookie(reply, session_id, ui.settings, request)
-        reply.headers["Cache-Control"] = "no-store"
-        reply.headers["Referrer-Policy"] = "no-referrer"
-        return reply
+api_router = APIRouter(prefix="/api/ui")
+pages_router = APIRouter(prefix="/ui")
 
-    return [api, pages]
+
+@api_router.post("/login-links", summary="A one-time login link for the calling operator (bearer only)")
+async def create_link(ui: UiSvc, user: UiDep, request: Request) -> LoginLink:
+    if user.via != "bearer":
+        raise UiAuthError("login links are made with an operator token (kswarm ui), not a session", 403)
+    token = token_from_headers(request.headers) or ""  # ``user`` came from this very token
+    links = links_of(ui)
+    code = await links.create(user.principal.name, hash_token(token))
+    path = f"{LINK_PATH}{code}"
+    ui.metrics.logins.labels(outcome="link-made").inc()
+    return LoginLink(url=ui.ctx.settings.url().rstrip("/") + path, path=path, expires_s=links.ttl_s)
+
+
+@pages_router.get("/login/link/{code}", response_class=HTMLResponse, summary="Log in with a one-time link")
+async def use_link(ui: UiSvc, code: str, request: Request) -> Response:
+    taken = await links_of(ui).take(code)
+    session = Session(taken[0], taken[1], "", 0.0) if taken else None
+    principal = await ui.sessions.principal_of(session) if session else None
+    if taken is None or principal is None:
+        ui.metrics.logins.labels(outcome="bad-link").inc()
+        return ui.renderer.page(
+            "login.html",
+            401,
+            error="this login link is used, expired or unknown; run `kswarm ui` for a new one",
+            next=LANDING,
+            swarm=ui.ctx.settings.swarm,
+        )
+    session_id, _ = await ui.sessions.create_for(principal, taken[1])
+    ui.metrics.logins.labels(outcome="ok").inc()
+    reply = RedirectResponse(LANDING, status_code=303)
+    set_session_cookie(reply, session_id, ui.settings, request)
+    reply.headers["Cache-Control"] = "no-store"
+    reply.headers["Referrer-Policy"] = "no-referrer"
+    return reply

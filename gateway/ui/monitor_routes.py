@@ -16,7 +16,7 @@ from fastapi.responses import HTMLResponse
 from markupsafe import Markup
 
 from gateway.ui.auth import UiUser
-from gateway.ui.deps import UiDep
+from gateway.ui.deps import UiDep, UiSvc
 from gateway.ui.internal import has_route
 from gateway.ui.service import UiService
 
@@ -53,80 +53,81 @@ async def chart_svgs(
     return svgs, errors
 
 
-def build_monitor_pages(ui: UiService) -> APIRouter:
-    router = APIRouter(prefix="/ui")
+router = APIRouter(prefix="/ui")
 
-    @router.get("/overview", response_class=HTMLResponse, summary="Overview: what the swarm is doing")
-    async def overview(request: Request, user: UiDep) -> HTMLResponse:
-        available = has_route(request.app, OVERVIEW_ROUTE)
-        data: dict[str, Any] | None = None
-        svgs: list[tuple[str, Markup]] = []
-        errors: list[str] = []
-        if available:
-            reply = await ui.api(user).get(OVERVIEW_ROUTE)
-            if reply.ok:
-                data = reply.json()
-            else:
-                errors.append(f"GET {OVERVIEW_ROUTE}: {reply.status} {reply.detail}")
-            svgs, failed = await chart_svgs(ui, user, OVERVIEW_CHARTS, WINDOWS["6h"])
-            errors += failed
-        report = data["attention"] if data else {"items": [], "sources": {}}
-        return ui.page(
-            "overview.html",
-            request,
-            user,
-            "overview",
-            available=available,
-            data=data,
-            report=report,
-            counts=severity_counts(report),
-            svgs=svgs,
-            errors=errors,
-        )
 
-    @router.get("/attention", response_class=HTMLResponse, summary="Attention: what needs a human now")
-    async def attention(request: Request, user: UiDep) -> HTMLResponse:
-        available = has_route(request.app, ATTENTION_ROUTE)
-        report: dict[str, Any] = {"items": [], "sources": {}}
-        error = ""
-        if available:
-            reply = await ui.api(user).get(ATTENTION_ROUTE)
-            if reply.ok:
-                report = reply.json()
-            else:
-                error = reply.detail
-        return ui.page(
-            "attention.html",
-            request,
-            user,
-            "attention",
-            available=available,
-            report=report,
-            counts=severity_counts(report),
-            error=error,
-        )
+@router.get("/overview", response_class=HTMLResponse, summary="Overview: what the swarm is doing")
+async def overview(ui: UiSvc, request: Request, user: UiDep) -> HTMLResponse:
+    available = has_route(request.app, OVERVIEW_ROUTE)
+    data: dict[str, Any] | None = None
+    svgs: list[tuple[str, Markup]] = []
+    errors: list[str] = []
+    if available:
+        reply = await ui.api(user).get(OVERVIEW_ROUTE)
+        if reply.ok:
+            data = reply.json()
+        else:
+            errors.append(f"GET {OVERVIEW_ROUTE}: {reply.status} {reply.detail}")
+        svgs, failed = await chart_svgs(ui, user, OVERVIEW_CHARTS, WINDOWS["6h"])
+        errors += failed
+    report = data["attention"] if data else {"items": [], "sources": {}}
+    return ui.page(
+        "overview.html",
+        request,
+        user,
+        "overview",
+        available=available,
+        data=data,
+        report=report,
+        counts=severity_counts(report),
+        svgs=svgs,
+        errors=errors,
+    )
 
-    @router.get("/charts", response_class=HTMLResponse, summary="Charts: history over time")
-    async def charts(
-        request: Request,
-        user: UiDep,
-        window: Annotated[str, Query(pattern="^(1h|6h|24h|7d)$")] = "6h",
-    ) -> HTMLResponse:
-        available = has_route(request.app, "/api/monitor/svg/{chart}")
-        svgs: list[tuple[str, Markup]] = []
-        errors: list[str] = []
-        if available:
-            svgs, errors = await chart_svgs(ui, user, CHART_ORDER, WINDOWS[window])
-        return ui.page(
-            "charts.html",
-            request,
-            user,
-            "charts",
-            available=available,
-            svgs=svgs,
-            errors=errors,
-            window=window,
-            windows=list(WINDOWS),
-        )
 
-    return router
+@router.get("/attention", response_class=HTMLResponse, summary="Attention: what needs a human now")
+async def attention(ui: UiSvc, request: Request, user: UiDep) -> HTMLResponse:
+    available = has_route(request.app, ATTENTION_ROUTE)
+    report: dict[str, Any] = {"items": [], "sources": {}}
+    error = ""
+    if available:
+        reply = await ui.api(user).get(ATTENTION_ROUTE)
+        if reply.ok:
+            report = reply.json()
+        else:
+            error = reply.detail
+    return ui.page(
+        "attention.html",
+        request,
+        user,
+        "attention",
+        available=available,
+        report=report,
+        counts=severity_counts(report),
+        error=error,
+    )
+
+
+@router.get("/charts", response_class=HTMLResponse, summary="Charts: history over time")
+async def charts(
+    ui: UiSvc,
+    request: Request,
+    user: UiDep,
+    window: Annotated[str, Query(pattern="^(1h|6h|24h|7d)$")] = "6h",
+) -> HTMLResponse:
+    available = has_route(request.app, "/api/monitor/svg/{chart}")
+    svgs: list[tuple[str, Markup]] = []
+    errors: list[str] = []
+    if available:
+        svgs, errors = await chart_svgs(ui, user, CHART_ORDER, WINDOWS[window])
+    return ui.page(
+        "charts.html",
+        request,
+        user,
+        "charts",
+        available=available,
+        svgs=svgs,
+        errors=errors,
+        window=window,
+        windows=list(WINDOWS),
+    )

@@ -10,10 +10,9 @@ from pydantic import BaseModel, Field, ValidationError
 
 from gateway.swarm.liveness import LivenessReport, liveness_book
 from gateway.swarm.models import ControlAction, ControlBody
-from gateway.ui.deps import ActingDep, UiDep
+from gateway.ui.deps import ActingDep, UiDep, UiSvc
 from gateway.ui.internal import InternalApi, get_routes, has_route
 from gateway.ui.render import Table, tabulate
-from gateway.ui.service import UiService
 from gateway.ui.swarm import SwarmUnavailable, SwarmView
 
 # Where the components that are built separately publish their data; the panels list every
@@ -71,73 +70,65 @@ async def agent_rows(
     return rows, swarm_usage
 
 
-def build_panel_router(ui: UiService) -> APIRouter:
-    router = APIRouter(prefix="/ui")
+router = APIRouter(prefix="/ui")
 
-    @router.get("/agents", response_class=HTMLResponse, summary="Agents: state, heartbeats, usage, actions")
-    async def agents(request: Request, user: UiDep) -> HTMLResponse:
-        view = await ui.control.view()
-        rows, swarm_usage = await agent_rows(ui.api(user), view, await liveness_book(ui.ctx).report())
-        return ui.page(
-            "agents.html",
-            request,
-            user,
-            "agents",
-            rows=rows,
-            view=view,
-            usage_available=has_route(request.app, USAGE_ROUTE),
-            swarm_usage=swarm_usage,
-        )
 
-    @router.get("/agents/{name}/memory", response_class=HTMLResponse, summary="An agent's memory")
-    async def memory(request: Request, name: str, user: UiDep) -> HTMLResponse:
-        try:
-            view = await ui.control.memory(name)
-            error = ""
-        except SwarmUnavailable as exc:
-            view, error = None, str(exc)
-        return ui.page("memory.html", request, user, "agents", name=name, memory=view, error=error)
-
-    @router.post(
-        "/agents/{name}/{action}",
-        response_model=ActionResult,
-        responses={
-            400: {"model": ActionResult, "description": "A body that is not a control request's"},
-            409: {"model": ActionResult, "description": "Cannot be done now; message says why"},
-        },
-        summary="restart, quarantine, release, snapshot, rollback or reset (through the control stream)",
+@router.get("/agents", response_class=HTMLResponse, summary="Agents: state, heartbeats, usage, actions")
+async def agents(ui: UiSvc, request: Request, user: UiDep) -> HTMLResponse:
+    view = await ui.control.view()
+    rows, swarm_usage = await agent_rows(ui.api(user), view, await liveness_book(ui.ctx).report())
+    return ui.page(
+        "agents.html",
+        request,
+        user,
+        "agents",
+        rows=rows,
+        view=view,
+        usage_available=has_route(request.app, USAGE_ROUTE),
+        swarm_usage=swarm_usage,
     )
-    async def act(request: Request, name: str, action: ControlAction, user: ActingDep) -> JSONResponse:
-        try:
-            body = ControlBody.model_validate_json(await request.body() or b"{}")
-        except ValidationError as exc:
-            problem = "; ".join(f"{'.'.join(map(str, e['loc'])) or 'body'}: {e['msg']}" for e in exc.errors())
-            return JSONResponse(ActionResult(ok=False, message=problem).model_dump(), status_code=400)
-        if action == ControlAction.snapshot and not body.label:
-            body.label = "ui"
-        try:
-            ticket = await ui.control.actions.perform(name, action, user.principal.name, body)
-        except SwarmUnavailable as exc:
-            ui.metrics.actions.labels(action=action.value, outcome="refused").inc()
-            return JSONResponse(ActionResult(ok=False, message=str(exc)).model_dump(), status_code=409)
-        ui.metrics.actions.labels(action=action.value, outcome="done").inc()
-        return JSONResponse(ActionResult(ok=True, message=ticket.message).model_dump())
-
-    for panel in SOURCES:
-        router.add_api_route(
-            f"/{panel}",
-            make_source_page(ui, panel),
-            methods=["GET"],
-            response_class=HTMLResponse,
-            summary=f"{panel.title()}: whatever the {SOURCES[panel][0]} publishes",
-        )
-    return router
 
 
-def make_source_page(ui: UiService, panel: str) -> Any:
+@router.get("/agents/{name}/memory", response_class=HTMLResponse, summary="An agent's memory")
+async def memory(ui: UiSvc, request: Request, name: str, user: UiDep) -> HTMLResponse:
+    try:
+        view = await ui.control.memory(name)
+        error = ""
+    except SwarmUnavailable as exc:
+        view, error = None, str(exc)
+    return ui.page("memory.html", request, user, "agents", name=name, memory=view, error=error)
+
+
+@router.post(
+    "/agents/{name}/{action}",
+    response_model=ActionResult,
+    responses={
+        400: {"model": ActionResult, "description": "A body that is not a control request's"},
+        409: {"model": ActionResult, "description": "Cannot be done now; message says why"},
+    },
+    summary="restart, quarantine, release, snapshot, rollback or reset (through the control stream)",
+)
+async def act(ui: UiSvc, request: Request, name: str, action: ControlAction, user: ActingDep) -> JSONResponse:
+    try:
+        body = ControlBody.model_validate_json(await request.body() or b"{}")
+    except ValidationError as exc:
+        problem = "; ".join(f"{'.'.join(map(str, e['loc'])) or 'body'}: {e['msg']}" for e in exc.errors())
+        return JSONResponse(ActionResult(ok=False, message=problem).model_dump(), status_code=400)
+    if action == ControlAction.snapshot and not body.label:
+        body.label = "ui"
+    try:
+        ticket = await ui.control.actions.perform(name, action, user.principal.name, body)
+    except SwarmUnavailable as exc:
+        ui.metrics.actions.labels(action=action.value, outcome="refused").inc()
+        return JSONResponse(ActionResult(ok=False, message=str(exc)).model_dump(), status_code=409)
+    ui.metrics.actions.labels(action=action.value, outcome="done").inc()
+    return JSONResponse(ActionResult(ok=True, message=ticket.message).model_dump())
+
+
+def make_source_page(panel: str) -> Any:
     label, prefixes, extras = SOURCES[panel]
 
-    async def page(request: Request, user: UiDep) -> HTMLResponse:
+    async def page(ui: UiSvc, request: Request, user: UiDep) -> HTMLResponse:
         paths = [p for prefix in prefixes for p in get_routes(request.app, prefix)]
         tables: list[Table] = []
         errors: list[str] = []
@@ -164,3 +155,13 @@ def make_source_page(ui: UiService, panel: str) -> Any:
         )
 
     return page
+
+
+for panel in SOURCES:
+    router.add_api_route(
+        f"/{panel}",
+        make_source_page(panel),
+        methods=["GET"],
+        response_class=HTMLResponse,
+        summary=f"{panel.title()}: whatever the {SOURCES[panel][0]} publishes",
+    )

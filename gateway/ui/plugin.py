@@ -28,8 +28,19 @@ from gateway.monitor.service import MONITOR
 from gateway.plugin import Contribution, Plugin
 from gateway.principals import PrincipalKind
 from gateway.services import FORGE, UI
-from gateway.swarm.routes import build_swarm_router
-from gateway.ui.agent_routes import build_agent_pages
+from gateway.swarm import routes as swarm_routes
+from gateway.ui import (
+    agent_routes,
+    chat_routes,
+    dataset_routes,
+    jobs_routes,
+    kb_routes,
+    login_links,
+    monitor_routes,
+    panel_routes,
+    pr_routes,
+    tasks_routes,
+)
 from gateway.ui.auth import (
     COOKIE,
     UiSettings,
@@ -39,19 +50,10 @@ from gateway.ui.auth import (
     set_session_cookie,
     wants_html,
 )
-from gateway.ui.chat_routes import build_chat_router
-from gateway.ui.dataset_routes import build_dataset_pages
-from gateway.ui.deps import ActingDep, UiDep
+from gateway.ui.deps import ActingDep, UiDep, UiSvc
 from gateway.ui.internal import MAX_BODY
-from gateway.ui.jobs_routes import build_jobs_router
-from gateway.ui.kb_routes import build_kb_pages
-from gateway.ui.login_links import build_login_link_routes
-from gateway.ui.monitor_routes import build_monitor_pages
-from gateway.ui.panel_routes import build_panel_router
-from gateway.ui.pr_routes import build_pr_pages
 from gateway.ui.render import HERE, SECURITY_HEADERS
 from gateway.ui.service import LANDING, UiService
-from gateway.ui.tasks_routes import build_tasks_pages
 
 API_PASSTHROUGH = ("GET", "POST", "PUT", "DELETE")
 
@@ -63,96 +65,98 @@ def safe_next(value: str | None) -> str:
     return LANDING
 
 
-def build_auth_router(ui: UiService) -> APIRouter:
-    router = APIRouter(prefix="/ui")
-
-    def login_page(status: int = 200, error: str = "", next_url: str = LANDING) -> HTMLResponse:
-        return ui.renderer.page(
-            "login.html", status, error=error, next=safe_next(next_url), swarm=ui.ctx.settings.swarm
-        )
-
-    @router.get("", include_in_schema=False)
-    async def root() -> RedirectResponse:
-        return RedirectResponse(LANDING, status_code=303)
-
-    @router.get("/login", response_class=HTMLResponse, summary="The login form")
-    async def login_form(next: str = LANDING) -> HTMLResponse:
-        return login_page(next_url=next)
-
-    @router.post("/login", response_class=HTMLResponse, summary="Log in with an operator token")
-    async def login(request: Request) -> Response:
-        form = await form_fields(request)
-        next_url = form.get("next", LANDING)
-        if not same_origin(request):
-            ui.metrics.logins.labels(outcome="cross-site").inc()
-            return login_page(403, "cross-site login refused", next_url)
-        token = form.get("token", "").strip()
-        principal = await ui.ctx.principals.verify(token) if token else None
-        if principal is None:
-            ui.metrics.logins.labels(outcome="bad-token").inc()
-            return login_page(401, "invalid or revoked token", next_url)
-        if principal.kind != PrincipalKind.operator:
-            ui.metrics.logins.labels(outcome="not-operator").inc()
-            return login_page(403, f"{principal.kind.value}s may not open the operator UI", next_url)
-        session_id, _ = await ui.sessions.create(principal, token)
-        ui.metrics.logins.labels(outcome="ok").inc()
-        reply = RedirectResponse(safe_next(next_url), status_code=303)
-        set_session_cookie(reply, session_id, ui.settings, request)
-        return reply
-
-    @router.post("/logout", summary="End this browser's session")
-    async def logout(request: Request, user: ActingDep) -> Response:
-        session_id = request.cookies.get(COOKIE)
-        if session_id:
-            await ui.sessions.delete(session_id)
-        reply = RedirectResponse("/ui/login", status_code=303)
-        reply.delete_cookie(COOKIE, path="/ui")
-        return reply
-
-    return router
+auth_router = APIRouter(prefix="/ui")
 
 
-def build_api_bridge(ui: UiService) -> APIRouter:
-    """``/ui/api/<path>`` -> ``/api/<path>`` as the session's operator: the page's scripts hold no token."""
-    router = APIRouter(prefix="/ui/api")
+def login_page(ui: UiService, status: int = 200, error: str = "", next_url: str = LANDING) -> HTMLResponse:
+    return ui.renderer.page(
+        "login.html", status, error=error, next=safe_next(next_url), swarm=ui.ctx.settings.swarm
+    )
 
-    async def forward(
-        request: Request, path: str, user: UiUser, params: dict[str, str] | None = None
-    ) -> Response:
-        if path == "events" or path.startswith("events/"):
-            return JSONResponse({"detail": "use /ui/events for the event stream", "code": "not_found"}, 404)
-        if any(part in ("", ".", "..") for part in path.split("/")):
-            return JSONResponse({"detail": f"no route /api/{path}", "code": "not_found"}, 404)
-        body = await request.body()
-        if len(body) > MAX_BODY:
-            return JSONResponse({"detail": "request too large", "code": "too_large"}, 413)
-        reply = await ui.api(user).request(
-            request.method,
-            f"/api/{path}",
-            dict(request.query_params) if params is None else params,
-            body,
-            request.headers.get("content-type", "application/json"),
-        )
-        return Response(reply.body, status_code=reply.status, media_type=reply.content_type)
 
-    @router.get("/{path:path}", summary="GET /api/<path> as the session's operator (changes nothing)")
-    async def bridge_get(request: Request, path: str, user: UiDep) -> Response:
-        # A GET changes nothing: another page on this host (an <img> on another port is same-site)
-        # must not move the operator's inbox cursor, so the inbox is only peeked at through here
-        # (POST /ui/api/inbox/ack, CSRF-checked, moves it), and a cookie GET from another site is refused.
-        if user.via == "cookie" and not same_origin(request):
-            raise UiAuthError("cross-site request refused", 403)
-        if path.strip("/") == "inbox":
-            return await forward(request, path, user, {**request.query_params, "peek": "true"})
-        return await forward(request, path, user)
+@auth_router.get("", include_in_schema=False)
+async def root() -> RedirectResponse:
+    return RedirectResponse(LANDING, status_code=303)
 
-    # Out of the schema: one route with several methods would repeat its operation id, and /api's own
-    # routes already document every call this bridge forwards.
-    @router.api_route("/{path:path}", methods=list(API_PASSTHROUGH[1:]), include_in_schema=False)
-    async def bridge_change(request: Request, path: str, user: ActingDep) -> Response:
-        return await forward(request, path, user)
 
-    return router
+@auth_router.get("/login", response_class=HTMLResponse, summary="The login form")
+async def login_form(ui: UiSvc, next: str = LANDING) -> HTMLResponse:
+    return login_page(ui, next_url=next)
+
+
+@auth_router.post("/login", response_class=HTMLResponse, summary="Log in with an operator token")
+async def login(ui: UiSvc, request: Request) -> Response:
+    form = await form_fields(request)
+    next_url = form.get("next", LANDING)
+    if not same_origin(request):
+        ui.metrics.logins.labels(outcome="cross-site").inc()
+        return login_page(ui, 403, "cross-site login refused", next_url)
+    token = form.get("token", "").strip()
+    principal = await ui.ctx.principals.verify(token) if token else None
+    if principal is None:
+        ui.metrics.logins.labels(outcome="bad-token").inc()
+        return login_page(ui, 401, "invalid or revoked token", next_url)
+    if principal.kind != PrincipalKind.operator:
+        ui.metrics.logins.labels(outcome="not-operator").inc()
+        return login_page(ui, 403, f"{principal.kind.value}s may not open the operator UI", next_url)
+    session_id, _ = await ui.sessions.create(principal, token)
+    ui.metrics.logins.labels(outcome="ok").inc()
+    reply = RedirectResponse(safe_next(next_url), status_code=303)
+    set_session_cookie(reply, session_id, ui.settings, request)
+    return reply
+
+
+@auth_router.post("/logout", summary="End this browser's session")
+async def logout(ui: UiSvc, request: Request, user: ActingDep) -> Response:
+    session_id = request.cookies.get(COOKIE)
+    if session_id:
+        await ui.sessions.delete(session_id)
+    reply = RedirectResponse("/ui/login", status_code=303)
+    reply.delete_cookie(COOKIE, path="/ui")
+    return reply
+
+
+# ``/ui/api/<path>`` -> ``/api/<path>`` as the session's operator: the page's scripts hold no token.
+api_bridge = APIRouter(prefix="/ui/api")
+
+
+async def forward(
+    ui: UiService, request: Request, path: str, user: UiUser, params: dict[str, str] | None = None
+) -> Response:
+    if path == "events" or path.startswith("events/"):
+        return JSONResponse({"detail": "use /ui/events for the event stream", "code": "not_found"}, 404)
+    if any(part in ("", ".", "..") for part in path.split("/")):
+        return JSONResponse({"detail": f"no route /api/{path}", "code": "not_found"}, 404)
+    body = await request.body()
+    if len(body) > MAX_BODY:
+        return JSONResponse({"detail": "request too large", "code": "too_large"}, 413)
+    reply = await ui.api(user).request(
+        request.method,
+        f"/api/{path}",
+        dict(request.query_params) if params is None else params,
+        body,
+        request.headers.get("content-type", "application/json"),
+    )
+    return Response(reply.body, status_code=reply.status, media_type=reply.content_type)
+
+
+@api_bridge.get("/{path:path}", summary="GET /api/<path> as the session's operator (changes nothing)")
+async def bridge_get(ui: UiSvc, request: Request, path: str, user: UiDep) -> Response:
+    # A GET changes nothing: another page on this host (an <img> on another port is same-site)
+    # must not move the operator's inbox cursor, so the inbox is only peeked at through here
+    # (POST /ui/api/inbox/ack, CSRF-checked, moves it), and a cookie GET from another site is refused.
+    if user.via == "cookie" and not same_origin(request):
+        raise UiAuthError("cross-site request refused", 403)
+    if path.strip("/") == "inbox":
+        return await forward(ui, request, path, user, {**request.query_params, "peek": "true"})
+    return await forward(ui, request, path, user)
+
+
+# Out of the schema: one route with several methods would repeat its operation id, and /api's own
+# routes already document every call this bridge forwards.
+@api_bridge.api_route("/{path:path}", methods=list(API_PASSTHROUGH[1:]), include_in_schema=False)
+async def bridge_change(ui: UiSvc, request: Request, path: str, user: ActingDep) -> Response:
+    return await forward(ui, request, path, user)
 
 
 def ui_error_page(ui: UiService) -> ErrorPage:
@@ -196,19 +200,20 @@ class UiPlugin(Plugin[UiSettings]):
         return Contribution(
             services={UI: ui},
             routers=[
-                build_auth_router(ui),
-                *build_login_link_routes(ui),
-                build_chat_router(ui),
-                build_monitor_pages(ui),
-                build_panel_router(ui),
-                build_agent_pages(ui),
-                build_pr_pages(ui),
-                build_tasks_pages(ui),
-                build_dataset_pages(ui),
-                build_kb_pages(ui),
-                build_jobs_router(ui),
-                build_api_bridge(ui),
-                build_swarm_router(ui.control.actions),  # /api/swarm: the seam's REST routes
+                auth_router,
+                login_links.api_router,
+                login_links.pages_router,
+                chat_routes.router,
+                monitor_routes.router,
+                panel_routes.router,
+                agent_routes.router,
+                pr_routes.router,
+                tasks_routes.router,
+                dataset_routes.router,
+                kb_routes.router,
+                jobs_routes.router,
+                api_bridge,
+                swarm_routes.router,  # /api/swarm: the seam's REST routes
             ],
             mounts=[Mount("/ui/static", StaticFiles(directory=HERE / "static"), name="ui-static")],
         )

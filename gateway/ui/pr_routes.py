@@ -17,13 +17,12 @@ from gateway.errors import GatewayError, NotFound
 from gateway.forge.gate.evidence import EVIDENCE_MEANS, evidence_rank
 from gateway.forge.gate.policy import ReviewPolicy, operator_approval_counts
 from gateway.services import FORGE, FORGE_SETTINGS
-from gateway.ui.deps import UiDep
+from gateway.ui.deps import UiDep, UiSvc
 from gateway.ui.internal import InternalApi, has_route, segment
 from gateway.ui.job_prs import prs_at_head
 from gateway.ui.jobs_routes import summarise
 from gateway.ui.kernel_evidence import evidence_by_path
 from gateway.ui.push_diffs import DiffBudget, push_diff
-from gateway.ui.service import UiService
 
 FORGE_PULLS = "/api/forge/pulls"
 Sha = Annotated[str, Path(pattern=r"^[0-9a-f]{7,40}$")]
@@ -163,141 +162,143 @@ async def approval_counts(forge: Any, org: str, repo: str, base: str) -> str:
     return operator_approval_counts(await forge.get_protection(org, repo, base) or ReviewPolicy())
 
 
-def build_pr_pages(ui: UiService) -> APIRouter:
-    router = APIRouter(prefix="/ui")
+router = APIRouter(prefix="/ui")
 
-    @router.get("/prs", response_class=HTMLResponse, summary="Pull requests with the gate's verdict")
-    async def prs(request: Request, user: UiDep, state: str = "all") -> HTMLResponse:
-        pulls: list[dict[str, Any]] = []
-        error = ""
-        available = has_route(request.app, FORGE_PULLS)
-        if available:
-            reply = await ui.api(user).get(FORGE_PULLS, state=state)
-            if reply.ok:
-                pulls = reply.json()
-            else:
-                error = reply.detail
-        return ui.page(
-            "prs.html", request, user, "prs", available=available, pulls=pulls, error=error, state=state
-        )
 
-    @router.get("/prs/{org}/{repo}/{number}", response_class=HTMLResponse, summary="One PR, with its diffs")
-    async def pr(
-        request: Request, org: str, repo: str, number: int, user: UiDep, view: str | None = None
-    ) -> HTMLResponse:
-        api = ui.api(user)
-        path = f"/api/forge/repos/{segment(org)}/{segment(repo)}/pulls/{number}"
-        reply = await api.get(path, diff="true")
-        if not reply.ok:
-            raise GatewayError(reply.detail, reply.status)
-        found = reply.json()
-        full = f"{org}/{repo}"
-        pushes: list[dict[str, Any]] = []
-        if has_route(request.app, "/api/monitor/heads"):
-            got = await api.get("/api/monitor/heads", repo=full, branch=found.get("head", ""))
-            pushes = got.json() if got.ok else []
-        heads = pr_heads(found, pushes)
-        by_sha = await jobs_on(api, full, {h["sha"] for h in heads})
-        forge = ui.ctx.services.find(FORGE)
+@router.get("/prs", response_class=HTMLResponse, summary="Pull requests with the gate's verdict")
+async def prs(ui: UiSvc, request: Request, user: UiDep, state: str = "all") -> HTMLResponse:
+    pulls: list[dict[str, Any]] = []
+    error = ""
+    available = has_route(request.app, FORGE_PULLS)
+    if available:
+        reply = await ui.api(user).get(FORGE_PULLS, state=state)
+        if reply.ok:
+            pulls = reply.json()
+        else:
+            error = reply.detail
+    return ui.page(
+        "prs.html", request, user, "prs", available=available, pulls=pulls, error=error, state=state
+    )
+
+
+@router.get("/prs/{org}/{repo}/{number}", response_class=HTMLResponse, summary="One PR, with its diffs")
+async def pr(
+    ui: UiSvc, request: Request, org: str, repo: str, number: int, user: UiDep, view: str | None = None
+) -> HTMLResponse:
+    api = ui.api(user)
+    path = f"/api/forge/repos/{segment(org)}/{segment(repo)}/pulls/{number}"
+    reply = await api.get(path, diff="true")
+    if not reply.ok:
+        raise GatewayError(reply.detail, reply.status)
+    found = reply.json()
+    full = f"{org}/{repo}"
+    pushes: list[dict[str, Any]] = []
+    if has_route(request.app, "/api/monitor/heads"):
+        got = await api.get("/api/monitor/heads", repo=full, branch=found.get("head", ""))
+        pushes = got.json() if got.ok else []
+    heads = pr_heads(found, pushes)
+    by_sha = await jobs_on(api, full, {h["sha"] for h in heads})
+    forge = ui.ctx.services.find(FORGE)
+    budget = DiffBudget.of(ui.ctx.services.find(FORGE_SETTINGS))
+    base = found.get("base_sha") or ""
+    # The PR's changed kernels get an evidence box even with no job yet (it says so).
+    kernels: dict[str, list[dict[str, Any]]] = {
+        str(k.get("path")): [] for k in (found.get("gate") or {}).get("kernels") or []
+    }
+    for i in reversed(range(len(heads))):  # the newest pushes first: they get the page's diff budget
+        head = heads[i]
+        head["jobs"] = by_sha.get(head["sha"], [])
+        head["evidence"] = kernels | evidence_by_path(head["jobs"])
+        head["diff"], head["diff_note"] = "", ""
+        previous = heads[i - 1]["sha"] if i else None
+        head["from"] = previous
+        if forge is not None and previous and i >= len(heads) - MAX_PUSHES:
+            head["diff"], head["diff_note"] = await push_diff(
+                forge, org, repo, previous, head["sha"], budget, base=base or None
+            )
+        elif not previous:
+            head["diff_note"] = f"the first head: the PR's diff from {base[:10] or 'the base'} is below"
+    actions: list[dict[str, Any]] = []
+    if has_route(request.app, "/api/monitor/actions"):
+        got = await api.get("/api/monitor/actions", target=f"{full}#{number}", limit=20)
+        actions = got.json() if got.ok else []
+    return ui.page(
+        "pr.html",
+        request,
+        user,
+        "prs",
+        pr=found,
+        repo=full,
+        org=org,
+        name=repo,
+        gate=gate_box(found),
+        heads=list(reversed(heads)),
+        head_evidence=kernels | evidence_by_path(by_sha.get(str(found.get("head_sha") or ""), [])),
+        diff_view=diff_view(view),
+        operator_actions=actions,
+        can_act=has_route(request.app, "/api/actions/prs/{org}/{repo}/{number}/review", "POST"),
+        approval_counts=await approval_counts(forge, org, repo, found.get("base") or ""),
+    )
+
+
+@router.get("/pr/{number}", summary="The PR with this number (in the only repo that has it)")
+async def find_pr(ui: UiSvc, request: Request, number: int, user: UiDep) -> Response:
+    reply = await ui.api(user).get(FORGE_PULLS, state="all")
+    pulls = [p for p in (reply.json() if reply.ok else []) if p.get("number") == number]
+    repos = sorted({p["repo"] for p in pulls})
+    if len(repos) == 1:
+        org, name = repos[0].split("/", 1)
+        return RedirectResponse(f"/ui/prs/{segment(org)}/{segment(name)}/{number}", status_code=303)
+    if not repos:
+        raise NotFound(f"no PR #{number} in any repo")
+    return ui.page("pick.html", request, user, "prs", number=number, pulls=pulls)
+
+
+@router.get("/commit/{sha}", summary="A commit, found in the forge's repos")
+async def find_commit(ui: UiSvc, sha: Sha, user: UiDep) -> Response:
+    forge = ui.ctx.services.find(FORGE)
+    if forge is None:
+        raise NotFound("no forge is registered with this gateway")
+    for info in await forge.list_repos():
+        resolved = await _resolve(forge, info.org, info.name, sha)
+        if resolved:
+            return RedirectResponse(
+                f"/ui/commit/{segment(info.org)}/{segment(info.name)}/{resolved}", status_code=303
+            )
+    raise NotFound(f"no commit {sha} in any repo")
+
+
+@router.get("/commit/{org}/{repo}/{sha}", response_class=HTMLResponse, summary="One commit's diff")
+async def commit(
+    ui: UiSvc, request: Request, org: Segment, repo: Segment, sha: Sha, user: UiDep, view: str | None = None
+) -> HTMLResponse:
+    forge = ui.ctx.services.find(FORGE)
+    if forge is None or not hasattr(forge, "get_commit"):
+        raise NotFound("this forge cannot show commits")
+    full_sha = await _resolve(forge, org, repo, sha)
+    if not full_sha:
+        raise NotFound(f"no commit {sha} in {org}/{repo}")
+    info = await forge.get_commit(org, repo, full_sha)
+    parent = info.parents[0] if info.parents else None
+    diff, note = ("", "the repository's first commit")
+    if parent:
         budget = DiffBudget.of(ui.ctx.services.find(FORGE_SETTINGS))
-        base = found.get("base_sha") or ""
-        # The PR's changed kernels get an evidence box even with no job yet (it says so).
-        kernels: dict[str, list[dict[str, Any]]] = {
-            str(k.get("path")): [] for k in (found.get("gate") or {}).get("kernels") or []
-        }
-        for i in reversed(range(len(heads))):  # the newest pushes first: they get the page's diff budget
-            head = heads[i]
-            head["jobs"] = by_sha.get(head["sha"], [])
-            head["evidence"] = kernels | evidence_by_path(head["jobs"])
-            head["diff"], head["diff_note"] = "", ""
-            previous = heads[i - 1]["sha"] if i else None
-            head["from"] = previous
-            if forge is not None and previous and i >= len(heads) - MAX_PUSHES:
-                head["diff"], head["diff_note"] = await push_diff(
-                    forge, org, repo, previous, head["sha"], budget, base=base or None
-                )
-            elif not previous:
-                head["diff_note"] = f"the first head: the PR's diff from {base[:10] or 'the base'} is below"
-        actions: list[dict[str, Any]] = []
-        if has_route(request.app, "/api/monitor/actions"):
-            got = await api.get("/api/monitor/actions", target=f"{full}#{number}", limit=20)
-            actions = got.json() if got.ok else []
-        return ui.page(
-            "pr.html",
-            request,
-            user,
-            "prs",
-            pr=found,
-            repo=full,
-            org=org,
-            name=repo,
-            gate=gate_box(found),
-            heads=list(reversed(heads)),
-            head_evidence=kernels | evidence_by_path(by_sha.get(str(found.get("head_sha") or ""), [])),
-            diff_view=diff_view(view),
-            operator_actions=actions,
-            can_act=has_route(request.app, "/api/actions/prs/{org}/{repo}/{number}/review", "POST"),
-            approval_counts=await approval_counts(forge, org, repo, found.get("base") or ""),
-        )
-
-    @router.get("/pr/{number}", summary="The PR with this number (in the only repo that has it)")
-    async def find_pr(request: Request, number: int, user: UiDep) -> Response:
-        reply = await ui.api(user).get(FORGE_PULLS, state="all")
-        pulls = [p for p in (reply.json() if reply.ok else []) if p.get("number") == number]
-        repos = sorted({p["repo"] for p in pulls})
-        if len(repos) == 1:
-            org, name = repos[0].split("/", 1)
-            return RedirectResponse(f"/ui/prs/{segment(org)}/{segment(name)}/{number}", status_code=303)
-        if not repos:
-            raise NotFound(f"no PR #{number} in any repo")
-        return ui.page("pick.html", request, user, "prs", number=number, pulls=pulls)
-
-    @router.get("/commit/{sha}", summary="A commit, found in the forge's repos")
-    async def find_commit(sha: Sha, user: UiDep) -> Response:
-        forge = ui.ctx.services.find(FORGE)
-        if forge is None:
-            raise NotFound("no forge is registered with this gateway")
-        for info in await forge.list_repos():
-            resolved = await _resolve(forge, info.org, info.name, sha)
-            if resolved:
-                return RedirectResponse(
-                    f"/ui/commit/{segment(info.org)}/{segment(info.name)}/{resolved}", status_code=303
-                )
-        raise NotFound(f"no commit {sha} in any repo")
-
-    @router.get("/commit/{org}/{repo}/{sha}", response_class=HTMLResponse, summary="One commit's diff")
-    async def commit(
-        request: Request, org: Segment, repo: Segment, sha: Sha, user: UiDep, view: str | None = None
-    ) -> HTMLResponse:
-        forge = ui.ctx.services.find(FORGE)
-        if forge is None or not hasattr(forge, "get_commit"):
-            raise NotFound("this forge cannot show commits")
-        full_sha = await _resolve(forge, org, repo, sha)
-        if not full_sha:
-            raise NotFound(f"no commit {sha} in {org}/{repo}")
-        info = await forge.get_commit(org, repo, full_sha)
-        parent = info.parents[0] if info.parents else None
-        diff, note = ("", "the repository's first commit")
-        if parent:
-            budget = DiffBudget.of(ui.ctx.services.find(FORGE_SETTINGS))
-            diff, note = await push_diff(forge, org, repo, parent, full_sha, budget)
-        api = ui.api(user)
-        jobs = (await jobs_on(api, f"{org}/{repo}", {full_sha})).get(full_sha, [])
-        return ui.page(
-            "commit.html",
-            request,
-            user,
-            "prs",
-            repo=f"{org}/{repo}",
-            commit=info,
-            diff=diff,
-            note=note,
-            diff_view=diff_view(view),
-            jobs=sorted((summarise(j) for j in jobs), key=lambda j: -float(j.get("submitted") or 0)),
-            prs=await prs_at_head(api, f"{org}/{repo}", full_sha),
-        )
-
-    return router
+        diff, note = await push_diff(forge, org, repo, parent, full_sha, budget)
+    api = ui.api(user)
+    jobs = (await jobs_on(api, f"{org}/{repo}", {full_sha})).get(full_sha, [])
+    return ui.page(
+        "commit.html",
+        request,
+        user,
+        "prs",
+        repo=f"{org}/{repo}",
+        commit=info,
+        diff=diff,
+        note=note,
+        diff_view=diff_view(view),
+        jobs=sorted((summarise(j) for j in jobs), key=lambda j: -float(j.get("submitted") or 0)),
+        prs=await prs_at_head(api, f"{org}/{repo}", full_sha),
+    )
 
 
 async def _resolve(forge: Any, org: str, repo: str, sha: str) -> str | None:

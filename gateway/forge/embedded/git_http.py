@@ -23,11 +23,12 @@ from fastapi import APIRouter, Request, Response
 from fastapi.responses import StreamingResponse
 
 from gateway.auth import token_from_headers
+from gateway.deps import Ctx
 from gateway.errors import ForgeError, Unauthorized
 from gateway.forge.embedded.forge import EmbeddedForge
-from gateway.forge.settings import ForgeSettings
 from gateway.git.core import git_env
 from gateway.principals import Principal
+from gateway.services import FORGE, FORGE_SETTINGS
 
 log = logging.getLogger("kswarm.forge.git")
 SERVICES = {("GET", "info/refs"), ("POST", "git-upload-pack"), ("POST", "git-receive-pack")}
@@ -142,59 +143,60 @@ async def run_cgi(
     return StreamingResponse(body(), status_code=status, headers=headers)
 
 
-def build_git_router(forge: EmbeddedForge, settings: ForgeSettings | None = None) -> APIRouter:
-    limits = settings or ForgeSettings()
-    router = APIRouter()
+router = APIRouter()
+
+
+@router.api_route("/git/{org}/{repo}/{rest:path}", methods=["GET", "POST"], include_in_schema=False)
+async def git_http(org: str, repo: str, rest: str, request: Request, ctx: Ctx) -> Response:
+    principal = await authenticate(request)
+    forge = ctx.services.get(FORGE)
+    if not isinstance(forge, EmbeddedForge):
+        raise ForgeError("git over HTTP is served by the embedded forge only", 404)
+    limits = ctx.services.get(FORGE_SETTINGS)
     tmp_dir = forge.root / ".tmp"
+    name = repo.removesuffix(".git")
+    if (request.method, rest) not in SERVICES:
+        raise ForgeError("only git smart HTTP is served here", 404)
+    if await forge.store.get_repo(f"{org}/{name}") is None:
+        raise ForgeError(f"no repository {org}/{name}", 404)
+    env = git_env(
+        {
+            "GIT_PROJECT_ROOT": str(forge.root),
+            "GIT_HTTP_EXPORT_ALL": "1",
+            "PATH_INFO": f"/{org}/{name}.git/{rest}",
+            "QUERY_STRING": request.url.query,
+            "REQUEST_METHOD": request.method,
+            "CONTENT_TYPE": request.headers.get("content-type", ""),
+            "REMOTE_USER": principal.name,
+            "REMOTE_ADDR": request.client.host if request.client else "127.0.0.1",
+            "KSWARM_PUSHER_EMAIL": principal.email,
+            "KSWARM_PUSHER_KIND": principal.kind.value,
+        }
+    )
+    # http-backend inflates gzip request bodies itself when told the encoding.
+    for header, var in (
+        ("content-encoding", "HTTP_CONTENT_ENCODING"),
+        ("git-protocol", "HTTP_GIT_PROTOCOL"),
+    ):
+        if header in request.headers:
+            env[var] = request.headers[header]
+    if not (request.method == "POST" and rest == "git-receive-pack"):
+        return await run_cgi(request, env)
 
-    @router.api_route("/git/{org}/{repo}/{rest:path}", methods=["GET", "POST"], include_in_schema=False)
-    async def git_http(org: str, repo: str, rest: str, request: Request) -> Response:
-        principal = await authenticate(request)
-        name = repo.removesuffix(".git")
-        if (request.method, rest) not in SERVICES:
-            raise ForgeError("only git smart HTTP is served here", 404)
-        if await forge.store.get_repo(f"{org}/{name}") is None:
-            raise ForgeError(f"no repository {org}/{name}", 404)
-        env = git_env(
-            {
-                "GIT_PROJECT_ROOT": str(forge.root),
-                "GIT_HTTP_EXPORT_ALL": "1",
-                "PATH_INFO": f"/{org}/{name}.git/{rest}",
-                "QUERY_STRING": request.url.query,
-                "REQUEST_METHOD": request.method,
-                "CONTENT_TYPE": request.headers.get("content-type", ""),
-                "REMOTE_USER": principal.name,
-                "REMOTE_ADDR": request.client.host if request.client else "127.0.0.1",
-                "KSWARM_PUSHER_EMAIL": principal.email,
-                "KSWARM_PUSHER_KIND": principal.kind.value,
-            }
-        )
-        # http-backend inflates gzip request bodies itself when told the encoding.
-        for header, var in (
-            ("content-encoding", "HTTP_CONTENT_ENCODING"),
-            ("git-protocol", "HTTP_GIT_PROTOCOL"),
-        ):
-            if header in request.headers:
-                env[var] = request.headers[header]
-        if not (request.method == "POST" and rest == "git-receive-pack"):
-            return await run_cgi(request, env)
+    tmp_dir.mkdir(parents=True, exist_ok=True)
+    push_log = tmp_dir / f"push-{uuid.uuid4().hex}.log"
+    env["KSWARM_PUSH_LOG"] = str(push_log)
+    env["KSWARM_PROTECTED"] = ",".join(await forge.protected_branches(org, name))
+    env.update(limits.push_env(principal.kind.value))  # the push limits (docs/forge.md)
 
-        tmp_dir.mkdir(parents=True, exist_ok=True)
-        push_log = tmp_dir / f"push-{uuid.uuid4().hex}.log"
-        env["KSWARM_PUSH_LOG"] = str(push_log)
-        env["KSWARM_PROTECTED"] = ",".join(await forge.protected_branches(org, name))
-        env.update(limits.push_env(principal.kind.value))  # the push limits (docs/forge.md)
+    async def after_push(rc: int) -> None:
+        try:
+            lines = push_log.read_text().splitlines() if push_log.exists() else []
+        finally:
+            with contextlib.suppress(OSError):
+                os.unlink(push_log)
+        updates = [tuple(line.split(" ", 2)) for line in lines if line.count(" ") >= 2]
+        if updates:
+            await forge.on_push(org, name, principal.name, updates)  # type: ignore[arg-type]
 
-        async def after_push(rc: int) -> None:
-            try:
-                lines = push_log.read_text().splitlines() if push_log.exists() else []
-            finally:
-                with contextlib.suppress(OSError):
-                    os.unlink(push_log)
-            updates = [tuple(line.split(" ", 2)) for line in lines if line.count(" ") >= 2]
-            if updates:
-                await forge.on_push(org, name, principal.name, updates)  # type: ignore[arg-type]
-
-        return await run_cgi(request, env, after_push)
-
-    return router
+    return await run_cgi(request, env, after_push)

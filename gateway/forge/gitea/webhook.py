@@ -27,7 +27,7 @@ from gateway.forge import keys
 from gateway.forge.event_feed import emit_event
 from gateway.forge.protocol import Forge
 from gateway.redis_facade import StrRedis
-from gateway.services import FORGE
+from gateway.services import FORGE, FORGE_SETTINGS
 
 log = logging.getLogger("kswarm.forge.webhook")
 HOOK_PATH = "/api/forge/gitea/hook"
@@ -113,11 +113,12 @@ async def receive(redis: StrRedis, forge: Forge, master: str, request: Request) 
     return {"accepted": True, "event": event, "queued": True, "org": org}
 
 
-def build_webhook_router(master: str) -> APIRouter:
-    r = APIRouter(tags=["forge"])
+router = APIRouter(tags=["forge"])  # included only when a webhook secret is configured
 
-    @r.post(HOOK_PATH, summary="Gitea webhook receiver (HMAC-signed; Gitea mode only)")
-    async def hook(request: Request, ctx: Ctx) -> dict[str, Any]:
-        return await receive(ctx.redis, ctx.services.get(FORGE), master, request)
 
-    return r
+@router.post(HOOK_PATH, summary="Gitea webhook receiver (HMAC-signed; Gitea mode only)")
+async def hook(request: Request, ctx: Ctx) -> dict[str, Any]:
+    master = ctx.services.get(FORGE_SETTINGS).webhook_secret()
+    if master is None:  # the secret's file was emptied since the gateway started: nothing verifies
+        raise ForgeError("no webhook secret is configured", 404)
+    return await receive(ctx.redis, ctx.services.get(FORGE), master, request)

@@ -16,8 +16,10 @@ from fastapi import Depends, Request
 from gateway.auth import current_principal
 from gateway.deps import ctx_of
 from gateway.errors import ForgeError
+from gateway.forge.embedded.forge import EmbeddedForge
 from gateway.forge.gitea_api.params import check_gitea_params
 from gateway.principals import Principal, PrincipalKind
+from gateway.services import FORGE
 
 
 async def acting(request: Request) -> Principal:
@@ -65,3 +67,14 @@ def basic_credentials(request: Request) -> tuple[str, str]:
 
 
 Basic = Annotated[tuple[str, str], Depends(basic_credentials)]
+
+
+async def embedded_forge(request: Request) -> EmbeddedForge:
+    """The embedded forge (the only one that serves this Gitea-compatible API)."""
+    forge = ctx_of(request).services.get(FORGE)
+    if not isinstance(forge, EmbeddedForge):
+        raise ForgeError("the Gitea API is served by the embedded forge only", 404)
+    return forge
+
+
+Embedded = Annotated[EmbeddedForge, Depends(embedded_forge)]
