@@ -1,5 +1,5 @@
 """Every ``kswarm`` command that README.md and docs/*.md show is one the real CLI parses: its command
-path exists in ``orchestrator.cli.main.build_app()``, every option it names is that command's, and a
+path exists in ``orchestrator.cli.main.app``, every option it names is that command's, and a
 command in a code block has its required arguments and the values of its options. Nothing is run:
 the docs are checked against the parser itself, so a renamed command or a dropped option fails here.
 
@@ -19,7 +19,7 @@ from typing import Any
 import pytest
 from typer.main import get_command
 
-from orchestrator.cli.main import build_app
+from orchestrator.cli.main import app
 
 REPO = Path(__file__).resolve().parent.parent
 DOCS = [REPO / "README.md", *sorted((REPO / "docs").glob("*.md"))]
@@ -212,7 +212,7 @@ def problems_of(doc: DocCommand, root: Any) -> list[str]:
 
 @pytest.fixture(scope="module")
 def cli() -> Any:
-    return get_command(build_app())
+    return get_command(app)
 
 
 def test_the_docs_show_many_commands_from_readme_and_docs() -> None:

@@ -16,7 +16,7 @@ from orchestrator.cli.agent_table import liveness_rows, print_agent_table
 from orchestrator.cli.commands import HomeOpt, JsonOpt, command, connect
 from orchestrator.cli.output import console, fail, print_json, safe
 from orchestrator.cli.swarm import Name, load_ctx
-from orchestrator.cli.timeline import register_agent_timeline
+from orchestrator.cli.timeline import timeline
 from orchestrator.supervisor import memory as mem
 from orchestrator.supervisor.operations import SupervisorLock, quarantine, release, request_restart
 from orchestrator.swarm_dir.provision import SwarmLayout
@@ -31,182 +31,182 @@ def supervised(layout: SwarmLayout) -> bool:
     return SupervisorLock(layout).held_elsewhere()
 
 
-def register(app: typer.Typer) -> typer.Typer:
-    """Add ``kswarm agent`` with every agent command; returns the group."""
-    agent_app = typer.Typer(
-        help="Agents: add, list, and (with a swarm) restart, memory, quarantine.", no_args_is_help=True
+app = typer.Typer(
+    help="Agents: add, list, and (with a swarm) restart, memory, quarantine.", no_args_is_help=True
+)
+memory_app = typer.Typer(
+    help="Inspect, snapshot, roll back or reset an agent's memory.", no_args_is_help=True
+)
+app.add_typer(memory_app, name="memory")
+
+
+# Principals at the gateway.
+@command(app, "add")
+def add(
+    name: Annotated[str, typer.Argument(help="Agent name (a-z, 0-9, '-').")],
+    kind: Annotated[Kind, typer.Option("--kind", help="agent, operator, worker or gate.")] = "agent",
+    home: HomeOpt = None,
+    as_json: Annotated[bool, typer.Option("--json", help="Print the principal and token as JSON.")] = False,
+) -> None:
+    """Create a principal and print its token (shown once)."""
+    with connect(home) as gateway:
+        created = gateway.request("POST", "/api/principals", json={"name": name, "kind": kind})
+    if as_json:
+        print_json(created)
+        return
+    console.print(
+        f"created {safe(created['kind'])} [bold]{safe(created['name'])}[/bold] <{safe(created['email'])}>"
     )
-    app.add_typer(agent_app, name="agent")
-    register_principal_verbs(agent_app)
-    register_swarm_verbs(agent_app)
-    register_agent_timeline(agent_app)  # its own module: the timeline's paging and following
-    return agent_app
+    console.print("token (shown once):")
+    print(created["token"])
 
 
-def register_principal_verbs(agent_app: typer.Typer) -> None:
-    @command(agent_app, "add")
-    def add(
-        name: Annotated[str, typer.Argument(help="Agent name (a-z, 0-9, '-').")],
-        kind: Annotated[Kind, typer.Option("--kind", help="agent, operator, worker or gate.")] = "agent",
-        home: HomeOpt = None,
-        as_json: Annotated[
-            bool, typer.Option("--json", help="Print the principal and token as JSON.")
-        ] = False,
-    ) -> None:
-        """Create a principal and print its token (shown once)."""
-        with connect(home) as gateway:
-            created = gateway.request("POST", "/api/principals", json={"name": name, "kind": kind})
-        if as_json:
-            print_json(created)
-            return
-        console.print(
-            f"created {safe(created['kind'])} [bold]{safe(created['name'])}[/bold] <{safe(created['email'])}>"
+@command(app, "list")
+def list_agents(home: HomeOpt = None, as_json: JsonOpt = False) -> None:
+    """Every agent with its state as the gateway computes it (running, idle, starting, stalled,
+    crash-looping, quarantined, stopped), uptime, restarts, heartbeat, tokens, cost and what it
+    does: the table and JSON rows of `kswarm ps`."""
+    with connect(home) as gateway:
+        rows = liveness_rows(gateway)
+    if as_json:
+        print_json(rows, indent=1)
+        return
+    print_agent_table(rows)
+
+
+# The commands that act on a running swarm's agents: on its files where the home's swarm.json is here,
+# else through the gateway's /api/swarm (``agent_remote``).
+@command(app, "restart")
+def restart(
+    name: Name,
+    wait: Annotated[float, typer.Option(help="Seconds to wait for it.")] = 30,
+    home: HomeOpt = None,
+    as_json: JsonOpt = False,
+) -> None:
+    """Restart an agent (the orchestrator stops and starts it; not counted as a crash)."""
+    ref = agent_remote.restart(home, name, wait) if not agent_remote.shares_home(home) else None
+    if ref is None:
+        ref = restart_here(home, name, wait)
+    said(as_json, {"agent": name, "ref": ref, "message": f"restarted {name} ({ref})"})
+
+
+@command(app, "quarantine")
+def quarantine_cmd(name: Name, home: HomeOpt = None, as_json: JsonOpt = False) -> None:
+    """Stop an agent and revoke its token; its files and volumes stay for inspection."""
+    if not agent_remote.shares_home(home):
+        return said(as_json, {"agent": name, "message": agent_remote.quarantine(home, name)})
+    ctx = load_ctx(home)
+    ctx.agent(name)
+    held = f"{name} is stopped and held, but its token could not be revoked"
+    try:
+        gateway = connect(ctx.home)
+    except GatewayCallError as exc:  # no gateway: the agent is stopped all the same, that is the point
+        quarantine(ctx.layout, ctx.runtime, None, name)
+        fail(f"{held}: {exc.line()}", exc.exit_code)
+    try:
+        with gateway:
+            revoked = quarantine(ctx.layout, ctx.runtime, gateway, name)
+    except GatewayCallError as exc:
+        fail(f"{held}: {exc.line()}", exc.exit_code)
+    message = f"quarantined {name}: stopped, {revoked} token(s) revoked, files kept"
+    said(as_json, {"agent": name, "revoked": revoked, "message": message})
+
+
+@command(app, "release")
+def release_cmd(name: Name, home: HomeOpt = None, as_json: JsonOpt = False) -> None:
+    """End a quarantine: the orchestrator gives the agent a fresh token and starts it."""
+    if not agent_remote.shares_home(home):
+        return said(as_json, {"agent": name, "message": agent_remote.release(home, name)})
+    ctx = load_ctx(home)
+    ctx.agent(name)
+    with connect(ctx.home) as gateway:
+        release(ctx.layout, gateway, name)
+    said(as_json, {"agent": name, "message": f"released {name}"})
+
+
+# `agent timeline` lives in a module of its own: the timeline's paging and following.
+command(app, "timeline")(timeline)
+
+
+@command(memory_app, "show")
+def memory_show(name: Name, home: HomeOpt = None, as_json: JsonOpt = False) -> None:
+    """Print MEMORY.md, the memory files and the snapshots."""
+    view = agent_remote.memory_show(home, name) if not agent_remote.shares_home(home) else None
+    if view is None:
+        ctx = load_ctx(home)
+        ctx.agent(name)  # an unknown agent is not found (exit 4), not an unreadable memory
+        try:
+            here = mem.show(ctx.layout, name)
+        except mem.MemoryOpError as exc:
+            fail(str(exc))
+        view = MemorySummary(memory_md=here.memory_md, files=here.files, snapshots=here.snapshots)
+    if as_json:
+        print_json({"agent": name, **view.model_dump(exclude={"error"})})
+        return
+    print_memory(view)
+
+
+@command(memory_app, "snapshot")
+def memory_snapshot(
+    name: Name,
+    label: Annotated[str, typer.Option(help="Suffix for the id.")] = "",
+    home: HomeOpt = None,
+    as_json: JsonOpt = False,
+) -> None:
+    """Save a snapshot of the agent's memory."""
+    if not agent_remote.shares_home(home):
+        snap = agent_remote.memory_snapshot(home, name, label)
+    else:
+        ctx = load_ctx(home)
+        ctx.agent(name)
+        try:
+            snap = mem.snapshot(ctx.layout, name, label)
+        except mem.MemoryOpError as exc:
+            fail(str(exc))
+    said(as_json, {"agent": name, "snapshot": snap, "message": snap})
+
+
+@command(memory_app, "rollback")
+def memory_rollback(
+    name: Name,
+    to: Annotated[str | None, typer.Option(help="Snapshot id; default the latest.")] = None,
+    restart: RestartOpt = True,
+    home: HomeOpt = None,
+    as_json: JsonOpt = False,
+) -> None:
+    """Restore a snapshot (the current memory is snapshotted first)."""
+    if not agent_remote.shares_home(home):
+        return said(
+            as_json, {"agent": name, "message": agent_remote.memory_rollback(home, name, to, restart)}
         )
-        console.print("token (shown once):")
-        print(created["token"])
-
-    @command(agent_app, "list")
-    def list_agents(home: HomeOpt = None, as_json: JsonOpt = False) -> None:
-        """Every agent with its state as the gateway computes it (running, idle, starting, stalled,
-        crash-looping, quarantined, stopped), uptime, restarts, heartbeat, tokens, cost and what it
-        does: the table and JSON rows of `kswarm ps`."""
-        with connect(home) as gateway:
-            rows = liveness_rows(gateway)
-        if as_json:
-            print_json(rows, indent=1)
-            return
-        print_agent_table(rows)
+    ctx = load_ctx(home)
+    ctx.agent(name)
+    try:
+        restored = mem.rollback(ctx.layout, name, to)
+    except mem.MemoryOpError as exc:
+        fail(str(exc))
+    if restart and supervised(ctx.layout):
+        request_restart(ctx.layout, name)
+    message = f"{name}: memory rolled back to {restored}"
+    said(as_json, {"agent": name, "snapshot": restored, "message": message})
 
 
-def register_swarm_verbs(agent_app: typer.Typer) -> None:
-    """The commands that act on a running swarm's agents: on its files where the home's swarm.json is
-    here, else through the gateway's /api/swarm (``agent_remote``)."""
-    memory_app = typer.Typer(
-        help="Inspect, snapshot, roll back or reset an agent's memory.", no_args_is_help=True
-    )
-    agent_app.add_typer(memory_app, name="memory")
-
-    @command(agent_app, "restart")
-    def restart(
-        name: Name,
-        wait: Annotated[float, typer.Option(help="Seconds to wait for it.")] = 30,
-        home: HomeOpt = None,
-        as_json: JsonOpt = False,
-    ) -> None:
-        """Restart an agent (the orchestrator stops and starts it; not counted as a crash)."""
-        ref = agent_remote.restart(home, name, wait) if not agent_remote.shares_home(home) else None
-        if ref is None:
-            ref = restart_here(home, name, wait)
-        said(as_json, {"agent": name, "ref": ref, "message": f"restarted {name} ({ref})"})
-
-    @command(agent_app, "quarantine")
-    def quarantine_cmd(name: Name, home: HomeOpt = None, as_json: JsonOpt = False) -> None:
-        """Stop an agent and revoke its token; its files and volumes stay for inspection."""
-        if not agent_remote.shares_home(home):
-            return said(as_json, {"agent": name, "message": agent_remote.quarantine(home, name)})
-        ctx = load_ctx(home)
-        ctx.agent(name)
-        held = f"{name} is stopped and held, but its token could not be revoked"
-        try:
-            gateway = connect(ctx.home)
-        except GatewayCallError as exc:  # no gateway: the agent is stopped all the same, that is the point
-            quarantine(ctx.layout, ctx.runtime, None, name)
-            fail(f"{held}: {exc.line()}", exc.exit_code)
-        try:
-            with gateway:
-                revoked = quarantine(ctx.layout, ctx.runtime, gateway, name)
-        except GatewayCallError as exc:
-            fail(f"{held}: {exc.line()}", exc.exit_code)
-        message = f"quarantined {name}: stopped, {revoked} token(s) revoked, files kept"
-        said(as_json, {"agent": name, "revoked": revoked, "message": message})
-
-    @command(agent_app, "release")
-    def release_cmd(name: Name, home: HomeOpt = None, as_json: JsonOpt = False) -> None:
-        """End a quarantine: the orchestrator gives the agent a fresh token and starts it."""
-        if not agent_remote.shares_home(home):
-            return said(as_json, {"agent": name, "message": agent_remote.release(home, name)})
-        ctx = load_ctx(home)
-        ctx.agent(name)
-        with connect(ctx.home) as gateway:
-            release(ctx.layout, gateway, name)
-        said(as_json, {"agent": name, "message": f"released {name}"})
-
-    @command(memory_app, "show")
-    def memory_show(name: Name, home: HomeOpt = None, as_json: JsonOpt = False) -> None:
-        """Print MEMORY.md, the memory files and the snapshots."""
-        view = agent_remote.memory_show(home, name) if not agent_remote.shares_home(home) else None
-        if view is None:
-            ctx = load_ctx(home)
-            ctx.agent(name)  # an unknown agent is not found (exit 4), not an unreadable memory
-            try:
-                here = mem.show(ctx.layout, name)
-            except mem.MemoryOpError as exc:
-                fail(str(exc))
-            view = MemorySummary(memory_md=here.memory_md, files=here.files, snapshots=here.snapshots)
-        if as_json:
-            print_json({"agent": name, **view.model_dump(exclude={"error"})})
-            return
-        print_memory(view)
-
-    @command(memory_app, "snapshot")
-    def memory_snapshot(
-        name: Name,
-        label: Annotated[str, typer.Option(help="Suffix for the id.")] = "",
-        home: HomeOpt = None,
-        as_json: JsonOpt = False,
-    ) -> None:
-        """Save a snapshot of the agent's memory."""
-        if not agent_remote.shares_home(home):
-            snap = agent_remote.memory_snapshot(home, name, label)
-        else:
-            ctx = load_ctx(home)
-            ctx.agent(name)
-            try:
-                snap = mem.snapshot(ctx.layout, name, label)
-            except mem.MemoryOpError as exc:
-                fail(str(exc))
-        said(as_json, {"agent": name, "snapshot": snap, "message": snap})
-
-    @command(memory_app, "rollback")
-    def memory_rollback(
-        name: Name,
-        to: Annotated[str | None, typer.Option(help="Snapshot id; default the latest.")] = None,
-        restart: RestartOpt = True,
-        home: HomeOpt = None,
-        as_json: JsonOpt = False,
-    ) -> None:
-        """Restore a snapshot (the current memory is snapshotted first)."""
-        if not agent_remote.shares_home(home):
-            return said(
-                as_json, {"agent": name, "message": agent_remote.memory_rollback(home, name, to, restart)}
-            )
-        ctx = load_ctx(home)
-        ctx.agent(name)
-        try:
-            restored = mem.rollback(ctx.layout, name, to)
-        except mem.MemoryOpError as exc:
-            fail(str(exc))
-        if restart and supervised(ctx.layout):
-            request_restart(ctx.layout, name)
-        message = f"{name}: memory rolled back to {restored}"
-        said(as_json, {"agent": name, "snapshot": restored, "message": message})
-
-    @command(memory_app, "reset")
-    def memory_reset(
-        name: Name, restart: RestartOpt = True, home: HomeOpt = None, as_json: JsonOpt = False
-    ) -> None:
-        """Empty the memory down to the identity banner (snapshotted first)."""
-        if not agent_remote.shares_home(home):
-            return said(as_json, {"agent": name, "message": agent_remote.memory_reset(home, name, restart)})
-        ctx = load_ctx(home)
-        try:
-            snap = mem.reset(ctx.layout, ctx.agent(name), ctx.info.swarm)
-        except mem.MemoryOpError as exc:
-            fail(str(exc))
-        if restart and supervised(ctx.layout):
-            request_restart(ctx.layout, name)
-        message = f"{name}: memory reset (previous memory saved as snapshot {snap})"
-        said(as_json, {"agent": name, "snapshot": snap, "message": message})
+@command(memory_app, "reset")
+def memory_reset(
+    name: Name, restart: RestartOpt = True, home: HomeOpt = None, as_json: JsonOpt = False
+) -> None:
+    """Empty the memory down to the identity banner (snapshotted first)."""
+    if not agent_remote.shares_home(home):
+        return said(as_json, {"agent": name, "message": agent_remote.memory_reset(home, name, restart)})
+    ctx = load_ctx(home)
+    try:
+        snap = mem.reset(ctx.layout, ctx.agent(name), ctx.info.swarm)
+    except mem.MemoryOpError as exc:
+        fail(str(exc))
+    if restart and supervised(ctx.layout):
+        request_restart(ctx.layout, name)
+    message = f"{name}: memory reset (previous memory saved as snapshot {snap})"
+    said(as_json, {"agent": name, "snapshot": snap, "message": message})
 
 
 def restart_here(home: Path | None, name: str, wait: float) -> str:

@@ -1,7 +1,7 @@
 """``kswarm attention``: everything that needs a human now, newest first (the UI's Attention, on top of
 its landing page, the Overview).
 
-Registered on the main CLI with ``attention.register(app)``; reads ``GET /api/attention`` (operators
+``attention`` is the command (``main`` names it); it reads ``GET /api/attention`` (operators
 only, served by the gateway's monitor plugin) through ``commands.connect`` like every command.
 """
 
@@ -9,10 +9,9 @@ from __future__ import annotations
 
 from typing import Any
 
-import typer
 from rich.table import Table
 
-from orchestrator.cli.commands import HomeOpt, JsonOpt, command, connect
+from orchestrator.cli.commands import HomeOpt, JsonOpt, connect
 from orchestrator.cli.output import console, print_json, safe, since
 
 SEVERITY_STYLE = {"critical": "red", "warning": "yellow", "info": "cyan"}
@@ -40,13 +39,11 @@ def print_report(report: dict[str, Any]) -> None:
         console.print(f"[dim]not checked: {safe(name)}: {safe(why)}[/dim]", highlight=False)
 
 
-def register(app: typer.Typer) -> None:
-    @command(app, "attention")
-    def attention(home: HomeOpt = None, as_json: JsonOpt = False) -> None:
-        """What needs a human now: stalled agents, blocked PRs, failed jobs, budgets, claims, ..."""
-        with connect(home) as gateway:
-            report = gateway.get("/api/attention")
-        if as_json:
-            print_json(report)
-            return
-        print_report(report)
+def attention(home: HomeOpt = None, as_json: JsonOpt = False) -> None:
+    """What needs a human now: stalled agents, blocked PRs, failed jobs, budgets, claims, ..."""
+    with connect(home) as gateway:
+        report = gateway.get("/api/attention")
+    if as_json:
+        print_json(report)
+        return
+    print_report(report)

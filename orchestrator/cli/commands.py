@@ -1,8 +1,9 @@
 """What every noun module builds its commands from.
 
-- ``command(app, name)`` declares a command. It is the one CLI handler of the client's errors: a
-  ``GatewayCallError`` raised anywhere in the command ends it with the error's one line and its class's
-  exit code (``docs/cli.md``). Commands never catch them to print a table anyway.
+- ``command(app, name)`` declares a command (a group's, in its noun's module; a top-level verb's, in
+  ``main``). It is the one CLI handler of the client's errors: a ``GatewayCallError`` raised anywhere in
+  the command ends it with the error's one line and its class's exit code (``docs/cli.md``). Commands
+  never catch them to print a table anyway.
 - ``connect(home)`` is the one way a command reaches the gateway (``gateway.client.find_gateway``:
   ``--home``/``KSWARM_HOME``, ``KSWARM_URL``/``KSWARM_TOKEN``).
 - ``HomeOpt`` and ``JsonOpt`` are the options every command that reaches the gateway (or lists

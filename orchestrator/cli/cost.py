@@ -1,6 +1,6 @@
 """``kswarm cost``: what the swarm's LLM usage cost, per agent and task, and what one kernel cost.
 
-Registered on the main CLI with ``register(app)``; it reads the gateway through its client only:
+``cost`` is the command (``main`` names it); it reads the gateway through its client only:
 
 - ``GET /api/monitor/cost`` (operators): the monitor's ledger, each model call the LLM proxy booked
   attributed to the tasks its agent held a claim on; ``--agent``/``--task`` keep those lines;
@@ -22,7 +22,7 @@ import typer
 from rich.table import Table
 
 from gateway.client import BadInput, GatewayClient, Missing
-from orchestrator.cli.commands import HomeOpt, JsonOpt, command, connect
+from orchestrator.cli.commands import HomeOpt, JsonOpt, connect
 from orchestrator.cli.output import console, print_json, safe
 
 UNATTRIBUTED = "-"
@@ -169,31 +169,29 @@ def print_kernel(answer: dict[str, Any]) -> None:
     print_prices(answer)
 
 
-def register(app: typer.Typer) -> None:
-    @command(app, "cost")
-    def cost(
-        agent: Annotated[str | None, typer.Option("--agent", "-a", help="Only this agent.")] = None,
-        task: Annotated[str | None, typer.Option("--task", "-t", help="Only this task ('-': none).")] = None,
-        kernel: Annotated[
-            str | None, typer.Option("--kernel", "-k", help="What this kernel file (repo path) cost.")
-        ] = None,
-        pr: Annotated[int | None, typer.Option("--pr", help="What the kernel of this PR cost.")] = None,
-        home: HomeOpt = None,
-        as_json: JsonOpt = False,
-    ) -> None:
-        """What the LLM usage cost: per task and agent, or one kernel's (--kernel PATH or --pr N)."""
-        if kernel is not None and pr is not None:
-            raise BadInput(0, "give --kernel or --pr, not both")
-        if pr is not None and pr < 1:
-            raise BadInput(0, f"--pr is a PR number (1 or more), not {pr}")
-        with connect(home) as gateway:
-            if kernel is not None or pr is not None:
-                answer = kernel_answer(gateway, kernel, pr, agent, task)
-            else:
-                answer = ledger_answer(gateway.get("/api/monitor/cost"), agent, task)
-        if as_json:
-            print_json(answer, indent=1)
-        elif "records" in answer:
-            print_kernel(answer)
+def cost(
+    agent: Annotated[str | None, typer.Option("--agent", "-a", help="Only this agent.")] = None,
+    task: Annotated[str | None, typer.Option("--task", "-t", help="Only this task ('-': none).")] = None,
+    kernel: Annotated[
+        str | None, typer.Option("--kernel", "-k", help="What this kernel file (repo path) cost.")
+    ] = None,
+    pr: Annotated[int | None, typer.Option("--pr", help="What the kernel of this PR cost.")] = None,
+    home: HomeOpt = None,
+    as_json: JsonOpt = False,
+) -> None:
+    """What the LLM usage cost: per task and agent, or one kernel's (--kernel PATH or --pr N)."""
+    if kernel is not None and pr is not None:
+        raise BadInput(0, "give --kernel or --pr, not both")
+    if pr is not None and pr < 1:
+        raise BadInput(0, f"--pr is a PR number (1 or more), not {pr}")
+    with connect(home) as gateway:
+        if kernel is not None or pr is not None:
+            answer = kernel_answer(gateway, kernel, pr, agent, task)
         else:
-            print_ledger(answer)
+            answer = ledger_answer(gateway.get("/api/monitor/cost"), agent, task)
+    if as_json:
+        print_json(answer, indent=1)
+    elif "records" in answer:
+        print_kernel(answer)
+    else:
+        print_ledger(answer)

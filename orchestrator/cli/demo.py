@@ -1,4 +1,4 @@
-"""``kswarm demo``: registered on the main CLI with ``register(app)``.
+"""``kswarm demo``: the command is ``demo`` (``main`` names it).
 
 A fresh home (default ``~/.kswarm-demo``; a previous demo's is wiped, anything else is refused), the
 demo swarm (or ``--spec``), then ``DemoLauncher`` runs the flow with live progress and stops everything
@@ -21,7 +21,6 @@ import uvloop
 from rich.console import Console
 
 from gateway.client import GatewayCallError
-from orchestrator.cli.commands import command
 from orchestrator.cli.output import PipeAwareConsole
 from orchestrator.demo.spec import (
     DEFAULT_MODEL_ID,
@@ -177,64 +176,62 @@ def run_demo(
     return code
 
 
-def register(app: typer.Typer) -> None:
-    @command(app, "demo")
-    def demo(
-        keep: Annotated[
-            bool, typer.Option("--keep", help="Leave everything running afterwards (Ctrl-C stops).")
-        ] = False,
-        model: Annotated[
-            Model, typer.Option("--model", help="scripted (offline demo policy) or anthropic.")
-        ] = "scripted",
-        backend: Annotated[
-            Backend, typer.Option("--backend", help="Agent runtime: process or docker.")
-        ] = "process",
-        agents: Annotated[
-            int, typer.Option("--agents", help="How many agents (at least 4; from 5 on, one is a red team).")
-        ] = 5,
-        home: Annotated[
-            Path, typer.Option("--home", help="The demo's data dir (wiped at start).")
-        ] = DEFAULT_HOME,
-        port: Annotated[
-            int | None, typer.Option("--port", help="Gateway port (default 8765, else a free one).")
-        ] = None,
-        spec: Annotated[
-            Path | None, typer.Option("--spec", help="A swarm.yaml with lead/developer/reviewer roles.")
-        ] = None,
-        tasks: Annotated[str, typer.Option("--tasks", help="Comma-separated catalogue tasks.")] = ",".join(
-            DEFAULT_TASKS
+def demo(
+    keep: Annotated[
+        bool, typer.Option("--keep", help="Leave everything running afterwards (Ctrl-C stops).")
+    ] = False,
+    model: Annotated[
+        Model, typer.Option("--model", help="scripted (offline demo policy) or anthropic.")
+    ] = "scripted",
+    backend: Annotated[
+        Backend, typer.Option("--backend", help="Agent runtime: process or docker.")
+    ] = "process",
+    agents: Annotated[
+        int, typer.Option("--agents", help="How many agents (at least 4; from 5 on, one is a red team).")
+    ] = 5,
+    home: Annotated[
+        Path, typer.Option("--home", help="The demo's data dir (wiped at start).")
+    ] = DEFAULT_HOME,
+    port: Annotated[
+        int | None, typer.Option("--port", help="Gateway port (default 8765, else a free one).")
+    ] = None,
+    spec: Annotated[
+        Path | None, typer.Option("--spec", help="A swarm.yaml with lead/developer/reviewer roles.")
+    ] = None,
+    tasks: Annotated[str, typer.Option("--tasks", help="Comma-separated catalogue tasks.")] = ",".join(
+        DEFAULT_TASKS
+    ),
+    timeout: Annotated[float | None, typer.Option("--timeout", help="Seconds before giving up.")] = None,
+    model_id: Annotated[
+        str, typer.Option("--model-id", help="Model for --model anthropic.")
+    ] = DEFAULT_MODEL_ID,
+    llm_url: Annotated[
+        str | None,
+        typer.Option(
+            "--llm-url",
+            envvar="KSWARM_LLM_URL",
+            help="Anthropic-compatible server for --model anthropic (vLLM, LiteLLM, Ollama, llama.cpp).",
         ),
-        timeout: Annotated[float | None, typer.Option("--timeout", help="Seconds before giving up.")] = None,
-        model_id: Annotated[
-            str, typer.Option("--model-id", help="Model for --model anthropic.")
-        ] = DEFAULT_MODEL_ID,
-        llm_url: Annotated[
-            str | None,
-            typer.Option(
-                "--llm-url",
-                envvar="KSWARM_LLM_URL",
-                help="Anthropic-compatible server for --model anthropic (vLLM, LiteLLM, Ollama, llama.cpp).",
-            ),
-        ] = None,
-    ) -> None:
-        """The whole swarm end to end: tasks, kernels, jobs, reviews, the gate, the dataset."""
-        console = PipeAwareConsole()
-        try:
-            code = run_demo(
-                keep=keep,
-                model=model,
-                backend=backend,
-                agents=agents,
-                home=home.expanduser().resolve(),
-                port=port,
-                spec_file=spec,
-                tasks=tuple(t.strip() for t in tasks.split(",") if t.strip()),
-                timeout_s=timeout,
-                model_id=model_id,
-                console=console,
-                llm_url=llm_url,
-            )
-        except (DemoSpecError, HomeError) as exc:
-            PipeAwareConsole(stderr=True).print(f"[red]error:[/red] {exc}")
-            raise typer.Exit(1) from exc
-        raise typer.Exit(code)
+    ] = None,
+) -> None:
+    """The whole swarm end to end: tasks, kernels, jobs, reviews, the gate, the dataset."""
+    console = PipeAwareConsole()
+    try:
+        code = run_demo(
+            keep=keep,
+            model=model,
+            backend=backend,
+            agents=agents,
+            home=home.expanduser().resolve(),
+            port=port,
+            spec_file=spec,
+            tasks=tuple(t.strip() for t in tasks.split(",") if t.strip()),
+            timeout_s=timeout,
+            model_id=model_id,
+            console=console,
+            llm_url=llm_url,
+        )
+    except (DemoSpecError, HomeError) as exc:
+        PipeAwareConsole(stderr=True).print(f"[red]error:[/red] {exc}")
+        raise typer.Exit(1) from exc
+    raise typer.Exit(code)

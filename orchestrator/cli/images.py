@@ -193,41 +193,40 @@ def build_all(
     return built
 
 
-def register(app: typer.Typer) -> None:
-    images = typer.Typer(help="The Docker images kswarm runs (compose.yaml, the docker backend).")
-    app.add_typer(images, name="images")
+app = typer.Typer(help="The Docker images kswarm runs (compose.yaml, the docker backend).")
 
-    @command(images, "build")
-    def build(
-        only: Annotated[
-            list[str] | None,
-            typer.Option("--only", help=f"Build only these ({', '.join(IMAGE_NAMES)}); repeatable."),
-        ] = None,
-        prefix: Annotated[str, typer.Option("--prefix", help="Repository prefix of the tags.")] = "kswarm",
-        tag: Annotated[str, typer.Option("--tag", help="Tag of every image.")] = "latest",
-        wheels: Annotated[
-            list[Path] | None,
-            typer.Option("--wheels", help="A dir of wheels (torch) to build from instead of a download."),
-        ] = None,
-        quiet: Annotated[bool, typer.Option("--quiet", "-q", help="Print only what was built.")] = False,
-        as_json: Annotated[bool, typer.Option("--json", help="Print the built tags as JSON.")] = False,
-    ) -> None:
-        """Build every image from this checkout (the base is pulled, or debootstrapped where no
-        registry serves it). Needs a Docker daemon (DOCKER_HOST) and the package registries."""
-        from orchestrator.runtime.docker import DockerSetupError
 
-        names = only or IMAGE_NAMES
-        unknown = sorted(set(names) - set(IMAGE_NAMES))
-        if unknown:
-            fail(f"unknown image {', '.join(unknown)}: choose from {', '.join(IMAGE_NAMES)}", 2)
-        try:
-            built = build_all(names, prefix, tag, wheels, quiet or as_json, as_json=as_json)
-        except DockerSetupError as exc:
-            fail(str(exc), 3)
-        except ImageBuildError as exc:
-            fail(str(exc), 1)
-        if as_json:
-            print_json({"built": built})
-            return
-        for full in built:
-            console.print(f"built {full}", highlight=False)
+@command(app, "build")
+def build(
+    only: Annotated[
+        list[str] | None,
+        typer.Option("--only", help=f"Build only these ({', '.join(IMAGE_NAMES)}); repeatable."),
+    ] = None,
+    prefix: Annotated[str, typer.Option("--prefix", help="Repository prefix of the tags.")] = "kswarm",
+    tag: Annotated[str, typer.Option("--tag", help="Tag of every image.")] = "latest",
+    wheels: Annotated[
+        list[Path] | None,
+        typer.Option("--wheels", help="A dir of wheels (torch) to build from instead of a download."),
+    ] = None,
+    quiet: Annotated[bool, typer.Option("--quiet", "-q", help="Print only what was built.")] = False,
+    as_json: Annotated[bool, typer.Option("--json", help="Print the built tags as JSON.")] = False,
+) -> None:
+    """Build every image from this checkout (the base is pulled, or debootstrapped where no
+    registry serves it). Needs a Docker daemon (DOCKER_HOST) and the package registries."""
+    from orchestrator.runtime.docker import DockerSetupError
+
+    names = only or IMAGE_NAMES
+    unknown = sorted(set(names) - set(IMAGE_NAMES))
+    if unknown:
+        fail(f"unknown image {', '.join(unknown)}: choose from {', '.join(IMAGE_NAMES)}", 2)
+    try:
+        built = build_all(names, prefix, tag, wheels, quiet or as_json, as_json=as_json)
+    except DockerSetupError as exc:
+        fail(str(exc), 3)
+    except ImageBuildError as exc:
+        fail(str(exc), 1)
+    if as_json:
+        print_json({"built": built})
+        return
+    for full in built:
+        console.print(f"built {full}", highlight=False)

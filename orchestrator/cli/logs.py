@@ -1,7 +1,8 @@
 """``kswarm logs [AGENT...] [-f]``: agents' output, like ``docker compose logs``: every agent of the
 swarm (or the named ones), each line after its agent's name; ``-f`` follows them all at once, one
 reader thread per agent feeding one queue that this command prints from. One named agent's lines are
-printed as they are (what ``kswarm logs NAME`` always printed). Registered with ``register(app)``."""
+printed as they are (what ``kswarm logs NAME`` always printed). The command is ``logs`` (``main``
+names it)."""
 
 from __future__ import annotations
 
@@ -14,7 +15,7 @@ from typing import Annotated
 import typer
 
 from orchestrator.cli import complete
-from orchestrator.cli.commands import HomeOpt, command
+from orchestrator.cli.commands import HomeOpt
 from orchestrator.cli.output import colour_of, console, safe, warn
 from orchestrator.cli.swarm import Ctx, load_ctx
 from orchestrator.runtime.base import AgentRuntime
@@ -61,45 +62,43 @@ def agent_log_lines(
             yield name, item
 
 
-def register(app: typer.Typer) -> None:
-    @command(app, "logs")
-    def logs(
-        names: Annotated[
-            list[str] | None,
-            typer.Argument(
-                help="Agents (default: every agent of the swarm).", autocompletion=complete.agent_names
-            ),
-        ] = None,
-        follow: Annotated[bool, typer.Option("--follow", "-f", help="Keep printing new lines.")] = False,
-        tail: Annotated[int | None, typer.Option(help="Only the last N lines (of each agent).")] = None,
-        home: HomeOpt = None,
-        as_json: Annotated[
-            bool, typer.Option("--json", help="JSON Lines: {agent, line} per output line.")
-        ] = False,
-    ) -> None:
-        """Agents' output, each line after its agent's name (like `docker compose logs`); one named
-        agent's lines as they are. -f follows every agent shown at once."""
-        ctx = load_ctx(home)
-        chosen = [ctx.agent(name).name for name in names] if names else swarm_agent_names(ctx)
-        prefixed = len(names or []) != 1
-        width = max((len(n) for n in chosen), default=0)
+def logs(
+    names: Annotated[
+        list[str] | None,
+        typer.Argument(
+            help="Agents (default: every agent of the swarm).", autocompletion=complete.agent_names
+        ),
+    ] = None,
+    follow: Annotated[bool, typer.Option("--follow", "-f", help="Keep printing new lines.")] = False,
+    tail: Annotated[int | None, typer.Option(help="Only the last N lines (of each agent).")] = None,
+    home: HomeOpt = None,
+    as_json: Annotated[
+        bool, typer.Option("--json", help="JSON Lines: {agent, line} per output line.")
+    ] = False,
+) -> None:
+    """Agents' output, each line after its agent's name (like `docker compose logs`); one named
+    agent's lines as they are. -f follows every agent shown at once."""
+    ctx = load_ctx(home)
+    chosen = [ctx.agent(name).name for name in names] if names else swarm_agent_names(ctx)
+    prefixed = len(names or []) != 1
+    width = max((len(n) for n in chosen), default=0)
 
-        def show(name: str, line: str) -> None:
-            text = line.rstrip("\n")
-            if as_json:
-                print(json.dumps({"agent": name, "line": text}), flush=True)
-            elif prefixed:
-                console.print(
-                    f"[{colour_of(name)}]{safe(name.ljust(width))} |[/] {safe(text)}",
-                    highlight=False,
-                    soft_wrap=True,
-                )
-                console.file.flush()
-            else:
-                typer.echo(text)
+    def show(name: str, line: str) -> None:
+        text = line.rstrip("\n")
+        if as_json:
+            print(json.dumps({"agent": name, "line": text}), flush=True)
+        elif prefixed:
+            console.print(
+                f"[{colour_of(name)}]{safe(name.ljust(width))} |[/] {safe(text)}",
+                highlight=False,
+                soft_wrap=True,
+            )
+            console.file.flush()
+        else:
+            typer.echo(text)
 
-        try:
-            for name, line in agent_log_lines(ctx.runtime, chosen, follow, tail):
-                show(name, line)
-        except KeyboardInterrupt:
-            pass
+    try:
+        for name, line in agent_log_lines(ctx.runtime, chosen, follow, tail):
+            show(name, line)
+    except KeyboardInterrupt:
+        pass

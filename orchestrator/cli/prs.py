@@ -2,11 +2,11 @@
 operator's ``kswarm pr review N --approve|--request-changes|--comment -m ...`` and ``kswarm pr comment N
 -m ...``.
 
-Registered on the main CLI with ``prs.register(app)``; the gateway is found like every command's
-(``commands.connect``). Reviews and comments go through the monitor's operator actions
-(``/api/actions/prs/...``): the same code as the UI's buttons, audited in ``/api/monitor/actions`` and
-announced in ``#reviews`` to the PR's author; the gate then re-decides the PR, counting the review under
-``review.human_approvals``.
+``prs`` is the top-level command and ``app`` the ``pr`` group (``main`` assembles them); the gateway is
+found like every command's (``commands.connect``). Reviews and comments go through the monitor's
+operator actions (``/api/actions/prs/...``): the same code as the UI's buttons, audited in
+``/api/monitor/actions`` and announced in ``#reviews`` to the PR's author; the gate then re-decides the
+PR, counting the review under ``review.human_approvals``.
 """
 
 from __future__ import annotations
@@ -172,141 +172,141 @@ def evidence_line(kernel: dict[str, Any]) -> str:
     return f"evidence: {safe(have)} so far (the policy requires {safe(need)})"
 
 
-def register(app: typer.Typer) -> None:
-    pr_app = typer.Typer(
-        help="Pull requests: show one, or why the gate will or won't merge it.", no_args_is_help=True
-    )
-    app.add_typer(pr_app, name="pr")
+app = typer.Typer(
+    help="Pull requests: show one, or why the gate will or won't merge it.", no_args_is_help=True
+)
 
-    @command(app, "prs")
-    def prs(
-        repo: RepoOpt = None,
-        state: Annotated[
-            PRState,
-            typer.Option("--state", help="open, merged, closed (merged or not) or all."),
-        ] = "open",
-        home: HomeOpt = None,
-        as_json: JsonOpt = False,
-    ) -> None:
-        """List pull requests with the gate's verdict; each PR's state is open, merged or closed."""
-        asked = "closed" if state == "merged" else state  # the gateway's closed ones include the merged
-        with connect(home) as gateway:
-            rows = gateway.get("/api/forge/pulls", state=asked, repo=checked_repo(repo))
-        rows = [p for p in rows if state != "merged" or p["state"] == "merged"]
-        if as_json:
-            print_json(rows)
-            return
-        if not rows:
-            console.print(f"no {state} PRs")
-            return
-        table = Table("PR", "title", "author", "head", "state", "gate")
-        for p in rows:
-            gate = p.get("gate")
-            verdict = (
-                "-"
-                if gate is None
-                else ("[green]mergeable[/green]" if gate["mergeable"] else safe(gate["why"]))
-            )
-            table.add_row(
-                f"{safe(p['repo'])}#{p['number']}",
-                *(safe(p[k]) for k in ("title", "author", "head", "state")),
-                verdict,
-            )
-        console.print(table)
 
-    @command(pr_app, "show")
-    def show(
-        number: Annotated[int, typer.Argument(help="PR number.")],
-        repo: RepoOpt = None,
-        diff: Annotated[bool, typer.Option("--diff", help="Include the diff.")] = False,
-        home: HomeOpt = None,
-        as_json: JsonOpt = False,
-    ) -> None:
-        """A PR: reviews, checks, comments and the gate's verdict."""
-        pr = view(home, number, repo, diff)
-        if as_json:
-            print_json(pr)
-            return
-        console.print(headline(pr))
-        if pr.get("body"):
-            console.print(safe(pr["body"]), highlight=False)
-        for r in pr["reviews"]:
-            flags = " (dismissed)" if r["dismissed"] else (" (stale)" if r["stale"] else "")
-            console.print(
-                f"  review @{safe(r['user'])}: {safe(r['state'])} on {safe(r['commit_id'][:10])}{flags} "
-                f"{safe(r['body'])}",
-                highlight=False,
-            )
-        for c in pr["checks"]:
-            console.print(
-                f"  check {safe(c['context'])}: {safe(c['state'])} by @{safe(c['creator'])} "
-                f"{safe(c['description'])}",
-                highlight=False,
-            )
-        for c in pr["comments"]:
-            console.print(f"  comment @{safe(c['user'])}: {safe(c['body'])}", highlight=False)
-        gate = pr["gate"]
+def prs(
+    repo: RepoOpt = None,
+    state: Annotated[
+        PRState,
+        typer.Option("--state", help="open, merged, closed (merged or not) or all."),
+    ] = "open",
+    home: HomeOpt = None,
+    as_json: JsonOpt = False,
+) -> None:
+    """List pull requests with the gate's verdict; each PR's state is open, merged or closed."""
+    asked = "closed" if state == "merged" else state  # the gateway's closed ones include the merged
+    with connect(home) as gateway:
+        rows = gateway.get("/api/forge/pulls", state=asked, repo=checked_repo(repo))
+    rows = [p for p in rows if state != "merged" or p["state"] == "merged"]
+    if as_json:
+        print_json(rows)
+        return
+    if not rows:
+        console.print(f"no {state} PRs")
+        return
+    table = Table("PR", "title", "author", "head", "state", "gate")
+    for p in rows:
+        gate = p.get("gate")
+        verdict = (
+            "-" if gate is None else ("[green]mergeable[/green]" if gate["mergeable"] else safe(gate["why"]))
+        )
+        table.add_row(
+            f"{safe(p['repo'])}#{p['number']}",
+            *(safe(p[k]) for k in ("title", "author", "head", "state")),
+            verdict,
+        )
+    console.print(table)
+
+
+@command(app, "show")
+def show(
+    number: Annotated[int, typer.Argument(help="PR number.")],
+    repo: RepoOpt = None,
+    diff: Annotated[bool, typer.Option("--diff", help="Include the diff.")] = False,
+    home: HomeOpt = None,
+    as_json: JsonOpt = False,
+) -> None:
+    """A PR: reviews, checks, comments and the gate's verdict."""
+    pr = view(home, number, repo, diff)
+    if as_json:
+        print_json(pr)
+        return
+    console.print(headline(pr))
+    if pr.get("body"):
+        console.print(safe(pr["body"]), highlight=False)
+    for r in pr["reviews"]:
+        flags = " (dismissed)" if r["dismissed"] else (" (stale)" if r["stale"] else "")
         console.print(
-            "gate: "
-            + ("mergeable" if gate["mergeable"] else "; ".join(safe(r["message"]) for r in gate["reasons"])),
+            f"  review @{safe(r['user'])}: {safe(r['state'])} on {safe(r['commit_id'][:10])}{flags} "
+            f"{safe(r['body'])}",
             highlight=False,
         )
-        if diff and pr.get("diff"):
-            console.print(safe(pr["diff"], markup=False), markup=False, highlight=False)
+    for c in pr["checks"]:
+        console.print(
+            f"  check {safe(c['context'])}: {safe(c['state'])} by @{safe(c['creator'])} "
+            f"{safe(c['description'])}",
+            highlight=False,
+        )
+    for c in pr["comments"]:
+        console.print(f"  comment @{safe(c['user'])}: {safe(c['body'])}", highlight=False)
+    gate = pr["gate"]
+    console.print(
+        "gate: "
+        + ("mergeable" if gate["mergeable"] else "; ".join(safe(r["message"]) for r in gate["reasons"])),
+        highlight=False,
+    )
+    if diff and pr.get("diff"):
+        console.print(safe(pr["diff"], markup=False), markup=False, highlight=False)
 
-    @command(pr_app, "review")
-    def review(
-        number: Annotated[int, typer.Argument(help="PR number.")],
-        approve: Annotated[bool, typer.Option("--approve", help="Approve the PR at its head.")] = False,
-        request_changes: Annotated[
-            bool, typer.Option("--request-changes", help="Request changes (blocks the merge).")
-        ] = False,
-        comment: Annotated[bool, typer.Option("--comment", help="A review that only comments.")] = False,
-        message: Annotated[str, typer.Option("-m", "--message", help="The review's text.")] = "",
-        head: Annotated[
-            str, typer.Option("--head", help="Only if the PR's head is still this sha (refused if it moved).")
-        ] = "",
-        repo: RepoOpt = None,
-        home: HomeOpt = None,
-        as_json: JsonOpt = False,
-    ) -> None:
-        """Review PR N as the operator (audited; counts for review.human_approvals)."""
-        event = review_event(approve, request_changes, comment)
-        if event != "approve" and not message.strip():
-            raise BadInput(0, "-m is needed to request changes or comment")
-        result = act(home, number, repo, "review", {"event": event, "body": message, "head_sha": head})
-        if as_json:
-            print_json(result)
-            return
-        console.print(safe(result["message"]), highlight=False)
 
-    @command(pr_app, "comment")
-    def comment_on(
-        number: Annotated[int, typer.Argument(help="PR number.")],
-        message: Annotated[str, typer.Option("-m", "--message", help="The comment.")] = "",
-        repo: RepoOpt = None,
-        home: HomeOpt = None,
-        as_json: JsonOpt = False,
-    ) -> None:
-        """Comment on PR N as the operator (audited; the author is told in #reviews)."""
-        if not message.strip():
-            raise BadInput(0, "-m is needed: the comment's text")
-        result = act(home, number, repo, "comment", {"body": message})
-        if as_json:
-            print_json(result)
-            return
-        console.print(safe(result["message"]), highlight=False)
+@command(app, "review")
+def review(
+    number: Annotated[int, typer.Argument(help="PR number.")],
+    approve: Annotated[bool, typer.Option("--approve", help="Approve the PR at its head.")] = False,
+    request_changes: Annotated[
+        bool, typer.Option("--request-changes", help="Request changes (blocks the merge).")
+    ] = False,
+    comment: Annotated[bool, typer.Option("--comment", help="A review that only comments.")] = False,
+    message: Annotated[str, typer.Option("-m", "--message", help="The review's text.")] = "",
+    head: Annotated[
+        str, typer.Option("--head", help="Only if the PR's head is still this sha (refused if it moved).")
+    ] = "",
+    repo: RepoOpt = None,
+    home: HomeOpt = None,
+    as_json: JsonOpt = False,
+) -> None:
+    """Review PR N as the operator (audited; counts for review.human_approvals)."""
+    event = review_event(approve, request_changes, comment)
+    if event != "approve" and not message.strip():
+        raise BadInput(0, "-m is needed to request changes or comment")
+    result = act(home, number, repo, "review", {"event": event, "body": message, "head_sha": head})
+    if as_json:
+        print_json(result)
+        return
+    console.print(safe(result["message"]), highlight=False)
 
-    @command(pr_app, "why")
-    def why(
-        number: Annotated[int, typer.Argument(help="PR number.")],
-        repo: RepoOpt = None,
-        home: HomeOpt = None,
-        as_json: JsonOpt = False,
-    ) -> None:
-        """Why the gate will or won't merge PR N, with its recent decisions."""
-        pr = view(home, number, repo)
-        if as_json:
-            print_json({k: pr.get(k) for k in ("repo", "number", "state", "head_sha", "gate", "audit")})
-            return
-        print_why(pr)
+
+@command(app, "comment")
+def comment_on(
+    number: Annotated[int, typer.Argument(help="PR number.")],
+    message: Annotated[str, typer.Option("-m", "--message", help="The comment.")] = "",
+    repo: RepoOpt = None,
+    home: HomeOpt = None,
+    as_json: JsonOpt = False,
+) -> None:
+    """Comment on PR N as the operator (audited; the author is told in #reviews)."""
+    if not message.strip():
+        raise BadInput(0, "-m is needed: the comment's text")
+    result = act(home, number, repo, "comment", {"body": message})
+    if as_json:
+        print_json(result)
+        return
+    console.print(safe(result["message"]), highlight=False)
+
+
+@command(app, "why")
+def why(
+    number: Annotated[int, typer.Argument(help="PR number.")],
+    repo: RepoOpt = None,
+    home: HomeOpt = None,
+    as_json: JsonOpt = False,
+) -> None:
+    """Why the gate will or won't merge PR N, with its recent decisions."""
+    pr = view(home, number, repo)
+    if as_json:
+        print_json({k: pr.get(k) for k in ("repo", "number", "state", "head_sha", "gate", "audit")})
+        return
+    print_why(pr)

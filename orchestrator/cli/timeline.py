@@ -1,6 +1,6 @@
 """``kswarm agent timeline NAME [-f]``: what an agent did, wake by wake, from its reported timeline.
 
-Registered on the ``agent`` group with ``register_agent_timeline(agent_app)``. It reads
+The command is ``timeline``, added to the ``agent`` group by ``orchestrator/cli/agent.py``. It reads
 ``GET /api/agents/NAME/timeline`` (the gateway's monitor plugin; operators read every agent's, an agent
 only its own). ``-f`` keeps printing new entries by paging forward from the newest one seen: a polled
 page, so a dropped connection or a restarted gateway loses nothing (the ids are the stream's).
@@ -15,7 +15,7 @@ from typing import Annotated, Any
 import typer
 
 from gateway.client import BadInput, GatewayClient, Missing
-from orchestrator.cli.commands import HomeOpt, command, connect
+from orchestrator.cli.commands import HomeOpt, connect
 from orchestrator.cli.output import colour_of, console, print_json, safe
 
 KIND_STYLE = {
@@ -90,50 +90,44 @@ def follow(
             time.sleep(poll_s)
 
 
-def register_agent_timeline(agent_app: typer.Typer) -> None:
-    @command(agent_app, "timeline")
-    def timeline(
-        name: Annotated[str, typer.Argument(help="The agent.")],
-        lines: Annotated[int, typer.Option("-n", help="How many recent entries to print first.")] = 30,
-        follow_new: Annotated[
-            bool, typer.Option("-f", "--follow", help="Keep printing new entries.")
-        ] = False,
-        search: Annotated[
-            str, typer.Option("--search", "-q", help="Only entries containing these words.")
-        ] = "",
-        kind: Annotated[
-            str | None,
-            typer.Option("--kind", help="Only these kinds (comma-separated: tool_call,model,...)."),
-        ] = None,
-        home: HomeOpt = None,
-        as_json: Annotated[bool, typer.Option("--json", help="One JSON object per entry.")] = False,
-    ) -> None:
-        """An agent's wakes, model calls (tokens, cost, latency), tool calls and results, in order."""
-        if lines < 1 or lines > 500:
-            raise BadInput(0, f"-n is 1..500, not {lines}")
-        if follow_new and search:
-            raise BadInput(0, "--search cannot be combined with -f")
-        with connect(home) as gateway:
-            page = gateway.get(f"/api/agents/{name}/timeline", limit=lines, q=search or None, kind=kind)
-            check_agent(gateway, name, page)
-            entries = list(reversed(page["entries"]))
-            if not as_json:
-                doing = f": {safe(page['doing'])}" if page.get("doing") else ""
-                console.print(f"[bold {colour_of(name)}]{safe(name)}[/bold {colour_of(name)}]{doing}")
-                if not entries:
-                    console.print("[dim]no timeline entries yet[/dim]")
-            for entry in entries:
+def timeline(
+    name: Annotated[str, typer.Argument(help="The agent.")],
+    lines: Annotated[int, typer.Option("-n", help="How many recent entries to print first.")] = 30,
+    follow_new: Annotated[bool, typer.Option("-f", "--follow", help="Keep printing new entries.")] = False,
+    search: Annotated[str, typer.Option("--search", "-q", help="Only entries containing these words.")] = "",
+    kind: Annotated[
+        str | None,
+        typer.Option("--kind", help="Only these kinds (comma-separated: tool_call,model,...)."),
+    ] = None,
+    home: HomeOpt = None,
+    as_json: Annotated[bool, typer.Option("--json", help="One JSON object per entry.")] = False,
+) -> None:
+    """An agent's wakes, model calls (tokens, cost, latency), tool calls and results, in order."""
+    if lines < 1 or lines > 500:
+        raise BadInput(0, f"-n is 1..500, not {lines}")
+    if follow_new and search:
+        raise BadInput(0, "--search cannot be combined with -f")
+    with connect(home) as gateway:
+        page = gateway.get(f"/api/agents/{name}/timeline", limit=lines, q=search or None, kind=kind)
+        check_agent(gateway, name, page)
+        entries = list(reversed(page["entries"]))
+        if not as_json:
+            doing = f": {safe(page['doing'])}" if page.get("doing") else ""
+            console.print(f"[bold {colour_of(name)}]{safe(name)}[/bold {colour_of(name)}]{doing}")
+            if not entries:
+                console.print("[dim]no timeline entries yet[/dim]")
+        for entry in entries:
+            show(entry, as_json)
+        console.file.flush()
+        if not follow_new:
+            return
+        last = entries[-1]["id"] if entries else None
+        try:
+            for entry in follow(gateway, name, last, kind):
                 show(entry, as_json)
-            console.file.flush()
-            if not follow_new:
-                return
-            last = entries[-1]["id"] if entries else None
-            try:
-                for entry in follow(gateway, name, last, kind):
-                    show(entry, as_json)
-                    console.file.flush()
-            except KeyboardInterrupt:
-                return
+                console.file.flush()
+        except KeyboardInterrupt:
+            return
 
 
 def show(entry: dict[str, Any], as_json: bool) -> None:

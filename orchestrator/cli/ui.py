@@ -17,7 +17,7 @@ import typer
 
 from gateway.client import GatewayClient
 from gateway.client.target import auth_headers
-from orchestrator.cli.commands import HomeOpt, JsonOpt, command, connect
+from orchestrator.cli.commands import HomeOpt, JsonOpt, connect
 from orchestrator.cli.output import print_json
 
 LINK_TIMEOUT_S = 10.0
@@ -69,21 +69,19 @@ def echo_lines(lines: list[str]) -> None:
         typer.echo(line)
 
 
-def register(app: typer.Typer) -> None:
-    @command(app, "ui")
-    def ui(
-        open_browser: Annotated[
-            bool, typer.Option("--open", help="Also open the link in a browser (Python's webbrowser).")
-        ] = False,
-        home: HomeOpt = None,
-        as_json: JsonOpt = False,
-    ) -> None:
-        """Print a one-time login link to the web UI (one use, 10 minutes by default; no token in it)."""
-        with connect(home) as gateway:
-            link = link_of(gateway)
-        if as_json:
-            print_json({"url": link.url, "expires_s": link.expires_s})
-        else:
-            typer.echo(link.url)
-        if open_browser and not webbrowser.open(link.url):
-            typer.echo("no browser could be opened here; open the link above", err=True)
+def ui(
+    open_browser: Annotated[
+        bool, typer.Option("--open", help="Also open the link in a browser (Python's webbrowser).")
+    ] = False,
+    home: HomeOpt = None,
+    as_json: JsonOpt = False,
+) -> None:
+    """Print a one-time login link to the web UI (one use, 10 minutes by default; no token in it)."""
+    with connect(home) as gateway:
+        link = link_of(gateway)
+    if as_json:
+        print_json({"url": link.url, "expires_s": link.expires_s})
+    else:
+        typer.echo(link.url)
+    if open_browser and not webbrowser.open(link.url):
+        typer.echo("no browser could be opened here; open the link above", err=True)

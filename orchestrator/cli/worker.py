@@ -40,63 +40,61 @@ def pool_lines(pools: list[dict[str, Any]]) -> list[str]:
     ]
 
 
-def register(app: typer.Typer) -> None:
-    @command(app, "workers")
-    def workers(home: HomeOpt = None, as_json: JsonOpt = False) -> None:
-        """The swarm's job workers: pool, node, state, heartbeat (node lease), the jobs they run; and
-        every pool that has no live worker."""
-        from orchestrator.cli.output import warn
-        from orchestrator.supervisor.pool_workers import worker_rows
-        from orchestrator.swarm_dir.provision import SwarmLayout
+def workers(home: HomeOpt = None, as_json: JsonOpt = False) -> None:
+    """The swarm's job workers: pool, node, state, heartbeat (node lease), the jobs they run; and
+    every pool that has no live worker."""
+    from orchestrator.cli.output import warn
+    from orchestrator.supervisor.pool_workers import worker_rows
+    from orchestrator.swarm_dir.provision import SwarmLayout
 
-        with connect(home) as gateway:
-            pools = gateway.get("/api/jobs/pools")
-        rows = worker_rows(SwarmLayout(kswarm_home(home)), pools)
-        if as_json:
-            keys = ("pool", "workers", "workers_expected", "no_worker")
-            view = [{k: p.get(k) for k in keys} for p in pools]
-            print_json({"workers": rows, "pools": view}, indent=1)
-            return
-        if rows:
-            print_workers(rows)
-        else:
-            typer.echo("no job workers run in this swarm (kswarm up -f with workers: N starts them)")
-        for line in pool_lines(pools):
-            warn(line)
+    with connect(home) as gateway:
+        pools = gateway.get("/api/jobs/pools")
+    rows = worker_rows(SwarmLayout(kswarm_home(home)), pools)
+    if as_json:
+        keys = ("pool", "workers", "workers_expected", "no_worker")
+        view = [{k: p.get(k) for k in keys} for p in pools]
+        print_json({"workers": rows, "pools": view}, indent=1)
+        return
+    if rows:
+        print_workers(rows)
+    else:
+        typer.echo("no job workers run in this swarm (kswarm up -f with workers: N starts them)")
+    for line in pool_lines(pools):
+        warn(line)
 
-    worker_app = typer.Typer(help="Job workers started elsewhere: a token for one.", no_args_is_help=True)
-    app.add_typer(worker_app, name="worker")
 
-    @command(worker_app, "token")
-    def token(
-        pool: Pool,
-        home: HomeOpt = None,
-        as_json: JsonOpt = False,
-        out: Annotated[
-            Path | None, typer.Option("--out", "-o", help="Write the token to this file (mode 600).")
-        ] = None,
-    ) -> None:
-        """A new token for POOL's worker principal (operators; it serves POOL only): on stdout, or in
-        --out; the command line that starts a worker with it goes to stderr."""
-        from gateway.client.home import write_secret
+app = typer.Typer(help="Job workers started elsewhere: a token for one.", no_args_is_help=True)
 
-        with connect(home) as gateway:
-            granted = gateway.request("POST", f"/api/jobs/pools/{pool}/workers")
-            url = gateway.target.url or "URL"
-        token_file = str(out) if out is not None else f"{pool}.token"
-        command_line = (
-            f"python -m orchestrator.worker --pool {granted['pool']} --gateway {url} "
-            f"--token-file {token_file}"
-        )
-        if out is not None:
-            write_secret(out, granted["token"])
-        if as_json:
-            print_json({**granted, "command": command_line} | ({"token": None} if out is not None else {}))
-            return
-        if out is None:
-            print(granted["token"])
-        print(
-            f"{granted['principal']} serves pool {granted['pool']} only. Keep the token in a file and run:\n"
-            f"  {command_line}",
-            file=sys.stderr,
-        )
+
+@command(app, "token")
+def token(
+    pool: Pool,
+    home: HomeOpt = None,
+    as_json: JsonOpt = False,
+    out: Annotated[
+        Path | None, typer.Option("--out", "-o", help="Write the token to this file (mode 600).")
+    ] = None,
+) -> None:
+    """A new token for POOL's worker principal (operators; it serves POOL only): on stdout, or in
+    --out; the command line that starts a worker with it goes to stderr."""
+    from gateway.client.home import write_secret
+
+    with connect(home) as gateway:
+        granted = gateway.request("POST", f"/api/jobs/pools/{pool}/workers")
+        url = gateway.target.url or "URL"
+    token_file = str(out) if out is not None else f"{pool}.token"
+    command_line = (
+        f"python -m orchestrator.worker --pool {granted['pool']} --gateway {url} --token-file {token_file}"
+    )
+    if out is not None:
+        write_secret(out, granted["token"])
+    if as_json:
+        print_json({**granted, "command": command_line} | ({"token": None} if out is not None else {}))
+        return
+    if out is None:
+        print(granted["token"])
+    print(
+        f"{granted['principal']} serves pool {granted['pool']} only. Keep the token in a file and run:\n"
+        f"  {command_line}",
+        file=sys.stderr,
+    )

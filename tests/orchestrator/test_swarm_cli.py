@@ -10,15 +10,13 @@ import time
 from pathlib import Path
 
 import pytest
-import typer
 import yaml
 from typer.testing import CliRunner
 
 from kstest.gateway import free_port
 from kstest.orchestrator import SwarmUnderTest
 from kstest.waiting import wait_for
-from orchestrator.cli import agent, logs
-from orchestrator.cli.swarm import register
+from orchestrator.cli.main import app
 
 FORGED = "ksw_" + "A" * 43  # the shape of a real token; the gateway never issued it
 
@@ -30,10 +28,6 @@ def backend() -> str:
 
 @pytest.fixture
 def cli():
-    app = typer.Typer()
-    register(app)
-    logs.register(app)
-    agent.register(app)
     runner = CliRunner()
 
     def invoke(swarm: SwarmUnderTest, *args: str, ok: bool = True, **env_over: str):

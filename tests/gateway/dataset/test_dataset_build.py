@@ -9,7 +9,6 @@ import json
 from pathlib import Path
 
 import pytest
-import typer
 from datasetkit import DatasetGateway, Lab
 from forgekit import Swarm
 from typer.testing import CliRunner
@@ -17,7 +16,7 @@ from typer.testing import CliRunner
 from gateway.dataset.build import build_dataset
 from gateway.dataset.schema import COLUMNS
 from gateway.tasks.catalogue import solution_path, wrong_solution_path
-from orchestrator.cli.dataset import register
+from orchestrator.cli.main import app
 
 
 def code(name: str, wrong: bool = False) -> str:
@@ -133,7 +132,6 @@ def test_dataset_files_load_with_hf_datasets(
     dataset_gw: DatasetGateway, history: dict, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     out = tmp_path / "ds"
-    register(app := typer.Typer())
     env = {"KSWARM_URL": dataset_gw.url, "KSWARM_TOKEN": dataset_gw.operator_token}
     result = CliRunner().invoke(
         app,

@@ -14,7 +14,6 @@ from typing import Any
 
 import httpx
 import pytest
-import typer
 from datasetkit import DatasetGateway, Lab
 from forgekit import Swarm
 from redis import Redis
@@ -35,8 +34,7 @@ from gateway.plugin import Plugin
 from gateway.tasks.catalogue import TASKS_DIR, solution_path
 from gateway.tasks.plugin import TasksPlugin
 from kstest.upstream import ScriptedUpstream, text_reply
-from orchestrator.cli import cost as cost_cli
-from orchestrator.cli.dataset import register
+from orchestrator.cli.main import app
 
 MODEL = "claude-cost-1"
 PRICE = ModelPrice(input=3.0, output=15.0, cache_write=3.75, cache_read=0.3)  # USD per million tokens
@@ -154,8 +152,6 @@ def test_the_accepted_record_and_the_card_carry_what_its_author_spent(
                 )
 
             out = gw.home / "dataset"  # where the gateway serves the last build from
-            register(app := typer.Typer())
-            cost_cli.register(app)
             env = {"KSWARM_URL": gw.url, "KSWARM_TOKEN": gw.operator_token}
             argv = [
                 "dataset",

@@ -6,17 +6,13 @@ import json
 import time
 from pathlib import Path
 
-import typer
 from forgekit import Swarm
 from typer.testing import CliRunner
 
-from orchestrator.cli import prs as forge_cli
+from orchestrator.cli.main import app
 
 
 def cli(swarm: Swarm, *args: str) -> tuple[int, str]:
-    app = typer.Typer()
-    app.command("noop")(lambda: None)  # a second command keeps typer from collapsing the group
-    forge_cli.register(app)
     env = {
         "KSWARM_URL": swarm.gw.url,
         "KSWARM_TOKEN": swarm.gw.operator_token,
@@ -88,9 +84,6 @@ def test_cli_errors_are_one_line(swarm: Swarm, tmp_path: Path) -> None:
     assert len(out.strip().splitlines()) == 1
     code, out = cli(swarm, "pr", "show", "1", "--repo", "badformat")
     assert code == 2 and out.strip() == "error: bad input: --repo is org/name, not 'badformat'"
-    app = typer.Typer()
-    app.command("noop")(lambda: None)
-    forge_cli.register(app)
     result = CliRunner().invoke(
         app, ["prs"], env={"KSWARM_HOME": str(tmp_path), "KSWARM_URL": "", "KSWARM_TOKEN": ""}
     )

@@ -6,11 +6,10 @@ from __future__ import annotations
 
 import time
 
-import typer
 from forgekit import Swarm
 from typer.testing import CliRunner
 
-from orchestrator.cli import prs as forge_cli
+from orchestrator.cli.main import app
 
 
 def rest_review(swarm: Swarm, who: str, number: int, **body: object) -> tuple[int, dict]:
@@ -21,9 +20,6 @@ def rest_review(swarm: Swarm, who: str, number: int, **body: object) -> tuple[in
 
 
 def why(swarm: Swarm, number: int) -> str:
-    app = typer.Typer()
-    app.command("noop")(lambda: None)
-    forge_cli.register(app)
     env = {
         "KSWARM_URL": swarm.gw.url,
         "KSWARM_TOKEN": swarm.gw.operator_token,
@@ -100,9 +96,6 @@ def test_an_operators_approval_is_not_an_agents(swarm: Swarm) -> None:
 
 
 def cli_review(swarm: Swarm, number: int) -> str:
-    app = typer.Typer()
-    app.command("noop")(lambda: None)
-    forge_cli.register(app)
     env = {"KSWARM_URL": swarm.gw.url, "KSWARM_TOKEN": swarm.gw.operator_token, "COLUMNS": "300"}
     argv = ["pr", "review", str(number), "--approve", "--repo", swarm.full]
     result = CliRunner().invoke(app, argv, env=env)

@@ -84,12 +84,8 @@ def test_submit_run_report_and_cli(jobs_gw: JobsGateway, kernels, workers, monke
         log = c.get(f"/api/jobs/{job['id']}/logs").text
     assert "standin: pass" in log and "isolation: network: namespace" in log
 
-    import typer
+    from orchestrator.cli.main import app
 
-    from orchestrator.cli.jobs import register
-
-    app = typer.Typer()
-    register(app)
     monkeypatch.setenv("KSWARM_URL", jobs_gw.url)
     monkeypatch.setenv("KSWARM_TOKEN", jobs_gw.operator_token)
     monkeypatch.setenv("COLUMNS", "250")

@@ -1,7 +1,6 @@
 """``kswarm attention [--json]`` and ``kswarm agent timeline NAME [-f]`` against a real gateway.
 
-The noun modules are registered on a typer app built here (``orchestrator/cli/main.py`` assembles
-them for the real ``kswarm``), driven in-process by typer's runner.
+The real ``kswarm`` app (``orchestrator.cli.main.app``), driven in-process by typer's runner.
 """
 
 from __future__ import annotations
@@ -13,28 +12,18 @@ from pathlib import Path
 
 import httpx
 import pytest
-import typer
 from monitor_kit import MonitorGateway, entry
 from typer.testing import CliRunner
 
 from gateway.client import GatewayClient, GatewayTarget
 from kstest.waiting import wait_for
-from orchestrator.cli import attention as attention_cli
-from orchestrator.cli.timeline import follow, register_agent_timeline
-
-
-def cli_app() -> typer.Typer:
-    app = typer.Typer(no_args_is_help=True)
-    attention_cli.register(app)
-    agent_app = typer.Typer(no_args_is_help=True)
-    register_agent_timeline(agent_app)
-    app.add_typer(agent_app, name="agent")
-    return app
+from orchestrator.cli.main import app
+from orchestrator.cli.timeline import follow
 
 
 def run(gw: MonitorGateway, token: str, tmp: Path, *argv: str) -> tuple[int, str, str]:
     env = {"KSWARM_URL": gw.url, "KSWARM_TOKEN": token, "KSWARM_HOME": str(tmp / "no-home"), "COLUMNS": "200"}
-    result = CliRunner().invoke(cli_app(), list(argv), env=env)
+    result = CliRunner().invoke(app, list(argv), env=env)
     if result.exception is not None and not isinstance(result.exception, SystemExit):
         raise result.exception
     return result.exit_code, result.stdout, result.stderr

@@ -8,12 +8,11 @@ import re
 from pathlib import Path
 
 import httpx
-import typer
 from monitor_kit import MonitorGateway, git, log_in, open_pr
 from typer.testing import CliRunner
 
 from kstest.waiting import wait_for
-from orchestrator.cli import prs as prs_cli
+from orchestrator.cli.main import app
 
 REPO = "kswarm/reviewed"
 
@@ -32,9 +31,6 @@ def set_policy(gw: MonitorGateway, **policy: object) -> None:
 
 
 def kswarm_pr(gw: MonitorGateway, token: str, tmp: Path, *argv: str) -> tuple[int, str, str]:
-    app = typer.Typer()
-    app.command("noop")(lambda: None)
-    prs_cli.register(app)
     env = {"KSWARM_URL": gw.url, "KSWARM_TOKEN": token, "KSWARM_HOME": str(tmp / "none"), "COLUMNS": "200"}
     result = CliRunner().invoke(app, ["pr", *argv], env=env)
     if result.exception is not None and not isinstance(result.exception, SystemExit):

@@ -12,13 +12,13 @@ from typer.testing import CliRunner
 
 from kstest.gateway import GatewayThread
 from kstest.waiting import wait_for
-from orchestrator.cli.main import build_app
+from orchestrator.cli.main import app
 
 pytestmark = pytest.mark.slow
 
 
 def test_agent_commands_without_the_home_use_the_gateway(gateway: GatewayThread, tmp_path: Path) -> None:
-    app, runner = build_app(), CliRunner()
+    runner = CliRunner()
     elsewhere = tmp_path / "laptop"  # no swarm/swarm.json here: the orchestrator's home is not shared
 
     def kswarm(*argv: str) -> tuple[int, str, str]:

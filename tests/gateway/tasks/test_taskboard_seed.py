@@ -6,13 +6,12 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-import typer
 from boardkit import BoardGateway
 from forgekit import Git
 from typer.testing import CliRunner
 
 from gateway.tasks.catalogue import task_names
-from orchestrator.cli.tasks import register
+from orchestrator.cli.main import app
 
 
 def test_taskboard_seed_dataset_repo_and_board(board_gw: BoardGateway, short_tmp: Path) -> None:
@@ -48,8 +47,6 @@ def test_taskboard_seed_dataset_repo_and_board(board_gw: BoardGateway, short_tmp
 
 
 def test_taskboard_cli(board_gw: BoardGateway, tmp_path: Path) -> None:
-    app = typer.Typer()
-    register(app)
     env = {"KSWARM_URL": board_gw.url, "KSWARM_TOKEN": board_gw.operator_token, "COLUMNS": "200"}
     runner = CliRunner()
     home = ["--home", str(tmp_path)]

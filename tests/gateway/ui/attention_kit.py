@@ -1,5 +1,5 @@
-"""Attention as an operator reads it: ``GET /api/attention`` and ``kswarm attention --json`` (the CLI's
-noun module on a typer app, driven in-process by typer's runner against the real gateway)."""
+"""Attention as an operator reads it: ``GET /api/attention`` and ``kswarm attention --json`` (the whole
+``kswarm`` app, driven in-process by typer's runner against the real gateway)."""
 
 from __future__ import annotations
 
@@ -7,11 +7,10 @@ import json
 from pathlib import Path
 from typing import Any
 
-import typer
 from typer.testing import CliRunner
 
 from kstest.gateway import GatewayThread
-from orchestrator.cli import attention as attention_cli
+from orchestrator.cli.main import app
 
 
 def attention_items(gw: GatewayThread) -> dict[str, dict[str, Any]]:
@@ -24,9 +23,6 @@ def attention_items(gw: GatewayThread) -> dict[str, dict[str, Any]]:
 
 def cli_attention(gw: GatewayThread, tmp: Path, *argv: str) -> tuple[int, str, str]:
     """``kswarm attention ARGV`` as the operator: (exit code, stdout, stderr)."""
-    app = typer.Typer(no_args_is_help=True)
-    attention_cli.register(app)
-    app.command("noop", hidden=True)(lambda: None)  # a second command keeps "attention" a subcommand
     env = {
         "KSWARM_URL": gw.url,
         "KSWARM_TOKEN": gw.operator_token,

@@ -7,17 +7,14 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-import typer
 from jobs_kit import REPO, seed_jobs
 from monitor_ui_kit import MonitorUiGateway
 from typer.testing import CliRunner
 
-from orchestrator.cli import jobs as jobs_cli
+from orchestrator.cli.main import app
 
 
 def kswarm_job(gw: MonitorUiGateway, token: str, tmp: Path, *argv: str) -> tuple[int, str, str]:
-    app = typer.Typer()
-    jobs_cli.register(app)
     env = {"KSWARM_URL": gw.url, "KSWARM_TOKEN": token, "KSWARM_HOME": str(tmp / "none"), "COLUMNS": "200"}
     result = CliRunner().invoke(app, ["job", *argv], env=env)
     if result.exception is not None and not isinstance(result.exception, SystemExit):

@@ -14,15 +14,13 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-import typer
 from attention_kit import attention_items
 from monitor_ui_kit import MonitorUiGateway
 from typer.testing import CliRunner
 from ui_kit import running_swarm
 
 from kstest.waiting import wait_for
-from orchestrator.cli import agent as agent_cli
-from orchestrator.cli import swarm as swarm_cli
+from orchestrator.cli.main import app
 
 MISSING = "kswarm_runtime_not_installed"
 AGENTS = (
@@ -36,9 +34,6 @@ HTML = {"Accept": "text/html"}
 
 def kswarm(gw: MonitorUiGateway, *argv: str) -> tuple[int, str]:
     """The real CLI's ``ps`` and ``agent`` commands in-process, as the operator of ``gw``'s home."""
-    app = typer.Typer()
-    swarm_cli.register(app)
-    agent_cli.register(app)
     env = {"KSWARM_HOME": str(gw.home), "KSWARM_URL": gw.url, "KSWARM_TOKEN": gw.operator_token}
     result = CliRunner().invoke(app, list(argv), env=env | {"COLUMNS": "250"})
     if result.exception is not None and not isinstance(result.exception, SystemExit):

@@ -1,4 +1,5 @@
-"""The whole ``kswarm`` app (``build_app``) driven in-process by typer's runner, against real gateways."""
+"""The whole ``kswarm`` app (``orchestrator.cli.main.app``) driven in-process by typer's runner, against
+real gateways."""
 
 from __future__ import annotations
 
@@ -8,13 +9,12 @@ import pytest
 from cli_kit import Kswarm, Ran
 from typer.testing import CliRunner
 
-from orchestrator.cli.main import build_app
+from orchestrator.cli.main import app
 
 
 @pytest.fixture
 def kswarm(tmp_path: Path) -> Kswarm:
     """``kswarm(*argv, url=, token=, home=)``: no KSWARM_* from the test's own environment leaks in."""
-    app = build_app()
     runner = CliRunner()
 
     def invoke(*argv: str, url: str = "", token: str = "", home: Path | None = None) -> Ran:

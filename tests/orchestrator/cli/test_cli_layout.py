@@ -13,7 +13,7 @@ from typing import Any
 import typer
 
 from orchestrator.cli.commands import HANDLED
-from orchestrator.cli.main import build_app
+from orchestrator.cli.main import app
 
 ROOT = Path(__file__).resolve().parents[3]
 
@@ -83,7 +83,7 @@ def click_commands(command: Any, path: tuple[str, ...] = ()) -> Iterator[tuple[t
 
 def test_each_command_lives_in_the_module_of_its_noun() -> None:
     seen = set()
-    for path, callback in typer_commands(build_app()):
+    for path, callback in typer_commands(app):
         noun = path[0]
         assert noun in NOUNS, f"{' '.join(path)}: a new noun needs its own module (and a row in NOUNS)"
         module = VERB_MODULES.get(path, NOUNS[noun])
@@ -102,16 +102,16 @@ def test_main_only_assembles() -> None:
     ]
     assert decorated == [], f"main.py declares commands {decorated}: they belong in their noun's module"
     defined = {n.name for n in tree.body if isinstance(n, ast.FunctionDef | ast.ClassDef)}
-    assert defined == {"build_app", "main"}, defined
+    assert defined == {"main"}, defined
 
 
 def test_every_command_is_behind_the_one_error_handler() -> None:
-    unhandled = [" ".join(p) for p, cb in typer_commands(build_app()) if not getattr(cb, HANDLED, False)]
+    unhandled = [" ".join(p) for p, cb in typer_commands(app) if not getattr(cb, HANDLED, False)]
     assert unhandled == [], f"declare them with orchestrator.cli.commands.command: {unhandled}"
 
 
 def test_home_on_every_command_that_reaches_a_gateway_or_a_swarm() -> None:
-    group = typer.main.get_command(build_app())
+    group = typer.main.get_command(app)
     missing = []
     for path, command in click_commands(group):
         options = {opt for param in command.params for opt in getattr(param, "opts", [])}
@@ -121,7 +121,7 @@ def test_home_on_every_command_that_reaches_a_gateway_or_a_swarm() -> None:
 
 
 def test_json_on_every_listing() -> None:
-    group = typer.main.get_command(build_app())
+    group = typer.main.get_command(app)
     commands = dict(click_commands(group))
     for path in LISTINGS:
         options = {opt for param in commands[path].params for opt in getattr(param, "opts", [])}
@@ -138,7 +138,7 @@ NO_JSON = {
 
 
 def test_json_on_every_listing_and_every_action_that_returns_an_object() -> None:
-    group = typer.main.get_command(build_app())
+    group = typer.main.get_command(app)
     missing = []
     for path, command in click_commands(group):
         options = {opt for param in command.params for opt in getattr(param, "opts", [])}

@@ -5,10 +5,9 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-import typer
 from typer.testing import CliRunner
 
-from orchestrator.cli.swarm import register
+from orchestrator.cli.main import app
 from orchestrator.spec import SpecError, load_spec, parse_size, parse_spec, template_text
 
 
@@ -194,9 +193,6 @@ def test_parse_size() -> None:
 
 
 def test_kswarm_init_writes_a_valid_commented_spec(tmp_path: Path, monkeypatch) -> None:
-    app = typer.Typer()
-    app.command("noop")(lambda: None)  # a second command keeps typer from collapsing the group
-    register(app)
     monkeypatch.chdir(tmp_path)
     runner = CliRunner()
     first = runner.invoke(app, ["init"])

@@ -14,7 +14,6 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-import typer
 from redis.asyncio import Redis
 from typer.testing import CliRunner
 
@@ -23,7 +22,7 @@ from gateway.jobs.queue import JobQueue
 from kstest.jobkit import HONEST_ADD, JobsGateway, git, push_kernels
 from kstest.jobs_fixtures import jobs_gateway
 from kstest.waiting import wait_for
-from orchestrator.cli import tasks as tasks_cli
+from orchestrator.cli.main import app
 
 DATASET = "kswarm/dataset"
 CATALOGUE_ADD = (
@@ -52,9 +51,6 @@ def jobs_gw(redis_url: str) -> Iterator[JobsGateway]:
 
 
 def tasks_add(gw: JobsGateway, token: str, *args: str) -> tuple[int, str]:
-    app = typer.Typer()
-    app.command("noop")(lambda: None)  # a second command keeps typer from collapsing the group
-    tasks_cli.register(app)
     env = {"KSWARM_URL": gw.url, "KSWARM_TOKEN": token, "COLUMNS": "200", "NO_COLOR": "1"}
     result = CliRunner().invoke(app, ["tasks", "add", *args], env=env)
     return result.exit_code, result.output
