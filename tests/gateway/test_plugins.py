@@ -190,5 +190,5 @@ def test_two_loops_of_one_name_are_refused(short_tmp: Path) -> None:
 
     first, second = Looper(), Looper()
     first.name, second.name = "first", "second"  # type: ignore[misc]
-    with pytest.raises(PluginError, match="'second'.*'kswarm-loop' exists already"):
+    with pytest.raises(PluginError, match=r"'second'.*'kswarm-loop' exists already"):
         create_app(settings(short_tmp), plugins=[first, second])
