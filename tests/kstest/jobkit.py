@@ -122,11 +122,14 @@ def git(home: Path, token: str, name: str, email: str, *args: str, cwd: Path | N
     return result.stdout.strip()
 
 
-def push_kernels(gw: JobsGateway, tmp: Path, repo: str, who: str, branch: str, files: dict[str, str]) -> str:
-    """As agent ``who``: clone ``repo``, commit ``files`` on ``branch`` and push it; returns the sha."""
+def push_files(
+    gw: GatewayThread, tmp: Path, repo: str, who: str, token: str, branch: str, files: dict[str, str]
+) -> str:
+    """As agent ``who`` (with ``token``): clone ``repo``, commit ``files`` on ``branch`` and push it over
+    the gateway's git HTTP; returns the pushed sha."""
     home, work = tmp / f"gh-{who}", tmp / f"gw-{who}-{branch.replace('/', '-')}"
     home.mkdir(parents=True, exist_ok=True)
-    ident = (gw.tokens[who], who, f"{who}@agents.{gw.swarm}")
+    ident = (token, who, f"{who}@agents.{gw.swarm}")
     git(home, *ident, "clone", "-q", f"{gw.url}/git/{repo}.git", str(work))
     git(home, *ident, "checkout", "-q", "-b", branch, cwd=work)
     for path, content in files.items():
@@ -136,6 +139,19 @@ def push_kernels(gw: JobsGateway, tmp: Path, repo: str, who: str, branch: str, f
     git(home, *ident, "commit", "-q", "-m", f"kernels on {branch}", cwd=work)
     git(home, *ident, "push", "-q", "origin", branch, cwd=work)
     return git(home, *ident, "rev-parse", "HEAD", cwd=work)
+
+
+def push_kernels(gw: JobsGateway, tmp: Path, repo: str, who: str, branch: str, files: dict[str, str]) -> str:
+    """``push_files`` as one of the gateway's agents (its token from ``gw.tokens``)."""
+    return push_files(gw, tmp, repo, who, gw.tokens[who], branch, files)
+
+
+def harness_record(task: str, kernel: str, verdict: str, pool: str = "cpu", **fields: Any) -> dict[str, Any]:
+    """A result record as the harness writes it: validated by the harness's own model, as JSON."""
+    from orchestrator.verify.models import VerificationResult
+
+    base = {"task": task, "entry": task, "candidate": kernel, "candidate_sha256": "0" * 64, "pool": pool}
+    return VerificationResult.model_validate({**base, "verdict": verdict, **fields}).model_dump(mode="json")
 
 
 class WorkerProc:

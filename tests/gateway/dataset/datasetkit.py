@@ -20,7 +20,8 @@ from gateway.jobs.settings import JobsSettings
 from gateway.plugin import Plugin
 from gateway.tasks.catalogue import TASKS_DIR
 from gateway.tasks.plugin import TasksPlugin
-from orchestrator.verify.models import EnvironmentInfo, TrialResult, VerificationResult
+from kstest.jobkit import harness_record
+from orchestrator.verify.models import EnvironmentInfo, TrialResult
 
 ENV = EnvironmentInfo(
     python="3.11.7",
@@ -60,19 +61,16 @@ def harness_result(task: str, kernel: str, passed: bool) -> dict[str, Any]:
         )
         for i, n in enumerate((1024, 1000, 37))
     ]
-    return VerificationResult(
-        task=task,
-        entry=task,
-        candidate=f"/tmp/checkout/{kernel}",
-        candidate_sha256="0" * 64,
-        pool="cpu",
-        verdict="pass" if passed else "fail",
+    return harness_record(
+        task,
+        f"/tmp/checkout/{kernel}",
+        "pass" if passed else "fail",
         evidence="cpu-screened" if passed else "none",  # what the harness's evidence_for gives
         reasons=[] if passed else ["2/3 trial(s) failed: mismatch"],
         flags=[] if passed else ["mismatch"],
-        trials=trials,
-        environment=ENV,
-    ).model_dump(mode="json")
+        trials=[t.model_dump(mode="json") for t in trials],
+        environment=ENV.model_dump(mode="json"),
+    )
 
 
 class Lab:

@@ -2,24 +2,12 @@
 
 from __future__ import annotations
 
-import os
-import subprocess
 from pathlib import Path
 
 import httpx
 
 from kstest.gateway import GatewayThread
-
-
-def git(home: Path, token: str, name: str, email: str, *args: str, cwd: Path | None = None) -> str:
-    helper = f"!f() {{ echo username=x; echo password={token}; }}; f"
-    env = {k: v for k, v in os.environ.items() if not k.startswith("GIT_")}
-    env.update(HOME=str(home), GIT_CONFIG_NOSYSTEM="1", GIT_TERMINAL_PROMPT="0", LC_ALL="C")
-    argv = ["git", "-c", "credential.helper=", "-c", f"credential.helper={helper}", "-c", f"user.name={name}"]
-    argv += ["-c", f"user.email={email}", "-c", "init.defaultBranch=main", *args]
-    result = subprocess.run(argv, cwd=cwd, env=env, capture_output=True, text=True, timeout=60)
-    assert result.returncode == 0, f"git {' '.join(args)}:\n{result.stdout}\n{result.stderr}"
-    return result.stdout
+from kstest.jobkit import git
 
 
 def open_demo_pr(

@@ -8,7 +8,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from git_kit import git
 from ui_kit import UiGateway, ui_plugins
 
 from gateway.client.jobs.models import VERDICT_STATES
@@ -16,7 +15,7 @@ from gateway.client.jobs.pools import NodeConfig, PoolConfig, PoolRules
 from gateway.jobs.plugin import JobsPlugin
 from gateway.jobs.settings import JobsSettings
 from gateway.plugin import Plugin
-from orchestrator.verify.models import VerificationResult
+from kstest.jobkit import harness_record, push_files
 
 REPO = "kswarm/kernels"
 SOLUTIONS = Path(__file__).resolve().parents[3] / "gateway" / "tasks" / "catalogue" / "solutions"
@@ -62,9 +61,7 @@ class JobsUiGateway(UiGateway):
 
 def result_record(task: str, kernel: str, pool: str, verdict: str, **extra: Any) -> dict[str, Any]:
     """A result record as the harness writes it (validated by its model)."""
-    entry = {"add": "add", "softmax": "softmax"}[task]
-    base = {"task": task, "entry": entry, "candidate": kernel, "candidate_sha256": "0" * 64, "pool": pool}
-    return VerificationResult.model_validate({**base, "verdict": verdict, **extra}).model_dump(mode="json")
+    return harness_record(task, kernel, verdict, pool, **extra)
 
 
 def trial(index: int, ok: bool, flags: list[str] | None = None, detail: str | None = None) -> dict[str, Any]:
@@ -161,17 +158,8 @@ def push_kernels(gw: UiGateway, tmp: Path, token: str, name: str) -> str:
     with gw.client(gw.operator_token) as op:
         reply = op.post("/api/forge/repos", json={"org": "kswarm", "name": "kernels"})
         assert reply.status_code in (201, 409), reply.text
-    home, work = tmp / "jobs-git-home", tmp / "jobs-work"
-    ident = (token, name, f"{name}@agents.{gw.swarm}")
-    git(home, *ident, "clone", "-q", f"{gw.url}/git/{REPO}.git", str(work))
     branch = f"{name}/jobs"
-    git(home, *ident, "checkout", "-q", "-b", branch, cwd=work)
-    for path, text in KERNELS.items():
-        (work / path).parent.mkdir(parents=True, exist_ok=True)
-        (work / path).write_text(text)
-        git(home, *ident, "add", path, cwd=work)
-    git(home, *ident, "commit", "-q", "-m", "add and softmax kernels", cwd=work)
-    git(home, *ident, "push", "-q", "origin", branch, cwd=work)
+    push_files(gw, tmp, REPO, name, token, branch, KERNELS)
     return branch
 
 

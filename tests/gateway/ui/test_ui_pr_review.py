@@ -10,12 +10,13 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from git_kit import git, open_demo_pr
+from git_kit import open_demo_pr
 from jobs_kit import PR_KERNEL, REPO, JobsUiGateway, Worker, result_record, trial
 from playwright.sync_api import expect
 from ui_kit import browser_page, shot
 
 from gateway.ui.render import Renderer
+from kstest.jobkit import git
 from kstest.waiting import wait_for
 
 PAGE = {"Accept": "text/html"}

@@ -12,11 +12,11 @@ from pathlib import Path
 
 import httpx
 from attention_kit import action_urls, attention_items
-from git_kit import git
 from jobs_kit import REPO, Worker, push_kernels, result_record, trial
 from monitor_ui_kit import MonitorUiGateway
 from test_ui_jobs_cli import job, kswarm_job
 
+from kstest.jobkit import git
 from kstest.waiting import wait_for
 
 HTML = {"Accept": "text/html"}
