@@ -122,12 +122,22 @@ def git(home: Path, token: str, name: str, email: str, *args: str, cwd: Path | N
     return result.stdout.strip()
 
 
+def git_home(tmp: Path, who: str) -> Path:
+    """The HOME that ``who``'s git commands run with (``push_files``)."""
+    return tmp / f"gh-{who}"
+
+
+def work_tree(tmp: Path, who: str, branch: str) -> Path:
+    """Where ``push_files`` cloned for ``who``'s ``branch``: a test may go on committing there."""
+    return tmp / f"gw-{who}-{branch.replace('/', '-')}"
+
+
 def push_files(
     gw: GatewayThread, tmp: Path, repo: str, who: str, token: str, branch: str, files: dict[str, str]
 ) -> str:
     """As agent ``who`` (with ``token``): clone ``repo``, commit ``files`` on ``branch`` and push it over
     the gateway's git HTTP; returns the pushed sha."""
-    home, work = tmp / f"gh-{who}", tmp / f"gw-{who}-{branch.replace('/', '-')}"
+    home, work = git_home(tmp, who), work_tree(tmp, who, branch)
     home.mkdir(parents=True, exist_ok=True)
     ident = (token, who, f"{who}@agents.{gw.swarm}")
     git(home, *ident, "clone", "-q", f"{gw.url}/git/{repo}.git", str(work))

@@ -16,7 +16,7 @@ from jobs_kit import REPO, Worker, push_kernels, result_record, trial
 from monitor_ui_kit import MonitorUiGateway
 from test_ui_jobs_cli import job, kswarm_job
 
-from kstest.jobkit import git
+from kstest.jobkit import git, git_home, work_tree
 from kstest.waiting import wait_for
 
 HTML = {"Accept": "text/html"}
@@ -60,10 +60,11 @@ def test_a_job_whose_commit_was_force_pushed_away_is_offered_its_prs_head(
     assert "Requeue" in action_urls(item), item
 
     # The agent rewrites its branch: the job's commit is now reachable from no ref.
-    work, ident = short_tmp / "jobs-work", (dev, "dev-1", f"dev-1@agents.{gw.swarm}")
+    work, home = work_tree(short_tmp, "dev-1", branch), git_home(short_tmp, "dev-1")
+    ident = (dev, "dev-1", f"dev-1@agents.{gw.swarm}")
     (work / ADD).write_text((work / ADD).read_text() + "\n# reworked\n")
     git(
-        short_tmp / "jobs-git-home",
+        home,
         *ident,
         "commit",
         "-q",
@@ -73,8 +74,8 @@ def test_a_job_whose_commit_was_force_pushed_away_is_offered_its_prs_head(
         "add kernels, reworked",
         cwd=work,
     )
-    git(short_tmp / "jobs-git-home", *ident, "push", "-q", "-f", "origin", branch, cwd=work)
-    head = git(short_tmp / "jobs-git-home", *ident, "rev-parse", "HEAD", cwd=work).strip()
+    git(home, *ident, "push", "-q", "-f", "origin", branch, cwd=work)
+    head = git(home, *ident, "rev-parse", "HEAD", cwd=work).strip()
     assert head != old_sha
 
     def resubmit_offered() -> dict | None:
