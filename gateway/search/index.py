@@ -108,14 +108,12 @@ class SearchIndex:
         return await asyncio.get_running_loop().run_in_executor(self._pool, fn, *args)
 
     async def close(self) -> None:
-        def shut() -> None:
-            db = getattr(self._local, "db", None)
-            if db is not None:
-                db.close()
-                self._local.db = None
-
-        await self._call(shut)
-        self._pool.shutdown(wait=True)
+        """Drop the queued work and wait, off the event loop, for the call in flight to end; the worker
+        thread's connection closes with the thread. A stopping gateway never waits on a queue of
+        index writes: the feeder stores its cursor with what it indexed, so what was dropped is
+        indexed again at the next start."""
+        self._pool.shutdown(wait=False, cancel_futures=True)
+        await asyncio.to_thread(self._pool.shutdown, wait=True)
 
     # -- writing ----------------------------------------------------------------------------
 
