@@ -6,7 +6,8 @@ services it ``provides``, ``requires`` and uses when present (``optional``), and
 *returns* what the component adds -- a ``Contribution``: its services, routers, mounts, MCP tools,
 background loops and a lifespan. ``create_app`` installs them; a plugin never sees the app or the MCP
 server (the shape of the MCP SDK's ``Extension``: the component must not depend on the composition
-layer, so its contribution is data that can be read and tested without building an app).
+layer, so its contribution is data that can be read and tested without building an app; what it
+builds may be wired into the services it requires, never into the app).
 
 ``order_plugins`` is what ``create_app`` runs before installing anything: it refuses two plugins of one
 name, a service provided by two plugins, a required service no plugin provides (naming both the plugin
@@ -88,24 +89,29 @@ STOP_WAIT_S = 5.0  # how long a stopping gateway waits for its cancelled loops
 
 @contextlib.asynccontextmanager
 async def background(loops: Mapping[str, Coroutine[Any, Any, None]]) -> AsyncIterator[None]:
-    """A lifespan's background loops (task name -> coroutine): started on entry, cancelled and awaited
+    """The app's background loops (task name -> coroutine): started on entry, cancelled and awaited
     on exit, so a stopping gateway never waits on a loop blocked in a read. A loop that does not end
     within ``STOP_WAIT_S`` of its cancellation (one that swallowed it) is named in the log and left
-    behind: the gateway stops all the same."""
+    behind: the gateway stops all the same. No loops: nothing to start or stop."""
     tasks = [asyncio.create_task(loop, name=name) for name, loop in loops.items()]
     try:
         yield
     finally:
-        for task in tasks:
-            task.cancel()
-        _, stuck = await asyncio.wait(tasks, timeout=STOP_WAIT_S)
-        for task in stuck:
-            log.error(
-                "background loop %s ignored its cancellation; the gateway stops without it", task.get_name()
-            )
-        for task in tasks:
-            if task.done() and not task.cancelled() and task.exception() is not None:
-                log.error("background loop %s had failed: %r", task.get_name(), task.exception())
+        if tasks:
+            await _stop(tasks)
+
+
+async def _stop(tasks: list[asyncio.Task[None]]) -> None:
+    for task in tasks:
+        task.cancel()
+    _, stuck = await asyncio.wait(tasks, timeout=STOP_WAIT_S)
+    for task in stuck:
+        log.error(
+            "background loop %s ignored its cancellation; the gateway stops without it", task.get_name()
+        )
+    for task in tasks:
+        if task.done() and not task.cancelled() and task.exception() is not None:
+            log.error("background loop %s had failed: %r", task.get_name(), task.exception())
 
 
 class NoSettings(BaseModel):
@@ -194,7 +200,10 @@ def describe_cycle(after: dict[str, set[str]], placed: set[str]) -> str:
 def contribution_of(plugin: Plugin[Any], ctx: GatewayContext) -> Contribution:
     """``plugin``'s contribution, its services provided in ``ctx``; PluginError when it provides other
     services than it declared (or one another plugin provides)."""
+    before = set(ctx.services.keys())
     contribution = plugin.contribute(ctx)
+    if set(ctx.services.keys()) != before:  # services are returned, never provided behind the back
+        raise PluginError(f"plugin {plugin.name!r} provided services itself instead of returning them")
     try:
         for key, service in contribution.services.items():
             ctx.services.provide(key, service)

@@ -67,6 +67,9 @@ class ForgePlugin(Plugin[ForgeSettings]):
 
     def contribute(self, ctx: GatewayContext) -> Contribution:
         settings = self.settings
+        secret = settings.webhook_secret()  # read once: the hooks made and the hooks checked agree
+        if secret is not None and settings.gitea_webhook_secret is None:
+            settings = settings.model_copy(update={"gitea_webhook_secret": secret})
         forge = build_forge(ctx, settings)
         ledger = EvidenceLedger(ctx.redis)
         gate = ReviewGate(
@@ -84,7 +87,7 @@ class ForgePlugin(Plugin[ForgeSettings]):
         if isinstance(forge, EmbeddedForge):
             routers += [git_http.router, gitea_routes.router, gitea_content.router]
             loops["kswarm-forge-hooks"] = HookDeliverer(ctx.redis, hook_renderer(forge)).run
-        elif settings.webhook_secret() is not None:
+        elif secret is not None:
             routers.append(gitea_webhook.router)
         routers.append(forge_routes.router)
 

@@ -22,6 +22,7 @@ from typing import Any, TypeVar
 from markupsafe import escape
 
 from gateway.chat import dm_members
+from gateway.errors import GatewayError
 from gateway.principals import Principal, PrincipalKind
 from gateway.search.query import ParsedQuery
 
@@ -94,6 +95,7 @@ class SearchIndex:
         self.path = path
         self._pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="kswarm-search")
         self._local = threading.local()
+        self._closing = False
 
     def _db(self) -> sqlite3.Connection:
         db = getattr(self._local, "db", None)
@@ -105,14 +107,27 @@ class SearchIndex:
         return db
 
     async def _call(self, fn: Any, *args: Any) -> Any:
-        return await asyncio.get_running_loop().run_in_executor(self._pool, fn, *args)
+        return await asyncio.get_running_loop().run_in_executor(self._pool, self._unless_closing, fn, *args)
+
+    def _unless_closing(self, fn: Any, *args: Any) -> Any:
+        if self._closing:  # queued behind a close: not run (the feeder indexes it again at the next start)
+            raise GatewayError("the search index is closing", 503, headers={"Retry-After": "1"})
+        return fn(*args)
 
     async def close(self) -> None:
-        """Drop the queued work and wait, off the event loop, for the call in flight to end; the worker
-        thread's connection closes with the thread. A stopping gateway never waits on a queue of
-        index writes: the feeder stores its cursor with what it indexed, so what was dropped is
-        indexed again at the next start."""
-        self._pool.shutdown(wait=False, cancel_futures=True)
+        """Let the call in flight end, skip the queued ones, then close the connection on its own
+        thread -- all off the event loop. A stopping gateway never waits on a queue of index writes:
+        the feeder stores its cursor with what it indexed, so what was skipped is indexed again at the
+        next start."""
+
+        def shut() -> None:
+            db = getattr(self._local, "db", None)
+            if db is not None:
+                db.close()
+                self._local.db = None
+
+        self._closing = True
+        await asyncio.get_running_loop().run_in_executor(self._pool, shut)
         await asyncio.to_thread(self._pool.shutdown, wait=True)
 
     # -- writing ----------------------------------------------------------------------------

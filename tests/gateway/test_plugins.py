@@ -16,12 +16,14 @@ from gateway.config import GatewaySettings
 from gateway.context import GatewayContext
 from gateway.errors import PluginError
 from gateway.forge.embedded.forge import EmbeddedForge
+from gateway.forge.gitea.webhook import HOOK_PATH
 from gateway.forge.plugin import ForgePlugin
+from gateway.forge.settings import ForgeSettings
 from gateway.jobs.plugin import JobsPlugin
 from gateway.kb.plugin import KBPlugin
-from gateway.plugin import Contribution, NoSettings, Plugin, order_plugins
+from gateway.plugin import Contribution, NoSettings, Plugin, background, order_plugins
 from gateway.plugins import PLUGINS, default_plugins, get_plugin, replace_plugins, without_plugins
-from gateway.services import FORGE, JOB_SERVICE, KNOWLEDGE_BASE, ServiceKey
+from gateway.services import FORGE, FORGE_SETTINGS, JOB_SERVICE, KNOWLEDGE_BASE, ServiceKey
 from gateway.tasks.plugin import TasksPlugin
 
 A_KEY: ServiceKey[str] = ServiceKey("a-service", "a")
@@ -192,3 +194,42 @@ def test_two_loops_of_one_name_are_refused(short_tmp: Path) -> None:
     first.name, second.name = "first", "second"  # type: ignore[misc]
     with pytest.raises(PluginError, match=r"'second'.*'kswarm-loop' exists already"):
         create_app(settings(short_tmp), plugins=[first, second])
+
+
+async def test_an_app_without_background_loops_starts_and_stops() -> None:
+    async with background({}):
+        pass
+
+
+def test_a_service_provided_behind_the_back_is_refused(short_tmp: Path) -> None:
+    """Attack: a plugin that declares nothing and puts the forge into the services itself, bypassing
+    the declared-provisions check, is refused before the gateway starts."""
+
+    class Sneak(Plugin[NoSettings]):
+        name = "sneak"
+        settings_model = NoSettings
+
+        def contribute(self, ctx: GatewayContext) -> Contribution:
+            ctx.services.provide(FORGE, "not a forge")  # type: ignore[arg-type]
+            return Contribution()
+
+    with pytest.raises(PluginError, match="'sneak' provided services itself"):
+        create_app(settings(short_tmp), plugins=[Sneak()])
+
+
+def test_the_webhook_secret_is_read_once_from_its_file(short_tmp: Path) -> None:
+    """The secret the Gitea hooks were made with is the one deliveries are checked against, for the
+    gateway's life: a file changed or removed later changes neither (nor is read per delivery)."""
+    secret_file = short_tmp / "hook-secret"
+    secret_file.write_text("first-secret\n")
+    forge_settings = ForgeSettings(
+        gitea_url="http://127.0.0.1:9",
+        gitea_admin_token="t",
+        gitea_webhook_url="http://127.0.0.1:9/hook",
+        gitea_webhook_secret_file=secret_file,
+    )
+    ctx = GatewayContext.build(settings(short_tmp))
+    contribution = ForgePlugin(forge_settings).contribute(ctx)
+    secret_file.unlink()
+    assert contribution.services[FORGE_SETTINGS].webhook_secret() == "first-secret"
+    assert any(r.path == HOOK_PATH for router in contribution.routers for r in router.routes)

@@ -118,7 +118,7 @@ router = APIRouter(tags=["forge"])  # included only when a webhook secret is con
 
 @router.post(HOOK_PATH, summary="Gitea webhook receiver (HMAC-signed; Gitea mode only)")
 async def hook(request: Request, ctx: Ctx) -> dict[str, Any]:
-    master = ctx.services.get(FORGE_SETTINGS).webhook_secret()
-    if master is None:  # the secret's file was emptied since the gateway started: nothing verifies
+    master = ctx.services.get(FORGE_SETTINGS).gitea_webhook_secret  # resolved once, at start
+    if not master:
         raise ForgeError("no webhook secret is configured", 404)
     return await receive(ctx.redis, ctx.services.get(FORGE), master, request)
