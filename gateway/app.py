@@ -18,7 +18,15 @@ from gateway.error_shapes import declare_error_shapes, install_error_handler
 from gateway.errors import PluginError
 from gateway.input_text import ControlCharGuard
 from gateway.mcp_server import MCP_PATH, build_mcp, build_mcp_app, protected_resource_router
-from gateway.plugin import Contribution, Loop, Plugin, background, contribution_of, order_plugins
+from gateway.plugin import (
+    Contribution,
+    Loop,
+    Plugin,
+    background,
+    bounded_stop,
+    contribution_of,
+    order_plugins,
+)
 from gateway.redis_facade import StrRedis
 
 
@@ -44,9 +52,9 @@ def create_app(
             await stack.enter_async_context(ctx.token_listener.running())  # the token cache's lease
             await stack.enter_async_context(mcp.session_manager.run())
             loops: dict[str, Loop] = {}
-            for contribution in contributions:
+            for plugin, contribution in zip(ordered, contributions, strict=True):
                 if contribution.lifespan is not None:
-                    await stack.enter_async_context(contribution.lifespan())
+                    await stack.enter_async_context(bounded_stop(plugin.name, contribution.lifespan()))
                 loops.update(contribution.background)
             # Every loop starts once every lifespan's set-up is done, and is cancelled before any ends.
             await stack.enter_async_context(background({name: loop() for name, loop in loops.items()}))

@@ -114,6 +114,21 @@ async def _stop(tasks: list[asyncio.Task[None]]) -> None:
             log.error("background loop %s had failed: %r", task.get_name(), task.exception())
 
 
+@contextlib.asynccontextmanager
+async def bounded_stop(name: str, lifespan: AbstractAsyncContextManager[None]) -> AsyncIterator[None]:
+    """A plugin's lifespan whose tear-down may take at most ``STOP_WAIT_S``: one that takes longer (a
+    close waiting on a stuck call) is cancelled and named in the log, and the gateway stops all the
+    same -- as a loop that ignores its cancellation does not hold it either."""
+    await lifespan.__aenter__()
+    try:
+        yield
+    finally:
+        try:
+            await asyncio.wait_for(lifespan.__aexit__(None, None, None), STOP_WAIT_S)
+        except TimeoutError:
+            log.error("plugin %s took over %ss to stop; the gateway stops without it", name, STOP_WAIT_S)
+
+
 class NoSettings(BaseModel):
     """The settings of a plugin that has none of its own."""
 

@@ -3,9 +3,12 @@ or that take a service another plugin provides, stop the gateway before it start
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import os
 import subprocess
 import sys
+from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
@@ -21,7 +24,15 @@ from gateway.forge.plugin import ForgePlugin
 from gateway.forge.settings import ForgeSettings
 from gateway.jobs.plugin import JobsPlugin
 from gateway.kb.plugin import KBPlugin
-from gateway.plugin import Contribution, NoSettings, Plugin, background, order_plugins
+from gateway.plugin import (
+    STOP_WAIT_S,
+    Contribution,
+    NoSettings,
+    Plugin,
+    background,
+    bounded_stop,
+    order_plugins,
+)
 from gateway.plugins import PLUGINS, default_plugins, get_plugin, replace_plugins, without_plugins
 from gateway.services import FORGE, FORGE_SETTINGS, JOB_SERVICE, KNOWLEDGE_BASE, ServiceKey
 from gateway.tasks.plugin import TasksPlugin
@@ -233,3 +244,22 @@ def test_the_webhook_secret_is_read_once_from_its_file(short_tmp: Path) -> None:
     secret_file.unlink()
     assert contribution.services[FORGE_SETTINGS].webhook_secret() == "first-secret"
     assert any(r.path == HOOK_PATH for router in contribution.routers for r in router.routes)
+
+
+async def test_a_plugin_whose_stop_hangs_does_not_hold_the_gateway(caplog: pytest.LogCaptureFixture) -> None:
+    @contextlib.asynccontextmanager
+    async def stuck() -> AsyncIterator[None]:
+        yield
+        await asyncio.Event().wait()  # a close waiting on something that never comes
+
+    stopped = asyncio.Event()
+
+    async def run() -> None:
+        async with bounded_stop("stuck", stuck()):
+            pass
+        stopped.set()
+
+    started = asyncio.get_running_loop().time()
+    await asyncio.wait_for(run(), STOP_WAIT_S + 10)
+    assert stopped.is_set() and asyncio.get_running_loop().time() - started >= STOP_WAIT_S
+    assert "plugin stuck took over" in caplog.text

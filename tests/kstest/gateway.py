@@ -11,6 +11,7 @@ import sys
 import threading
 import time
 from pathlib import Path
+from typing import Any
 
 import httpx
 from fastapi import FastAPI
@@ -151,7 +152,7 @@ class GatewayThread(GatewayClients):
             # into the next tests' Redis. Its loop is stopped outright, and what it still ran is reported
             # at the end of the run (tests/conftest.py) for whoever reads a failure after it.
             tasks = asyncio.all_tasks(self._loop)
-            held = "; ".join(f"{t.get_name()} at {t.get_stack(limit=1)}" for t in tasks)
+            held = "; ".join(f"{t.get_name()} at {awaiting(t)}" for t in tasks)
             test = os.environ.get("PYTEST_CURRENT_TEST", "?")  # set by pytest for the phase running now
             stuck = f"gateway on port {self.port} did not stop within 30 s; still running: {held}"
             UNSTOPPED.append(f"{test}: {stuck}")
@@ -235,3 +236,18 @@ class GatewayProcess(GatewayClients):
     def restart(self) -> None:
         self.stop()
         self.start()
+
+
+def awaiting(task: asyncio.Task[Any]) -> str:
+    """Where a task waits: its await chain, innermost last (file:line function)."""
+    chain, awaited = [], task.get_coro()
+    while awaited is not None and len(chain) < 40:
+        frame = getattr(awaited, "cr_frame", None) or getattr(awaited, "gi_frame", None)
+        frame = frame or getattr(awaited, "ag_frame", None)
+        if frame is None:
+            chain.append(type(awaited).__name__)
+            break
+        chain.append(f"{Path(frame.f_code.co_filename).name}:{frame.f_lineno} {frame.f_code.co_name}")
+        awaited = getattr(awaited, "cr_await", None) or getattr(awaited, "gi_yieldfrom", None)
+        awaited = awaited or getattr(frame, "ag_await", None)
+    return " > ".join(chain)
