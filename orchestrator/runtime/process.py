@@ -210,8 +210,10 @@ class ProcessRuntime:
             return None
         pid = rec["pid"]
         child = self.children.get(name)
-        if child is not None and child.poll() is not None:
-            return None
+        if child is not None and child.pid == pid:
+            # Our own child: its pid cannot be reused before we reap it, and /proc is no witness while
+            # it exits (its environ reads empty before wait() can collect the exit status).
+            return pid if child.poll() is None else None
         if proc_start_ticks(pid) != rec["start_ticks"]:
             return None
         if proc_env(pid).get("KSWARM_AGENT") != name:
