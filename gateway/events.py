@@ -36,6 +36,7 @@ from sse_starlette import EventSourceResponse, ServerSentEvent
 
 from gateway import keys
 from gateway.auth import current_principal, still_valid
+from gateway.cancellation import rounds, stop_task
 from gateway.metrics import GatewayMetrics
 from gateway.models import MESSAGE_ID_SCHEMA, optional_message_id
 from gateway.principals import Principal
@@ -221,9 +222,7 @@ class EventHub:
             yield self
         finally:
             self.active = False
-            task.cancel()
-            with suppress(asyncio.CancelledError):
-                await task
+            await stop_task(task, "the event hub's reader")
             self.live = False
             self._wake_everyone()
             await reader.aclose()
@@ -240,7 +239,7 @@ class EventHub:
 
     async def _run(self, reader: StrRedis) -> None:
         failures = 0
-        while True:
+        for _ in rounds():
             try:
                 if self._events_id is None or self._wake_id is None:
                     await self._start_positions(reader)
@@ -250,7 +249,7 @@ class EventHub:
                 self.epoch += 1
                 self.live = True
                 self._wake_everyone()  # whoever waited across a gap reads again
-                while True:
+                for _ in rounds():
                     reply = await reader.xread(
                         {keys.EVENTS: self._events_id, keys.WAKE: self._wake_id},
                         count=READ_COUNT,

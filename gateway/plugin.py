@@ -30,6 +30,7 @@ from typing import TYPE_CHECKING, Any, ClassVar, Generic, TypeVar
 
 from pydantic import BaseModel
 
+from gateway.cancellation import STOP_WAIT_S, stop_task
 from gateway.errors import PluginError
 from gateway.services import ServiceKey
 
@@ -84,9 +85,6 @@ class Contribution:
     lifespan: Lifespan | None = None
 
 
-STOP_WAIT_S = 5.0  # how long a stopping gateway waits for its cancelled loops
-
-
 @contextlib.asynccontextmanager
 async def background(loops: Mapping[str, Coroutine[Any, Any, None]]) -> AsyncIterator[None]:
     """The app's background loops (task name -> coroutine): started on entry, cancelled and awaited
@@ -97,36 +95,26 @@ async def background(loops: Mapping[str, Coroutine[Any, Any, None]]) -> AsyncIte
     try:
         yield
     finally:
-        if tasks:
-            await _stop(tasks)
-
-
-async def _stop(tasks: list[asyncio.Task[None]]) -> None:
-    for task in tasks:
-        task.cancel()
-    _, stuck = await asyncio.wait(tasks, timeout=STOP_WAIT_S)
-    for task in stuck:
-        log.error(
-            "background loop %s ignored its cancellation; the gateway stops without it", task.get_name()
-        )
-    for task in tasks:
-        if task.done() and not task.cancelled() and task.exception() is not None:
-            log.error("background loop %s had failed: %r", task.get_name(), task.exception())
+        await asyncio.gather(*(stop_task(task, f"background loop {task.get_name()}") for task in tasks))
 
 
 @contextlib.asynccontextmanager
 async def bounded_stop(name: str, lifespan: AbstractAsyncContextManager[None]) -> AsyncIterator[None]:
     """A plugin's lifespan whose tear-down may take at most ``STOP_WAIT_S``: one that takes longer (a
     close waiting on a stuck call) is cancelled and named in the log, and the gateway stops all the
-    same -- as a loop that ignores its cancellation does not hold it either."""
+    same -- as a loop that ignores its cancellation does not hold it either. (Not ``wait_for``: after
+    its timeout it waits, unbounded, for the cancelled tear-down to end.)"""
     await lifespan.__aenter__()
     try:
         yield
     finally:
-        try:
-            await asyncio.wait_for(lifespan.__aexit__(None, None, None), STOP_WAIT_S)
-        except TimeoutError:
+        closing = asyncio.create_task(lifespan.__aexit__(None, None, None), name=f"kswarm-stop-{name}")
+        done, _ = await asyncio.wait({closing}, timeout=STOP_WAIT_S)
+        if not done:
+            closing.cancel()
             log.error("plugin %s took over %ss to stop; the gateway stops without it", name, STOP_WAIT_S)
+        elif closing.exception() is not None:
+            log.error("plugin %s failed to stop: %r", name, closing.exception())
 
 
 class NoSettings(BaseModel):

@@ -28,6 +28,7 @@ from redis.exceptions import RedisError
 
 from gateway import keys
 from gateway.auth_changes import LEASE_S, PING_S, dedicated_client, subscribed
+from gateway.cancellation import rounds, stop_task
 from gateway.principals import Principal
 from gateway.redis_facade import StrRedis
 
@@ -112,16 +113,14 @@ class CacheListener:
         try:
             yield self
         finally:
-            task.cancel()
-            with suppress(asyncio.CancelledError):
-                await task
+            await stop_task(task, "the token cache's listener")
             self.cache.suspend()
             with suppress(RedisError, OSError):
                 await self.redis.hdel(keys.AUTH_REPLICAS, self.replica)
 
     async def _run(self) -> None:
         failures = 0
-        while True:
+        for _ in rounds():
             client = dedicated_client(self.redis, self.connection_name)
             pubsub = client.pubsub()
             try:
@@ -158,7 +157,7 @@ class CacheListener:
         sequence = 0
         next_ping = 0.0
         answered = time.monotonic()
-        while True:
+        for _ in rounds():
             now = time.monotonic()
             if now >= next_ping:
                 if now - answered > LEASE_S:

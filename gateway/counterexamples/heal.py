@@ -42,6 +42,7 @@ from dataclasses import dataclass, field
 
 from pydantic import ValidationError
 
+from gateway.cancellation import rounds
 from gateway.client.jobs.models import Job, JobRequest, JobState
 from gateway.context import GatewayContext
 from gateway.counterexamples.models import Counterexample
@@ -359,7 +360,7 @@ async def record_withdrew(ctx: GatewayContext, case_id: str, records: list[str])
 
 async def heal_loop(ctx: GatewayContext, every_s: float = HEAL_EVERY_S) -> None:
     """``heal_sweep`` forever; a failed pass (the forge away) is retried on the next."""
-    while True:
+    for _ in rounds():
         try:
             await heal_sweep(ctx)
         except asyncio.CancelledError:

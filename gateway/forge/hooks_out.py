@@ -24,6 +24,7 @@ from typing import Any
 import httpx
 from pydantic import BaseModel, Field
 
+from gateway.cancellation import rounds
 from gateway.forge import keys
 from gateway.redis_compat import stream_gone
 from gateway.redis_facade import StrRedis
@@ -211,7 +212,7 @@ class HookDeliverer:
     async def run(self) -> None:
         await self.ensure_group()
         async with httpx.AsyncClient() as http:
-            while True:
+            for _ in rounds():
                 try:
                     reply = await self.redis.xreadgroup(
                         GROUP, self.consumer, {keys.EVENTS: ">"}, count=50, block=1000

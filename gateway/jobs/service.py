@@ -17,6 +17,7 @@ from typing import Any
 from redis.exceptions import RedisError
 
 from gateway import keys as gateway_keys
+from gateway.cancellation import rounds
 from gateway.client.jobs.kernel_paths import task_of_kernel
 from gateway.client.jobs.models import (
     Assignment,
@@ -327,7 +328,7 @@ class JobService:
         """Requeue or dead-letter the jobs of silent workers, in every pool, and deliver the outcomes
         a crash left undelivered, forever."""
         idle_ms = int(self.settings.claim_idle_s * 1000)
-        while True:
+        for _ in rounds():
             try:
                 await self.outcomes.deliver_pending()
             except Exception:

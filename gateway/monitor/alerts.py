@@ -35,6 +35,7 @@ import httpx
 from prometheus_client import CollectorRegistry, Counter
 from pydantic import BaseModel, Field
 
+from gateway.cancellation import rounds
 from gateway.monitor import keys
 from gateway.monitor.alert_targets import SEVERITY_RANK, AlertTarget
 from gateway.monitor.models import AttentionItem, AttentionReport, Severity
@@ -184,7 +185,7 @@ class TargetSender:
         self.wake.set()
 
     async def run(self) -> None:
-        while True:
+        for _ in rounds():
             await self.wake.wait()
             self.wake.clear()
             while self.pending:

@@ -33,6 +33,7 @@ import time
 from typing import Any
 
 from gateway import keys as gateway_keys
+from gateway.cancellation import rounds
 from gateway.context import GatewayContext
 from gateway.llm.usage import SPENT
 from gateway.monitor import keys
@@ -83,7 +84,7 @@ class MonitorFeeder:
 
     async def run(self) -> None:
         try:
-            while True:
+            for _ in rounds():
                 try:
                     await self.once()
                 except asyncio.CancelledError:

@@ -14,6 +14,7 @@ import logging
 from redis.exceptions import TimeoutError as RedisTimeoutError
 
 from gateway import keys
+from gateway.cancellation import rounds
 from gateway.monitor.kinds import event_kind
 from gateway.principals import PrincipalKind, PrincipalStore
 from gateway.redis_facade import StrRedis
@@ -110,10 +111,10 @@ class SearchFeeder:
         return len(entries)
 
     async def run(self) -> None:
-        while True:
+        for _ in rounds():
             try:
                 await self.catch_up()
-                while True:
+                for _ in rounds():
                     await self.step()
                     first = await self.redis.xrange(keys.EVENTS, "-", "+", 1)
                     cursor = await self.index.cursor()

@@ -13,6 +13,7 @@ import time
 from typing import Any
 
 from gateway import keys as gateway_keys
+from gateway.cancellation import rounds
 from gateway.context import GatewayContext
 from gateway.errors import BoardError
 from gateway.principals import Principal, PrincipalKind
@@ -172,7 +173,7 @@ class BoardService:
         return posted
 
     async def sweeper(self) -> None:
-        while True:
+        for _ in rounds():
             try:
                 await self.sweep_once()
             except asyncio.CancelledError:

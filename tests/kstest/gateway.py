@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import asyncio
+import gc
+import inspect
 import os
 import signal
 import socket
@@ -10,6 +12,7 @@ import subprocess
 import sys
 import threading
 import time
+import traceback
 from pathlib import Path
 from typing import Any
 
@@ -154,7 +157,11 @@ class GatewayThread(GatewayClients):
             tasks = asyncio.all_tasks(self._loop)
             held = "; ".join(f"{t.get_name()} at {awaiting(t)}" for t in tasks)
             test = os.environ.get("PYTEST_CURRENT_TEST", "?")  # set by pytest for the phase running now
-            stuck = f"gateway on port {self.port} did not stop within 30 s; still running: {held}"
+            stack = thread_stack(self._thread)
+            stuck = (
+                f"gateway on port {self.port} did not stop within 30 s; its thread runs {stack}; "
+                f"still running: {held}"
+            )
             UNSTOPPED.append(f"{test}: {stuck}")
             self._loop.call_soon_threadsafe(self._loop.stop)
             self._thread.join(10)
@@ -239,15 +246,53 @@ class GatewayProcess(GatewayClients):
 
 
 def awaiting(task: asyncio.Task[Any]) -> str:
-    """Where a task waits: its await chain, innermost last (file:line function)."""
+    """Where a task waits: its await chain, innermost last (file:line function). An async generator's
+    ``asend`` (an ``async with`` of an ``asynccontextmanager``) is followed into the generator."""
     chain, awaited = [], task.get_coro()
-    while awaited is not None and len(chain) < 40:
+    while awaited is not None and len(chain) < 400:
         frame = getattr(awaited, "cr_frame", None) or getattr(awaited, "gi_frame", None)
         frame = frame or getattr(awaited, "ag_frame", None)
         if frame is None:
-            chain.append(type(awaited).__name__)
-            break
+            generator = _async_generator_of(awaited)
+            if generator is None:
+                chain.append(type(awaited).__name__)
+                break
+            awaited = generator
+            continue
         chain.append(f"{Path(frame.f_code.co_filename).name}:{frame.f_lineno} {frame.f_code.co_name}")
-        awaited = getattr(awaited, "cr_await", None) or getattr(awaited, "gi_yieldfrom", None)
-        awaited = awaited or getattr(frame, "ag_await", None)
-    return " > ".join(chain)
+        current = awaited
+        awaited = getattr(current, "cr_await", None) or getattr(current, "gi_yieldfrom", None)
+        awaited = awaited or getattr(current, "ag_await", None)
+    return " > ".join(_fold(chain))
+
+
+def _fold(chain: list[str]) -> list[str]:
+    """A chain with each run of one repeated pair of steps (a merged lifespan per router) shown once."""
+    folded: list[str] = []
+    for step in chain:
+        folded.append(step)
+        if len(folded) >= 4 and folded[-4:-2] == folded[-2:]:
+            del folded[-2:]
+    return folded
+
+
+def _async_generator_of(awaitable: object) -> Any:
+    """The async generator an ``async_generator_asend``/``athrow`` drives (the one object it refers to
+    that is an async generator), or None for anything else."""
+    if type(awaitable).__name__ not in ("async_generator_asend", "async_generator_athrow"):
+        return None
+    for referent in gc.get_referents(awaitable):
+        if inspect.isasyncgen(referent):
+            return referent
+    return None
+
+
+def thread_stack(thread: threading.Thread) -> str:
+    """The Python stack a thread runs now, innermost last: a loop blocked in a call shows it here."""
+    frame = sys._current_frames().get(thread.ident or -1)
+    lines = (
+        [f"{Path(f.filename).name}:{f.lineno} {f.name}" for f in traceback.extract_stack(frame)]
+        if frame
+        else []
+    )
+    return " > ".join(lines[-25:]) or "(no stack)"

@@ -23,6 +23,7 @@ import uuid
 from collections.abc import AsyncIterator
 from typing import Any
 
+from gateway.cancellation import rounds
 from gateway.chat import ChatService
 from gateway.errors import ForgeError
 from gateway.forge import keys
@@ -329,7 +330,7 @@ class ReviewGate:
         await self.principal()
         await self.ensure_group()
         next_sweep = time.monotonic()
-        while True:
+        for _ in rounds():
             try:
                 if time.monotonic() >= next_sweep:
                     next_sweep = time.monotonic() + self.sweep_s
