@@ -36,7 +36,7 @@ from sse_starlette import EventSourceResponse, ServerSentEvent
 
 from gateway import keys
 from gateway.auth import current_principal, still_valid
-from gateway.cancellation import rounds, stop_task
+from gateway.cancellation import STOP_WAIT_S, nap, rounds, stop_task
 from gateway.metrics import GatewayMetrics
 from gateway.models import MESSAGE_ID_SCHEMA, optional_message_id
 from gateway.principals import Principal
@@ -222,10 +222,13 @@ class EventHub:
             yield self
         finally:
             self.active = False
-            await stop_task(task, "the event hub's reader")
+            stopped = await stop_task(task, "the event hub's reader")
             self.live = False
             self._wake_everyone()
-            await reader.aclose()
+            # Its own pool is not closed by the client's aclose: closed here, a read still stuck ends.
+            await reader.aclose(close_connection_pool=True)
+            if not stopped:
+                await asyncio.wait({task}, timeout=STOP_WAIT_S)
 
     async def _start_positions(self, reader: StrRedis) -> None:
         """Where a first start reads from: now (the ids of the newest entries)."""
@@ -268,7 +271,7 @@ class EventHub:
                     self._last_log = now
                     log.warning("event hub: reading Redis failed (%r); waiters fall back to re-reading", exc)
                 failures += 1
-                await asyncio.sleep(min(5.0, 0.1 * 2**failures))
+                await nap(min(5.0, 0.1 * 2**failures))
 
     def _take(self, reply: list[Any]) -> None:
         """One read's entries: wake-ups wake their topics, events go to memory and are announced."""

@@ -113,7 +113,7 @@ async def bounded_stop(name: str, lifespan: AbstractAsyncContextManager[None]) -
         if not done:
             closing.cancel()
             log.error("plugin %s took over %ss to stop; the gateway stops without it", name, STOP_WAIT_S)
-        elif closing.exception() is not None:
+        elif not closing.cancelled() and closing.exception() is not None:
             log.error("plugin %s failed to stop: %r", name, closing.exception())
 
 

@@ -28,7 +28,7 @@ from redis.exceptions import RedisError
 
 from gateway import keys
 from gateway.auth_changes import LEASE_S, PING_S, dedicated_client, subscribed
-from gateway.cancellation import rounds, stop_task
+from gateway.cancellation import nap, rounds, stop_task
 from gateway.principals import Principal
 from gateway.redis_facade import StrRedis
 
@@ -135,7 +135,7 @@ class CacheListener:
                     self._last_log = now
                     log.warning("token cache: subscription lost (%r); every token is checked in Redis", exc)
                 failures += 1
-                await asyncio.sleep(min(5.0, 0.05 * 2**failures))
+                await nap(min(5.0, 0.05 * 2**failures))
             finally:
                 self.cache.suspend()  # also on cancellation: a stopped listener leaves no cache in use
                 with suppress(RedisError, OSError):

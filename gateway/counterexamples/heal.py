@@ -42,7 +42,7 @@ from dataclasses import dataclass, field
 
 from pydantic import ValidationError
 
-from gateway.cancellation import rounds
+from gateway.cancellation import nap, rounds
 from gateway.client.jobs.models import Job, JobRequest, JobState
 from gateway.context import GatewayContext
 from gateway.counterexamples.models import Counterexample
@@ -367,4 +367,4 @@ async def heal_loop(ctx: GatewayContext, every_s: float = HEAL_EVERY_S) -> None:
             raise
         except Exception:
             log.exception("the heal's sweep failed; the next one retries")
-        await asyncio.sleep(every_s)
+        await nap(every_s)

@@ -24,7 +24,7 @@ from typing import Any
 import httpx
 from pydantic import BaseModel, Field
 
-from gateway.cancellation import rounds
+from gateway.cancellation import nap, rounds
 from gateway.forge import keys
 from gateway.redis_compat import stream_gone
 from gateway.redis_facade import StrRedis
@@ -232,4 +232,4 @@ class HookDeliverer:
                         await self.ensure_group()
                         continue
                     log.exception("hook loop error")
-                    await asyncio.sleep(1)
+                    await nap(1)

@@ -8,7 +8,6 @@ follows a final state (evidence, notice) is ``outcomes.py``.
 
 from __future__ import annotations
 
-import asyncio
 import logging
 import time
 from collections.abc import Awaitable, Callable
@@ -17,7 +16,7 @@ from typing import Any
 from redis.exceptions import RedisError
 
 from gateway import keys as gateway_keys
-from gateway.cancellation import rounds
+from gateway.cancellation import nap, rounds
 from gateway.client.jobs.kernel_paths import task_of_kernel
 from gateway.client.jobs.models import (
     Assignment,
@@ -343,4 +342,4 @@ class JobService:
                             await self.announce(job)
                 except Exception:  # a bad pass must not stop reclaiming; the next one retries
                     log.exception("reclaim of pool %s failed", pool)
-            await asyncio.sleep(self.settings.reclaim_every_s)
+            await nap(self.settings.reclaim_every_s)

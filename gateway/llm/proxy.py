@@ -34,7 +34,7 @@ from fastapi.responses import Response
 from redis.exceptions import RedisError
 
 from gateway.auth import current_principal
-from gateway.cancellation import rounds
+from gateway.cancellation import nap, rounds
 from gateway.context import GatewayContext
 from gateway.error_shapes import error_response
 from gateway.errors import BudgetRefused, GatewayError, ProxyError, Unauthorized
@@ -153,7 +153,7 @@ class LLMProxy:
     async def _renew_reservations(self) -> None:
         """Keep this process's reservations alive: a crashed gateway's expire after the TTL."""
         for _ in rounds():
-            await asyncio.sleep(self.settings.reservation_ttl / 3)
+            await nap(self.settings.reservation_ttl / 3)
             try:
                 await self.usage.renew(list(self.live.keys()))
             except Exception as exc:  # Redis away: the next round tries again

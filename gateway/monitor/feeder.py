@@ -33,7 +33,7 @@ import time
 from typing import Any
 
 from gateway import keys as gateway_keys
-from gateway.cancellation import rounds
+from gateway.cancellation import nap, rounds
 from gateway.context import GatewayContext
 from gateway.llm.usage import SPENT
 from gateway.monitor import keys
@@ -91,7 +91,7 @@ class MonitorFeeder:
                     raise
                 except Exception:  # keep feeding: a Redis hiccup or a broken source must not end history
                     log.exception("monitor feeder pass failed")
-                await asyncio.sleep(min(1.0, self.settings.attention_every_s))
+                await nap(min(1.0, self.settings.attention_every_s))
         finally:
             with contextlib.suppress(Exception):
                 await self.alerts.aclose()

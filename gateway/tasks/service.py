@@ -13,7 +13,7 @@ import time
 from typing import Any
 
 from gateway import keys as gateway_keys
-from gateway.cancellation import rounds
+from gateway.cancellation import nap, rounds
 from gateway.context import GatewayContext
 from gateway.errors import BoardError
 from gateway.principals import Principal, PrincipalKind
@@ -186,4 +186,4 @@ class BoardService:
                 raise
             except Exception:  # the forge may be away (Gitea restarting): the next sweep retries
                 log.exception("task board sync from main failed")
-            await asyncio.sleep(self.settings.sweep_s)
+            await nap(self.settings.sweep_s)

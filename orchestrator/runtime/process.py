@@ -17,7 +17,9 @@ Isolation modes (``process.isolation`` in the spec):
 Each agent is started through ``orchestrator.runtime.launch`` (rlimits, namespaces, uid drop, exec) in
 a new session. Its pid and kernel start time go to ``swarm/agents/<name>.proc.json`` so
 that a restarted orchestrator adopts it: a pid counts as the agent only while ``/proc/<pid>`` has the
-same start time and the agent's ``KSWARM_AGENT`` in its environment (pids get recycled).
+same start time and the agent's ``KSWARM_AGENT`` in its environment (pids get recycled). The
+orchestrator's own child is judged by ``wait()`` instead: while it exits, ``/proc`` already reads an
+empty environment but its exit status cannot be collected yet.
 """
 
 from __future__ import annotations

@@ -16,7 +16,7 @@ from typing import Any
 import pytest
 from redis.asyncio import Redis
 
-from gateway.cancellation import STOP_WAIT_S, cancel_requested, rounds
+from gateway.cancellation import STOP_WAIT_S, cancel_requested, nap, rounds
 from gateway.events import EventHub
 from gateway.metrics import GatewayMetrics
 from gateway.plugin import background, bounded_stop
@@ -151,3 +151,40 @@ def test_a_tear_down_that_swallows_its_cancellation_does_not_hold_the_stop(
 
     assert asyncio.run(ends(run_and_stop(), swallower))
     assert "plugin stuck took over" in caplog.text
+
+
+def test_a_pause_after_a_swallowed_cancellation_ends_at_once() -> None:
+    swallower = Swallower()
+
+    async def reading_then_pausing() -> None:
+        for _ in rounds():
+            await swallower.read()
+            await nap(3600)  # a loop's pause: not slept out once the cancellation was requested
+
+    async def main() -> bool:
+        loop = asyncio.create_task(reading_then_pausing())
+
+        async def stop() -> None:
+            await swallower.reading.wait()
+            loop.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await loop
+
+        return await ends(stop(), swallower)
+
+    assert asyncio.run(main())
+
+
+def test_a_tear_down_that_ends_cancelled_by_itself_does_not_break_the_stop() -> None:
+    @asynccontextmanager
+    async def lifespan() -> AsyncIterator[None]:
+        yield
+        helper = asyncio.create_task(asyncio.Event().wait())
+        helper.cancel()
+        await helper  # its CancelledError ends the tear-down
+
+    async def main() -> None:
+        async with bounded_stop("cancelled", lifespan()):
+            pass
+
+    asyncio.run(main())  # raises CancelledError if the stop let the tear-down's cancellation out

@@ -23,7 +23,7 @@ import uuid
 from collections.abc import AsyncIterator
 from typing import Any
 
-from gateway.cancellation import rounds
+from gateway.cancellation import nap, rounds
 from gateway.chat import ChatService
 from gateway.errors import ForgeError
 from gateway.forge import keys
@@ -356,4 +356,4 @@ class ReviewGate:
                     await self.ensure_group()
                     continue
                 log.exception("gate loop error")
-                await asyncio.sleep(1)
+                await nap(1)
