@@ -10,11 +10,12 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import time
 
 from redis.exceptions import TimeoutError as RedisTimeoutError
 
 from gateway import keys
-from gateway.cancellation import rounds
+from gateway.cancellation import nap, rounds
 from gateway.monitor.kinds import event_kind
 from gateway.principals import PrincipalKind, PrincipalStore
 from gateway.redis_facade import StrRedis
@@ -23,6 +24,8 @@ from gateway.search.index import Row, SearchIndex
 log = logging.getLogger("kswarm.search")
 BATCH = 500
 BLOCK_MS = 2000
+BATCH_DELAY_S = 0.2  # how long new messages gather before they are indexed (SearchSettings.batch_delay_s)
+TRIM_CHECK_S = 5.0  # how often the feeder checks whether the event stream was trimmed past its cursor
 
 
 def _older(a: str, b: str) -> bool:
@@ -33,11 +36,23 @@ def _older(a: str, b: str) -> bool:
 
 
 class SearchFeeder:
-    def __init__(self, redis: StrRedis, principals: PrincipalStore, index: SearchIndex) -> None:
+    """Indexes messages in batches: after each write it lets the next messages gather for
+    ``batch_delay_s``, so that a busy swarm costs one transaction per batch, not one per message (the
+    first message after a quiet spell is indexed at once)."""
+
+    def __init__(
+        self,
+        redis: StrRedis,
+        principals: PrincipalStore,
+        index: SearchIndex,
+        batch_delay_s: float = BATCH_DELAY_S,
+    ) -> None:
         self.redis = redis
         self.principals = principals
         self.index = index
+        self.batch_delay_s = batch_delay_s
         self.kinds: dict[str, PrincipalKind | None] = {}
+        self._cursor: str | None = None  # the index's cursor as last written (read once per catch-up)
 
     async def sender_kind(self, name: str) -> PrincipalKind | None:
         if name not in self.kinds:
@@ -89,11 +104,19 @@ class SearchFeeder:
         added = await self.backfill()
         if cursor is None or _older(cursor, mark):
             await self.index.add([], cursor=mark)  # events after mark are tailed; earlier ones are in
+            self._cursor = mark
         log.info("search index: backfilled %d message(s) from the channel streams", added)
+
+    async def trimmed_past(self) -> bool:
+        """Whether the event stream no longer reaches back to the cursor (a catch-up is due)."""
+        first = await self.redis.xrange(keys.EVENTS, "-", "+", 1)
+        return bool(first and self._cursor and _older(self._cursor, first[0][0]))
 
     async def step(self, block_ms: int = BLOCK_MS) -> int:
         """Index the events after the cursor (waiting up to ``block_ms`` for one); returns how many."""
-        cursor = await self.index.cursor() or "0-0"
+        if self._cursor is None:
+            self._cursor = await self.index.cursor()
+        cursor = self._cursor or "0-0"
         try:
             reply = await self.redis.xread({keys.EVENTS: cursor}, count=BATCH, block=block_ms)
         except RedisTimeoutError:
@@ -108,22 +131,28 @@ class SearchFeeder:
                 if row is not None:
                     rows.append(row)
         await self.index.add(rows, cursor=entries[-1][0])
+        self._cursor = entries[-1][0]
         return len(entries)
+
+    async def gather(self) -> None:
+        """The pause after a write that was not a full batch: the next messages gather meanwhile."""
+        await nap(self.batch_delay_s)
 
     async def run(self) -> None:
         for _ in rounds():
             try:
+                self._cursor = None  # read again from the index: a failed write may not have landed
                 await self.catch_up()
+                checked = time.monotonic()
                 for _ in rounds():
-                    await self.step()
-                    first = await self.redis.xrange(keys.EVENTS, "-", "+", 1)
-                    cursor = await self.index.cursor()
-                    if first and cursor and _older(cursor, first[0][0]):
-                        break  # trimmed past us: catch up again
+                    if await self.step() < BATCH:
+                        await self.gather()
+                    if time.monotonic() - checked >= TRIM_CHECK_S:
+                        checked = time.monotonic()
+                        if await self.trimmed_past():
+                            break  # trimmed past us: catch up again
             except asyncio.CancelledError:
                 raise
             except Exception:  # Redis down, a disk error: try again, the cursor says where we were
                 log.exception("search feeder failed; retrying")
-                # A cancellation here must end the loop: swallowed, it left the task "cancelling" forever
-                # and a stopping gateway waiting on it (a killed XREAD connection, then Ctrl-C).
-                await asyncio.sleep(1.0)
+                await nap(1.0)

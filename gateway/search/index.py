@@ -30,6 +30,9 @@ T = TypeVar("T")
 START, END = "\x02", "\x03"
 SCHEMA = """
 PRAGMA journal_mode = WAL;
+-- No fsync per commit (WAL keeps the file whole): a power loss can lose the last batches, which
+-- the cursor, written in their transaction, makes the feeder index again.
+PRAGMA synchronous = NORMAL;
 CREATE TABLE IF NOT EXISTS messages (
   rowid INTEGER PRIMARY KEY,
   channel TEXT NOT NULL,

@@ -21,7 +21,7 @@ from gateway.deps import AnyPrincipal, provided
 from gateway.errors import BadRequest
 from gateway.plugin import Contribution, McpTools, Plugin
 from gateway.principals import Principal
-from gateway.search.feeder import SearchFeeder
+from gateway.search.feeder import BATCH_DELAY_S, SearchFeeder
 from gateway.search.index import Hit, SearchIndex
 from gateway.search.query import parse_query
 from gateway.services import ServiceKey
@@ -32,6 +32,13 @@ class SearchSettings(BaseSettings):
 
     path: Path | None = Field(
         None, description="The SQLite file (default $KSWARM_HOME/search/messages.sqlite3)."
+    )
+    batch_delay_s: float = Field(
+        BATCH_DELAY_S,
+        ge=0,
+        le=5,
+        description="How long new messages gather before they are indexed in one transaction: one "
+        "write per batch instead of one per message; a search sees a message at most this much later.",
     )
 
 
@@ -131,7 +138,9 @@ class SearchPlugin(Plugin[SearchSettings]):
 
     def contribute(self, ctx: GatewayContext) -> Contribution:
         index = SearchIndex(self.settings.path or ctx.settings.home / "search" / "messages.sqlite3")
-        svc = SearchService(index, SearchFeeder(ctx.redis, ctx.principals, index))
+        svc = SearchService(
+            index, SearchFeeder(ctx.redis, ctx.principals, index, self.settings.batch_delay_s)
+        )
 
         @contextlib.asynccontextmanager
         async def lifespan() -> AsyncIterator[None]:
