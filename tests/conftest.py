@@ -8,6 +8,7 @@ import shutil
 import tempfile
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 import redis as redis_sync
@@ -17,8 +18,6 @@ from orchestrator.local.embedded_redis import EmbeddedRedis
 
 
 def pytest_configure(config: pytest.Config) -> None:
-    # Known without pytest-xdist too (`-p no:xdist`, --strict-markers): see "two lanes" below.
-    config.addinivalue_line("markers", "xdist_group(name): tests one pytest-xdist worker runs in turn")
     if os.environ.get("PYTEST_XDIST_WORKER"):
         # A pytest-xdist worker starts with COLUMNS=80 in its environment, and the CLI's rich consoles
         # (module globals) fix their width from COLUMNS when created: every CLI test that sets COLUMNS
@@ -85,12 +84,15 @@ def gateway(clean_redis: str, short_tmp: Path) -> Iterator[GatewayThread]:
 
 
 # -- two lanes ----------------------------------------------------------------------------------------
-# KSWARM_TEST_WORKERS=2 ./run-tests runs the suite in two pytest-xdist workers (`-n 2 --dist loadgroup`).
-# Tests that use what the whole machine shares (the Docker daemon, Slurm, the uid registry, agents
-# supervised by a real orchestrator, kswarm's CLI end to end, sandboxes and cgroups) form one group that
+# ./run-tests runs the suite in two pytest-xdist workers (`-n 2`; KSWARM_TEST_WORKERS sets another
+# number). Tests that use what the whole machine shares (the Docker daemon, Slurm, the uid registry, agents
+# supervised by a real orchestrator, kswarm's CLI end to end, sandboxes and cgroups) form one lane that
 # one worker runs one test at a time, as a serial run would; the rest (each test its own gateway, each
 # worker its own Redis, the harness its own processes) go to either worker. About half of a serial
 # run's time is waiting on processes, so two lanes on two cores cut the wall time without more CPU.
+# The lanes are a scheduler of ours (``pytest_xdist_make_scheduler``), not xdist's ``loadgroup``: that one
+# renames each item's ``_nodeid``, which pytest 9 no longer reads, so it silently spread the machine-wide
+# tests over every worker.
 MACHINE_WIDE = (
     "tests/orchestrator/",
     "tests/e2e/",
@@ -106,14 +108,35 @@ MACHINE_WIDE = (
     "tests/gateway/monitor/test_agent_reports_timeline.py",
 )
 EITHER_LANE = ("tests/orchestrator/verify/",)  # the harness: only processes of its own
+MACHINE_LANE = "machine"
+
+
+def lane_of(nodeid: str) -> str:
+    """The machine lane for a test that uses machine-wide things, else a lane of the test's own."""
+    path = nodeid.split("::", 1)[0]
+    return MACHINE_LANE if path.startswith(MACHINE_WIDE) and not path.startswith(EITHER_LANE) else nodeid
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    # The scheduler sees node ids only: Docker and Slurm tests must sit in the lane's paths.
     for item in items:
-        path = item.nodeid.split("::", 1)[0]
-        shared = path.startswith(MACHINE_WIDE) and not path.startswith(EITHER_LANE)
-        if shared or item.get_closest_marker("docker") or item.get_closest_marker("slurm"):
-            item.add_marker(pytest.mark.xdist_group("machine"))
+        needs_machine = item.get_closest_marker("docker") or item.get_closest_marker("slurm")
+        if needs_machine and lane_of(item.nodeid) != MACHINE_LANE:
+            raise pytest.UsageError(f"{item.nodeid} uses Docker or Slurm: put it under one of MACHINE_WIDE")
+
+
+@pytest.hookimpl(optionalhook=True)  # known only where pytest-xdist is loaded
+def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
+    """The two lanes (see above) for ``-n N`` with ``--dist load`` (the default) or ``loadgroup``."""
+    if config.getvalue("dist") not in ("load", "loadgroup"):
+        return None
+    from xdist.scheduler import LoadScopeScheduling
+
+    class Lanes(LoadScopeScheduling):
+        def _split_scope(self, nodeid: str) -> str:
+            return lane_of(nodeid)
+
+    return Lanes(config, log)
 
 
 # -- left-behind agents --------------------------------------------------------------------------------
