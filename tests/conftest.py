@@ -88,8 +88,9 @@ def gateway(clean_redis: str, short_tmp: Path) -> Iterator[GatewayThread]:
 # number). Tests that use what the whole machine shares (the Docker daemon, Slurm, the uid registry, agents
 # supervised by a real orchestrator, kswarm's CLI end to end, sandboxes and cgroups) form one lane that
 # one worker runs one test at a time, as a serial run would; the rest (each test its own gateway, each
-# worker its own Redis, the harness its own processes) go to either worker. About half of a serial
-# run's time is waiting on processes, so two lanes on two cores cut the wall time without more CPU.
+# worker its own Redis, the harness its own processes) go to either worker, a file at a time. About half
+# of a serial run's time is waiting on processes, so two lanes on two cores cut the wall time without
+# more CPU.
 # The lanes are a scheduler of ours (``pytest_xdist_make_scheduler``), not xdist's ``loadgroup``: that one
 # renames each item's ``_nodeid``, which pytest 9 no longer reads, so it silently spread the machine-wide
 # tests over every worker.
@@ -112,9 +113,11 @@ MACHINE_LANE = "machine"
 
 
 def lane_of(nodeid: str) -> str:
-    """The machine lane for a test that uses machine-wide things, else a lane of the test's own."""
+    """The machine lane for a test that uses machine-wide things, else its file's: a module runs whole,
+    in order, on one worker (its module-scoped fixtures are made once and its tests may build on each
+    other's state)."""
     path = nodeid.split("::", 1)[0]
-    return MACHINE_LANE if path.startswith(MACHINE_WIDE) and not path.startswith(EITHER_LANE) else nodeid
+    return MACHINE_LANE if path.startswith(MACHINE_WIDE) and not path.startswith(EITHER_LANE) else path
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:

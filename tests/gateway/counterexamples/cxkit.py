@@ -55,6 +55,15 @@ class CxGateway(JobsGateway):
 
         return wait_for(taken, what="a job to take")
 
+    def take_job(self, job_id: str, worker: str = "w1") -> dict[str, Any]:
+        """Job ``job_id``, as a worker takes it: the jobs handed out before it are left taken. The heal
+        queues re-verifications of its own (a regression case an earlier test merged), at any time."""
+        for _ in range(20):
+            assignment = self.take(worker)
+            if assignment["job"]["id"] == job_id:
+                return assignment
+        raise AssertionError(f"job {job_id} was not handed out among the next 20")
+
     def finish(
         self, assignment: dict[str, Any], verdict: str, result: dict[str, Any], who: str = "w1"
     ) -> httpx.Response:

@@ -84,7 +84,7 @@ def test_a_confirmed_counterexample_becomes_the_finders_regression_pr(gw: CxGate
         "generator": None,
     }
     assert cx["job"] in mine
-    assignment = gw.take()
+    assignment = gw.take_job(cx["job"])
     assert assignment["job"]["counterexample"]["id"] == cx["id"]
     # the kernel's verdict on the input is fail: confirmed
     assert gw.finish(assignment, "fail", {"counterexample": confirmed_outcome()}).json()["recorded"]
@@ -119,8 +119,7 @@ def test_a_confirmed_counterexample_becomes_the_finders_regression_pr(gw: CxGate
 
 def test_a_refused_counterexample_tells_the_finder_why(gw: CxGateway) -> None:
     cx = gw.submit_cx("rita", **body(gw)).json()
-    assignment = gw.take()
-    assert assignment["job"]["id"] == cx["job"]
+    assignment = gw.take_job(cx["job"])
     why = "the kernel matches the reference on this input (max abs error 0)"
     outcome = {"status": "refused", "reasons": [why], "input": INPUT, "inputs_tried": 1}
     assert gw.finish(assignment, "pass", {"counterexample": outcome}).json()["recorded"]
