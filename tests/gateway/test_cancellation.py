@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Coroutine
 from contextlib import asynccontextmanager
 from typing import Any
 
@@ -57,6 +57,19 @@ async def ends(stopping: Any, swallower: Swallower) -> bool:
     return task in done
 
 
+async def cancelled_in_its_read_ends(loop: Coroutine[Any, Any, None], swallower: Swallower) -> bool:
+    """Whether ``loop``, cancelled once it is in its first read, ends."""
+    task = asyncio.create_task(loop)
+
+    async def stop() -> None:
+        await swallower.reading.wait()
+        task.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await task
+
+    return await ends(stop(), swallower)
+
+
 def test_a_loop_ends_at_its_next_round_when_the_cancellation_was_swallowed() -> None:
     swallower = Swallower()
 
@@ -64,18 +77,7 @@ def test_a_loop_ends_at_its_next_round_when_the_cancellation_was_swallowed() -> 
         for _ in rounds():
             await swallower.read()
 
-    async def main() -> bool:
-        loop = asyncio.create_task(reading_forever())
-
-        async def stop() -> None:
-            await asyncio.sleep(0)  # the loop runs up to its read
-            loop.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await loop
-
-        return await ends(stop(), swallower)
-
-    assert asyncio.run(main())
+    assert asyncio.run(cancelled_in_its_read_ends(reading_forever(), swallower))
 
 
 def test_cancel_requested_is_false_in_a_task_nobody_cancelled() -> None:
@@ -161,18 +163,7 @@ def test_a_pause_after_a_swallowed_cancellation_ends_at_once() -> None:
             await swallower.read()
             await nap(3600)  # a loop's pause: not slept out once the cancellation was requested
 
-    async def main() -> bool:
-        loop = asyncio.create_task(reading_then_pausing())
-
-        async def stop() -> None:
-            await swallower.reading.wait()
-            loop.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await loop
-
-        return await ends(stop(), swallower)
-
-    assert asyncio.run(main())
+    assert asyncio.run(cancelled_in_its_read_ends(reading_then_pausing(), swallower))
 
 
 def test_a_tear_down_that_ends_cancelled_by_itself_does_not_break_the_stop() -> None:
