@@ -264,6 +264,13 @@ class LLMProxy:
             await self.post_notices(answer.notices)
         raise BudgetRefused(answer.message(), scope=answer.scope, budget=answer.budget)
 
+    def settle_soon(self, res: Reservation, model: str | None, usage: Usage | None) -> None:
+        """Settle ``res`` in a task of its own, off the answer's path. The books stay read-your-writes:
+        the agent's next request and every reader of its usage wait for it (``UsageStore.settled``),
+        and shutdown drains it. Until it runs the reservation's worst case still counts against every
+        budget, so nothing is admitted that the settled books would refuse."""
+        self.usage.track(res.name, asyncio.create_task(self.settle(res, model, usage), name="llm-settle"))
+
     async def settle(self, res: Reservation, model: str | None, usage: Usage | None) -> None:
         """Replace the reservation by ``usage`` (None: release it); never raises, never cancelled."""
         self.live.pop(res.id, None)
@@ -353,12 +360,12 @@ class LLMProxy:
             # Answered here, not by the app's handler: the reservation is settled and the answer counted
             # first, and the upstream key is scrubbed from the message.
             if res is not None:
-                await self.settle(res, None, None)
+                self.settle_soon(res, None, None)
             path = request.url.path
             return self.answer(error_response(path, exc, self.scrub_text(exc.message)))
         except BaseException:
             if res is not None:
-                await self.settle(res, None, None)
+                self.settle_soon(res, None, None)
             raise
         self.metrics.seconds.observe(time.perf_counter() - started)
         headers = self.response_headers(upstream)
@@ -379,7 +386,7 @@ class LLMProxy:
             await upstream.aclose()
             slot.release()
             if res is not None:
-                await self.settle(res, model, spent)
+                self.settle_soon(res, model, spent)
         response = Response(KeyScrubber(self.secret).scrub(data), upstream.status_code, headers)
         return self.answer(response)
 

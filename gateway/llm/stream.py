@@ -1,8 +1,8 @@
 """The proxy's per-request pieces: a concurrency slot, and an upstream SSE stream passed through.
 
-A stream is settled exactly once, however it ends (docs/llm-proxy.md, "Settling"): its last bytes
-carry the settlement (so a client that has read it sees its usage); a client that leaves, or an
-upstream that breaks, settles it in ``close``.
+A stream is settled exactly once, however it ends (docs/llm-proxy.md, "Settling"): when its last
+bytes are out (in a task of its own, which the agent's next request and every reader of its usage
+wait for); a client that leaves, or an upstream that breaks, settles it in ``close``.
 """
 
 from __future__ import annotations
@@ -91,8 +91,7 @@ class ProxyStream(StreamingResponse):
             self.finished = True
         if tail := self.scrubber.flush():
             yield tail
-        # Settled before the stream's last byte, so a client that has read it sees its usage.
-        await self._settle()
+        self._settle()
 
     def _spent(self, res: Reservation) -> Usage | None:
         """What this stream is booked (None: nothing); docs/llm-proxy.md, "Settling"."""
@@ -109,10 +108,10 @@ class ProxyStream(StreamingResponse):
             return res.billable(None)  # a 200 stream that never reports usage: its worst case
         return res.billable(None, output_floor=0)  # the client left before the first event: the input
 
-    async def _settle(self) -> None:
+    def _settle(self) -> None:
         res, self.reservation = self.reservation, None  # settled once, whoever gets here first
         if res is not None:
-            await self.proxy.settle(res, self.parser.model, self._spent(res))
+            self.proxy.settle_soon(res, self.parser.model, self._spent(res))
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         try:
@@ -128,6 +127,6 @@ class ProxyStream(StreamingResponse):
         try:
             await self.chunks.aclose()
             await self.upstream.aclose()
-            await self._settle()  # a client that went away still spent what it spent
+            self._settle()  # a client that went away still spent what it spent
         finally:
             self.slot.release()

@@ -192,6 +192,9 @@ class UsageStore:
         # plugin wires the task board and the monitor in; unset: nothing is logged).
         self.holdings: Callable[[str], Awaitable[list[str] | None]] | None = None
         self._logging: set[asyncio.Task[None]] = set()  # spending logs still being written
+        # Settlements booked after their answer went out (LLMProxy.settle_soon), by agent: whoever reads
+        # or judges an agent's books waits for its own first (``settled``).
+        self._settling: dict[str, set[asyncio.Task[None]]] = {}
 
     # -- reservations ------------------------------------------------------------------------
 
@@ -239,6 +242,7 @@ class UsageStore:
 
     async def _admit(self, res: Reservation, now: float, probe: bool) -> BudgetRefusal | Hold | None:
         name = res.name
+        await self.settled(name)  # its last answer's booking (a hold it set included) comes first
         keys = [
             usage_key(name),
             USAGE_SWARM,
@@ -320,8 +324,34 @@ class UsageStore:
             task.add_done_callback(self._logging.discard)
         return hold
 
+    def track(self, name: str, settlement: asyncio.Task[None]) -> None:
+        """Count ``settlement`` (of ``name``'s books) as still being booked until it is done."""
+        pending = self._settling.setdefault(name, set())
+        pending.add(settlement)
+
+        def done(task: asyncio.Task[None]) -> None:
+            pending.discard(task)
+            if not pending and self._settling.get(name) is pending:
+                del self._settling[name]
+
+        settlement.add_done_callback(done)
+
+    async def settled(self, name: str | None = None) -> None:
+        """Wait (up to ``DRAIN_S``) for the settlements of ``name`` (None: everyone's) still being
+        booked: a reader of the books then sees every answer already given."""
+        if not self._settling:
+            return
+        if name is None:
+            pending = {t for tasks in self._settling.values() for t in tasks}
+        else:
+            pending = set(self._settling.get(name, ()))
+        if pending:
+            await asyncio.wait(pending, timeout=DRAIN_S)
+
     async def drain(self) -> None:
-        """Wait (up to ``DRAIN_S``) for the spending logs still being written, at shutdown."""
+        """Wait (up to ``DRAIN_S`` each) for the settlements, then the spending logs, still being
+        written, at shutdown."""
+        await self.settled()
         if self._logging:
             await asyncio.wait(set(self._logging), timeout=DRAIN_S)
 
@@ -425,6 +455,7 @@ class UsageStore:
     # -- reading -----------------------------------------------------------------------------
 
     async def get(self, name: str) -> AgentUsage:
+        await self.settled(name)
         day, prefix = utc_day(time.time()), f"agent:{name}:"
         async with self.redis.pipeline(transaction=False) as pipe:
             pipe.hgetall(usage_key(name))
@@ -442,12 +473,14 @@ class UsageStore:
         return u
 
     async def all(self) -> dict[str, AgentUsage]:
+        await self.settled()
         names = sorted(await self.redis.smembers(USAGE_AGENTS))
         return {n: await self.get(n) for n in names}
 
     async def main_models(self) -> dict[str, str]:
         """Agent -> the model the upstream answered most of its booked tokens with (agents with none
         booked are left out): the label the cost report and the dataset give an agent's usage."""
+        await self.settled()
         names = sorted(await self.redis.smembers(USAGE_AGENTS))
         async with self.redis.pipeline(transaction=False) as pipe:
             for name in names:
@@ -460,6 +493,7 @@ class UsageStore:
         }
 
     async def swarm(self) -> AgentUsage:
+        await self.settled()
         day = utc_day(time.time())
         async with self.redis.pipeline(transaction=False) as pipe:
             pipe.hgetall(USAGE_SWARM)

@@ -1,0 +1,125 @@
+"""Usage is booked after the answer, off its path, and the books stay read-your-writes: a reader of an
+agent's usage, and the agent's next request, wait for the booking still in flight."""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+from typing import Any
+
+from test_llm_proxy import MSG, REAL_KEY, ProxyGateway
+
+from gateway.context import GatewayContext
+from gateway.llm.config import LLMProxySettings
+from gateway.llm.plugin import LLMProxyPlugin
+from gateway.llm.proxy import LLMProxy
+from gateway.plugin import Contribution
+from gateway.services import LLM_PROXY
+from kstest.upstream import ScriptedUpstream, text_reply
+
+EVENT_S = 30  # a failure detector for events that must come, not a timing
+
+
+class GatedBooks:
+    """Holds every settlement until ``release``; says when someone waits for the books."""
+
+    def __init__(self, proxy: LLMProxy) -> None:
+        self.usage = proxy.usage
+        self.release = threading.Event()
+        self.booking = threading.Event()  # a settlement is in flight (and held)
+        self.waited: list[str | None] = []  # whose books were waited for while one was in flight
+        self.someone_waits = threading.Event()
+        real_settle, real_settled = self.usage.settle, self.usage.settled
+
+        async def settle(*args: Any, **kwargs: Any) -> Any:
+            self.booking.set()
+            await asyncio.get_running_loop().run_in_executor(None, self.release.wait)
+            return await real_settle(*args, **kwargs)
+
+        async def settled(name: str | None = None) -> None:
+            if self.booking.is_set() and not self.release.is_set():
+                self.waited.append(name)
+                self.someone_waits.set()
+            await real_settled(name)
+
+        self.usage.settle = settle  # type: ignore[method-assign]
+        self.usage.settled = settled  # type: ignore[method-assign]
+
+
+def gated_gateway(
+    redis_url: str, home: Path, upstream: ScriptedUpstream
+) -> tuple[ProxyGateway, list[GatedBooks]]:
+    gates: list[GatedBooks] = []
+
+    class Gated(LLMProxyPlugin):
+        def contribute(self, ctx: GatewayContext) -> Contribution:
+            contribution = super().contribute(ctx)
+            gates.append(GatedBooks(contribution.services[LLM_PROXY]))
+            return contribution
+
+    settings = LLMProxySettings(upstream_url=upstream.url, api_key=REAL_KEY)
+    return ProxyGateway(redis_url, home, settings, plugins=[Gated(settings)]), gates
+
+
+def test_the_answer_goes_before_its_booking_and_readers_wait_for_it(
+    clean_redis: str, short_tmp: Path
+) -> None:
+    with ScriptedUpstream(api_key=REAL_KEY) as upstream, ThreadPoolExecutor(2) as pool:
+        gw, gates = gated_gateway(clean_redis, short_tmp / "gw", upstream)
+        try:
+            (gate,) = gates
+            token = gw.add("alice")
+            upstream.script(text_reply("hi", usage={"input_tokens": 1000, "output_tokens": 200}))
+            # The answer arrives while its booking is held: it was not waiting for it.
+            answered = pool.submit(
+                gw.sdk(token).messages.create, model="claude-sonnet-4-test", max_tokens=50, messages=MSG
+            )
+            assert answered.result(EVENT_S).content[0].text == "hi"
+            assert gate.booking.wait(EVENT_S) and not gate.release.is_set()
+
+            # A reader of alice's usage waits for the booking in flight, then sees it.
+            def read() -> dict[str, Any]:
+                with gw.api(token) as client:
+                    return client.get("/api/usage/alice").json()
+
+            reading = pool.submit(read)
+            assert gate.someone_waits.wait(EVENT_S), "the usage read did not wait for the booking"
+            assert gate.waited == ["alice"]
+            gate.release.set()
+            alice = reading.result(EVENT_S)
+            assert (alice["input_tokens"], alice["output_tokens"], alice["requests"]) == (1000, 200, 1)
+            assert alice["reserved_tokens"] == 0
+        finally:
+            if gates:
+                gates[0].release.set()
+            gw.stop()
+
+
+def test_the_next_request_is_judged_on_the_last_answers_booking(clean_redis: str, short_tmp: Path) -> None:
+    with ScriptedUpstream(api_key=REAL_KEY) as upstream, ThreadPoolExecutor(2) as pool:
+        gw, gates = gated_gateway(clean_redis, short_tmp / "gw", upstream)
+        try:
+            (gate,) = gates
+            token = gw.add("bob")
+            reply = text_reply("hi", usage={"input_tokens": 10, "output_tokens": 5})
+            upstream.script(reply, reply)
+            sdk = gw.sdk(token)
+            first = pool.submit(
+                sdk.messages.create, model="claude-sonnet-4-test", max_tokens=50, messages=MSG
+            )
+            assert first.result(EVENT_S).content[0].text == "hi"
+            assert gate.booking.wait(EVENT_S)
+            second = pool.submit(
+                sdk.messages.create, model="claude-sonnet-4-test", max_tokens=50, messages=MSG
+            )
+            assert gate.someone_waits.wait(EVENT_S), "the next request did not wait for the booking"
+            assert gate.waited == ["bob"]
+            assert len(upstream.requests()) == 1  # held before its reservation, so before the upstream
+            gate.release.set()
+            assert second.result(EVENT_S).content[0].text == "hi"
+        finally:
+            if gates:
+                gates[0].release.set()
+            gw.stop()
