@@ -101,14 +101,17 @@ MACHINE_WIDE = (
     "tests/gateway/jobs/",
     "tests/gateway/swarm/",
     "tests/gateway/dataset/",
-    "tests/gateway/tasks/catalogue/",
     "tests/gateway/ui/test_ui_panels.py",
     "tests/gateway/ui/test_ui_swarm.py",
     "tests/gateway/ui/test_ui_attention_agents.py",
     "tests/gateway/llm/test_llm_budget_spec.py",
     "tests/gateway/monitor/test_agent_reports_timeline.py",
 )
-EITHER_LANE = ("tests/orchestrator/verify/",)  # the harness: only processes of its own
+EITHER_LANE = (
+    "tests/orchestrator/verify/",  # the harness: only processes of its own
+    "tests/orchestrator/cli/test_cli_errors.py",  # the CLI in-process against a gateway of its own
+    "tests/orchestrator/cli/test_cli_untrusted_text.py",
+)
 MACHINE_LANE = "machine"
 
 

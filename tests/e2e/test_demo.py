@@ -1,4 +1,4 @@
-"""``kswarm demo`` end to end, as a newcomer runs it (six tasks instead of eight, ``--keep`` so that the
+"""``kswarm demo`` end to end, as a newcomer runs it (three tasks instead of eight, ``--keep`` so that the
 result can be inspected live), then checked from the outside: the dataset, main in a fresh clone over
 /git, the harness run again on the merged files, commit authors, reviewers and the gate's audit."""
 
@@ -23,7 +23,8 @@ from gateway.tasks import catalogue
 from kstest.cli import KSWARM, cli_env, kswarm
 from kstest.gateway import free_port
 
-TASKS = ("add", "relu", "silu", "gelu", "softmax", "sum_rows")  # softmax: the faulty first attempt
+# softmax: the faulty first attempt and the red team's target; three tasks keep both developers busy at once
+TASKS = ("add", "softmax", "sum_rows")
 REPO = "kswarm/dataset"
 SWARM = "demo"
 DEMO = [KSWARM, "demo"]
@@ -98,12 +99,12 @@ def test_the_demo_builds_a_verified_dataset_and_only_reviewed_kernels_reach_main
         ]
         assert len(agent_pids) == 5  # the lead, two developers, a reviewer and the red team
 
-        # The dataset: at least six accepted records, one per task, reviewed by someone else.
+        # The dataset: an accepted record per task at least, each reviewed by someone else.
         rows = [
             json.loads(line) for line in Path(summary["dataset"]["paths"]["jsonl"]).read_text().splitlines()
         ]
         accepted = [r for r in rows if r["accepted"]]
-        assert len(accepted) >= 6 and {r["task"] for r in accepted} == set(TASKS)
+        assert len(accepted) >= len(TASKS) and {r["task"] for r in accepted} == set(TASKS)
         for row in accepted:
             assert row["author"] and row["reviewers"] and row["author"] not in row["reviewers"], row
             assert row["approvers"] and row["author"] not in row["approvers"], row

@@ -2,11 +2,18 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
-from verifykit import CATALOGUE, CHEATS, HONEST, TaskFactory
+from verifykit import CATALOGUE, CHEATS, HONEST, SharedForkServer, TaskFactory
+
+
+@pytest.fixture(scope="session", autouse=True)
+def shared_fork_server() -> Iterator[None]:
+    """Stops the shared fork server (verifykit.verify) at the end of the run."""
+    yield
+    SharedForkServer.close()
 
 
 @pytest.fixture

@@ -14,9 +14,9 @@ from typing import Any
 
 import pytest
 import torch
-from verifykit import CATALOGUE, RecordingMonitor, summary
+from verifykit import CATALOGUE, RecordingMonitor, summary, verify
 
-from orchestrator.verify import Flag, verify
+from orchestrator.verify import Flag
 
 
 # --- in-process: the instruments on the interpreter, no child ----------------------------------------

@@ -7,9 +7,9 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from verifykit import TaskFactory, summary
+from verifykit import TaskFactory, summary, verify
 
-from orchestrator.verify import Flag, verify
+from orchestrator.verify import Flag
 
 pytestmark = pytest.mark.slow
 

@@ -14,9 +14,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 import torch
-from verifykit import CATALOGUE, CHEATS, HONEST, SOLUTIONS, summary
+from verifykit import CATALOGUE, CHEATS, HONEST, SOLUTIONS, summary, verify
 
-from orchestrator.verify import verify
 from orchestrator.verify.device_shapes import (
     INVALID,
     READY,

@@ -12,9 +12,9 @@ import re
 from pathlib import Path
 
 import pytest
-from verifykit import ROOT, TaskFactory, probe_calls, summary
+from verifykit import ROOT, TaskFactory, probe_calls, summary, verify
 
-from orchestrator.verify import Flag, verify
+from orchestrator.verify import Flag
 
 pytestmark = pytest.mark.slow
 PROBE = Path(__file__).resolve().parent / "probes" / "env_probe.py"
@@ -44,7 +44,9 @@ def test_a_torch_fallback_when_unwatched_fails(make_task: TaskFactory, cheats: P
 
 
 def _probe(make_task: TaskFactory, tmp_path: Path, run: int) -> list[dict]:
-    return probe_calls(make_task("add", dtypes=["float32"], layouts={}), PROBE, tmp_path, str(run))
+    """One job's observations: its own zygote (server=None), as every job has."""
+    task = make_task("add", dtypes=["float32"], layouts={})
+    return probe_calls(task, PROBE, tmp_path, str(run), server=None)
 
 
 def test_no_stable_fingerprint_between_two_jobs(make_task: TaskFactory, tmp_path: Path) -> None:

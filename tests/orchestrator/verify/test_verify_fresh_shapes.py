@@ -9,9 +9,8 @@ import json
 import subprocess
 import sys
 
-from verifykit import CATALOGUE, CHEATS, ROOT, solution, summary
+from verifykit import CATALOGUE, CHEATS, ROOT, solution, summary, verify
 
-from orchestrator.verify import verify
 from orchestrator.verify.fresh_shapes import draw_cases
 from orchestrator.verify.tasks import load_task
 

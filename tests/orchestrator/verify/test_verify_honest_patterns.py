@@ -9,9 +9,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from verifykit import CATALOGUE, summary
-
-from orchestrator.verify import verify
+from verifykit import CATALOGUE, summary, verify
 
 pytestmark = pytest.mark.slow
 

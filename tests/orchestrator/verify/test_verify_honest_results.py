@@ -10,9 +10,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from verifykit import summary
-
-from orchestrator.verify import verify
+from verifykit import summary, verify
 
 pytestmark = pytest.mark.slow
 HONEST = Path(__file__).resolve().parent / "honest"

@@ -13,9 +13,9 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from verifykit import TaskFactory, summary
+from verifykit import TaskFactory, summary, verify
 
-from orchestrator.verify import Flag, harness, verify
+from orchestrator.verify import Flag, harness
 
 pytestmark = pytest.mark.slow
 

@@ -13,9 +13,9 @@ from collections import Counter
 from pathlib import Path
 
 import pytest
-from verifykit import TaskFactory, probe_calls, summary
+from verifykit import TaskFactory, probe_calls, summary, verify
 
-from orchestrator.verify import Flag, verify
+from orchestrator.verify import Flag
 
 pytestmark = pytest.mark.slow
 PROBE = Path(__file__).resolve().parent / "probes" / "call_probe.py"

@@ -9,9 +9,9 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from verifykit import TaskFactory, solution, summary
+from verifykit import TaskFactory, solution, summary, verify
 
-from orchestrator.verify import Flag, verify
+from orchestrator.verify import Flag
 
 pytestmark = pytest.mark.slow
 

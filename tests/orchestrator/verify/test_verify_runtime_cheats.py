@@ -11,9 +11,9 @@ import sys
 from pathlib import Path
 
 import pytest
-from verifykit import ROOT, TaskFactory
+from verifykit import ROOT, TaskFactory, verify
 
-from orchestrator.verify import Flag, VerificationResult, verify
+from orchestrator.verify import Flag, VerificationResult
 
 pytestmark = pytest.mark.slow
 

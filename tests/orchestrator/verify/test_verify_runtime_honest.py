@@ -7,9 +7,9 @@ from pathlib import Path
 
 import pytest
 import torch
-from verifykit import CATALOGUE, solution, summary
+from verifykit import CATALOGUE, solution, summary, verify
 
-from orchestrator.verify import VerificationResult, verify
+from orchestrator.verify import VerificationResult
 
 
 @pytest.mark.slow

@@ -10,9 +10,9 @@ import sys
 from pathlib import Path
 
 import pytest
-from verifykit import ROOT, TaskFactory, solution, summary
+from verifykit import ROOT, TaskFactory, solution, summary, verify
 
-from orchestrator.verify import Flag, verify
+from orchestrator.verify import Flag
 
 pytestmark = pytest.mark.slow
 

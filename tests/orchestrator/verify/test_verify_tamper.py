@@ -10,9 +10,9 @@ import sys
 from pathlib import Path
 
 import pytest
-from verifykit import TaskFactory, summary
+from verifykit import TaskFactory, summary, verify
 
-from orchestrator.verify import Flag, verify
+from orchestrator.verify import Flag
 from orchestrator.verify.integrity import Integrity
 
 

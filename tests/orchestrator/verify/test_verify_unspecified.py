@@ -16,9 +16,9 @@ from typing import Any
 import numpy as np
 import pytest
 import torch
-from verifykit import RecordingMonitor, TaskFactory, summary
+from verifykit import RecordingMonitor, TaskFactory, summary, verify
 
-from orchestrator.verify import Flag, verify
+from orchestrator.verify import Flag
 
 UNSPECIFIED = Path(__file__).resolve().parent / "cheats" / "unspecified"
 TASKS = Path(__file__).resolve().parent / "unspecified_tasks"

@@ -3,8 +3,10 @@ solutions pass the real harness on the cpu pool and the deliberately wrong one i
 
 from __future__ import annotations
 
+import queue
 import random
 from concurrent.futures import ThreadPoolExecutor
+from contextlib import ExitStack
 from pathlib import Path
 
 import pytest
@@ -21,6 +23,7 @@ from gateway.tasks.catalogue import (
     wrong_solution_names,
     wrong_solution_path,
 )
+from orchestrator.verify.forkserver import ForkServer
 from orchestrator.verify.harness import verify
 from orchestrator.verify.layouts import apply_layouts
 from orchestrator.verify.static.gate import check_source
@@ -140,18 +143,26 @@ def test_catalogue_dataset_template_and_kb_seed() -> None:
         assert topic in text, topic
 
 
-def _verify(task: str, candidate: Path) -> tuple[str, str, list[str], list[str]]:
-    result = verify(task_dir(task), candidate, "cpu")
-    return task, result.verdict, [str(f) for f in result.flags], result.reasons
-
-
 def test_catalogue_reference_solutions_pass_and_the_wrong_one_is_flagged() -> None:
-    """Every solution through the real harness (a child process each, two at a time)."""
+    """Every solution through the real harness (a child process each, two at a time, each forked from
+    one of two fork servers: a zygote imports torch and Triton once, as for a job's several candidates)."""
     jobs = [(n, solution_path(n)) for n in solution_names()]
     jobs += [(n, wrong_solution_path(n)) for n in wrong_solution_names()]
     assert wrong_solution_names(), "at least one deliberately wrong solution"
-    with ThreadPoolExecutor(max_workers=2) as pool:
-        results = list(pool.map(lambda job: _verify(*job), jobs))
+    servers: queue.Queue[ForkServer] = queue.Queue()
+
+    def run(task: str, candidate: Path) -> tuple[str, str, list[str], list[str]]:
+        server = servers.get()
+        try:
+            result = verify(task_dir(task), candidate, "cpu", server=server)
+        finally:
+            servers.put(server)
+        return task, result.verdict, [str(f) for f in result.flags], result.reasons
+
+    with ExitStack() as stack, ThreadPoolExecutor(max_workers=2) as pool:
+        for _ in range(2):
+            servers.put(stack.enter_context(ForkServer(interpret=True)))
+        results = list(pool.map(lambda job: run(*job), jobs))
     honest = results[: len(solution_names())]
     wrong = results[len(solution_names()) :]
     assert [(t, v) for t, v, _, _ in honest if v != "pass"] == [], honest
