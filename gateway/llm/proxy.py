@@ -27,7 +27,6 @@ from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from typing import Any, NoReturn
 
-import anyio
 import httpx
 from fastapi import Request
 from fastapi.responses import Response
@@ -42,7 +41,7 @@ from gateway.llm.config import LLMProxySettings
 from gateway.llm.refusals import BudgetRefusal, Hold
 from gateway.llm.sse_scrub import KeyScrubber
 from gateway.llm.stream import ProxyStream, Slot
-from gateway.llm.usage import TOKEN_FIELDS, TOKEN_TYPES, Reservation, Usage, UsageStore
+from gateway.llm.usage import TOKEN_FIELDS, TOKEN_TYPES, BooksBusy, Reservation, Usage, UsageStore
 from gateway.llm.usage_api import UsageMetrics
 from gateway.principals import Principal, PrincipalKind
 
@@ -242,6 +241,8 @@ class LLMProxy:
         except RedisError as exc:  # no budget check, no request: fail closed
             log.error("LLM budget reservation failed: %r", exc)
             raise ProxyError("the gateway cannot check budgets right now (Redis); try again", 503) from None
+        except BooksBusy as exc:
+            raise ProxyError(str(exc), 503) from None
         if not isinstance(answer, Reservation):
             await self.refuse(answer)
         self.live[answer.id] = answer
@@ -255,6 +256,8 @@ class LLMProxy:
         except RedisError as exc:  # fail closed, as reserving does
             log.error("LLM budget check failed: %r", exc)
             raise ProxyError("the gateway cannot check budgets right now (Redis); try again", 503) from None
+        except BooksBusy as exc:
+            raise ProxyError(str(exc), 503) from None
         if answer is not None:
             await self.refuse(answer)
 
@@ -272,18 +275,18 @@ class LLMProxy:
         self.usage.track(res.name, asyncio.create_task(self.settle(res, model, usage), name="llm-settle"))
 
     async def settle(self, res: Reservation, model: str | None, usage: Usage | None) -> None:
-        """Replace the reservation by ``usage`` (None: release it); never raises, never cancelled."""
+        """Replace the reservation by ``usage`` (None: release it); a failure is logged, never raised
+        (the reservation then expires on its own). Runs as a task of its own (``settle_soon``)."""
         self.live.pop(res.id, None)
-        with anyio.CancelScope(shield=True):
-            try:
-                hold = await self.usage.settle(res, model, usage)
-            except Exception as exc:  # the reservation expires on its own; the usage is lost
-                log.error("could not settle the LLM usage of %s: %r", res.name, exc)
-                return
-            if hold is not None:  # booked beyond its reservation: the agent is stopped until cleared
-                log.error("LLM books: %s booked more than it reserved: %s", res.name, hold.describe())
-                if hold.new:
-                    await self.post_notices([hold.notice()])
+        try:
+            hold = await self.usage.settle(res, model, usage)
+        except Exception as exc:  # the reservation expires on its own; the usage is lost
+            log.error("could not settle the LLM usage of %s: %r", res.name, exc)
+            return
+        if hold is not None:  # booked beyond its reservation: the agent is stopped until cleared
+            log.error("LLM books: %s booked more than it reserved: %s", res.name, hold.describe())
+            if hold.new:
+                await self.post_notices([hold.notice()])
         if usage is not None:
             for f, n in zip(TOKEN_FIELDS, (getattr(usage, f) for f in TOKEN_FIELDS), strict=True):
                 if n:
@@ -343,6 +346,9 @@ class LLMProxy:
             path = request.url.path + forwarded_query(request.url.query)
             body = await request.body()
             bounds = self.bounds(body) if billed else None
+            # The agent's answers already given are booked before it queues for a slot: waiting for them
+            # while holding one would keep other agents' requests from the upstream.
+            await self.usage.settled(principal.name)
             slot = Slot(self)
             try:
                 await slot.acquire()

@@ -180,6 +180,10 @@ def _nusd(usd: float | None) -> str:
     return "" if usd is None else str(round(usd * NANO))
 
 
+class BooksBusy(Exception):
+    """An agent's books cannot be judged yet: a settlement of its is still being booked (retryable)."""
+
+
 class UsageStore:
     """Usage counters, reservations, budgets and budget flags in Redis."""
 
@@ -218,6 +222,7 @@ class UsageStore:
         """Hold the request's worst case against every budget of ``name`` (one script), or say
         which budget it does not fit in (or the hold that stops ``name``). The first refusal of a
         budget claims its #ops notice."""
+        await self._books_settled(name)
         now = time.time()
         estimate = input_estimate(body_bytes)
         cost = self.settings.price_for(model).worst_case(estimate, max_tokens)
@@ -237,12 +242,12 @@ class UsageStore:
     async def check(self, name: str) -> BudgetRefusal | Hold | None:
         """Whether ``name`` may make an unbilled upstream call (``count_tokens``): not while a hold
         stops it, nor while any of its budgets (or the swarm's) is used up. Reserves nothing."""
+        await self._books_settled(name)
         now = time.time()
         return await self._admit(Reservation("-", name, utc_day(now), None, 0, 0, 0, 0), now, probe=True)
 
     async def _admit(self, res: Reservation, now: float, probe: bool) -> BudgetRefusal | Hold | None:
         name = res.name
-        await self.settled(name)  # its last answer's booking (a hold it set included) comes first
         keys = [
             usage_key(name),
             USAGE_SWARM,
@@ -333,27 +338,52 @@ class UsageStore:
             pending.discard(task)
             if not pending and self._settling.get(name) is pending:
                 del self._settling[name]
+            if task.cancelled():
+                log.error("the LLM usage of %s was not booked: its settlement was cancelled", name)
+            elif (exc := task.exception()) is not None:
+                log.error("settling the LLM usage of %s failed: %r", name, exc)
 
         settlement.add_done_callback(done)
 
-    async def settled(self, name: str | None = None) -> None:
-        """Wait (up to ``DRAIN_S``) for the settlements of ``name`` (None: everyone's) still being
-        booked: a reader of the books then sees every answer already given."""
-        if not self._settling:
-            return
+    def _pending(self, name: str | None) -> set[asyncio.Task[None]]:
         if name is None:
-            pending = {t for tasks in self._settling.values() for t in tasks}
-        else:
-            pending = set(self._settling.get(name, ()))
-        if pending:
-            await asyncio.wait(pending, timeout=DRAIN_S)
+            return {t for tasks in self._settling.values() for t in tasks}
+        return set(self._settling.get(name, ()))
+
+    async def settled(self, name: str | None = None) -> bool:
+        """Wait (up to ``DRAIN_S``) for the settlements of ``name`` (None: everyone's) still being
+        booked, so that a reader of the books sees every answer already given; False (logged) when
+        some are still being booked after that."""
+        pending = self._pending(name) if self._settling else set()
+        if not pending:
+            return True
+        _, late = await asyncio.wait(pending, timeout=DRAIN_S)
+        if late:
+            log.warning(
+                "%d LLM settlement(s) of %s still being booked after %.0fs",
+                len(late),
+                name or "the swarm",
+                DRAIN_S,
+            )
+        return not late
+
+    async def _books_settled(self, name: str) -> None:
+        """Before a budget decision for ``name``: its answers already given are booked (a hold one set
+        included), or the request is refused, retryably, rather than judged without them."""
+        if not await self.settled(name):
+            raise BooksBusy(f"the gateway is still booking {name}'s last model call; try again")
 
     async def drain(self) -> None:
-        """Wait (up to ``DRAIN_S`` each) for the settlements, then the spending logs, still being
-        written, at shutdown."""
-        await self.settled()
-        if self._logging:
-            await asyncio.wait(set(self._logging), timeout=DRAIN_S)
+        """At shutdown: wait for the settlements (new ones too: a stream cut by the shutdown settles as
+        it closes), then the spending logs, still being written; ``DRAIN_S`` in all. What is left is
+        logged (its reservations expire on their own)."""
+        deadline = time.monotonic() + DRAIN_S
+        while (pending := self._pending(None)) and (left := deadline - time.monotonic()) > 0:
+            await asyncio.wait(pending, timeout=left)
+        if self._logging and (left := deadline - time.monotonic()) > 0:
+            await asyncio.wait(set(self._logging), timeout=left)
+        if lost := self._pending(None):
+            log.error("%d LLM settlement(s) not booked at shutdown (their reservations expire)", len(lost))
 
     async def _held(self, name: str) -> list[str] | None:
         """The tasks ``name`` holds now; None where nobody books cost per task, or the board cannot say
@@ -397,7 +427,9 @@ class UsageStore:
 
     async def set_budget(self, name: str, update: BudgetUpdate) -> None:
         """Override ``name``'s budgets in Redis (null fields fall back); re-arms its notices and clears
-        its hold (the operator's word that its books were looked at)."""
+        its hold (the operator's word that its books were looked at: after the answers already given
+        are booked, so that none sets the hold again behind the operator's back)."""
+        await self.settled(name)
         day = utc_day(time.time())
         async with self.redis.pipeline(transaction=True) as pipe:
             pipe.delete(budget_key(name), hold_key(name), *self._flag_keys(name, day)[:2])
@@ -456,6 +488,9 @@ class UsageStore:
 
     async def get(self, name: str) -> AgentUsage:
         await self.settled(name)
+        return await self._get(name)
+
+    async def _get(self, name: str) -> AgentUsage:
         day, prefix = utc_day(time.time()), f"agent:{name}:"
         async with self.redis.pipeline(transaction=False) as pipe:
             pipe.hgetall(usage_key(name))
@@ -475,7 +510,7 @@ class UsageStore:
     async def all(self) -> dict[str, AgentUsage]:
         await self.settled()
         names = sorted(await self.redis.smembers(USAGE_AGENTS))
-        return {n: await self.get(n) for n in names}
+        return {n: await self._get(n) for n in names}
 
     async def main_models(self) -> dict[str, str]:
         """Agent -> the model the upstream answered most of its booked tokens with (agents with none

@@ -9,9 +9,12 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
+import anthropic
+import pytest
 from test_llm_proxy import MSG, REAL_KEY, ProxyGateway
 
 from gateway.context import GatewayContext
+from gateway.llm import usage as usage_module
 from gateway.llm.config import LLMProxySettings
 from gateway.llm.plugin import LLMProxyPlugin
 from gateway.llm.proxy import LLMProxy
@@ -38,11 +41,11 @@ class GatedBooks:
             await asyncio.get_running_loop().run_in_executor(None, self.release.wait)
             return await real_settle(*args, **kwargs)
 
-        async def settled(name: str | None = None) -> None:
+        async def settled(name: str | None = None) -> bool:
             if self.booking.is_set() and not self.release.is_set():
                 self.waited.append(name)
                 self.someone_waits.set()
-            await real_settled(name)
+            return await real_settled(name)
 
         self.usage.settle = settle  # type: ignore[method-assign]
         self.usage.settled = settled  # type: ignore[method-assign]
@@ -119,6 +122,71 @@ def test_the_next_request_is_judged_on_the_last_answers_booking(clean_redis: str
             assert len(upstream.requests()) == 1  # held before its reservation, so before the upstream
             gate.release.set()
             assert second.result(EVENT_S).content[0].text == "hi"
+        finally:
+            if gates:
+                gates[0].release.set()
+            gw.stop()
+
+
+def test_an_operator_clears_a_hold_only_after_the_answer_that_set_it_is_booked(
+    clean_redis: str, short_tmp: Path
+) -> None:
+    """An answer that books more than it reserved sets a hold when it is booked: an operator's budget
+    update (which clears the hold) that came in between must not be undone by that booking."""
+    with ScriptedUpstream(api_key=REAL_KEY) as upstream, ThreadPoolExecutor(2) as pool:
+        gw, gates = gated_gateway(clean_redis, short_tmp / "gw", upstream)
+        try:
+            (gate,) = gates
+            token = gw.add("carol")
+            upstream.script(
+                text_reply("hi", usage={"input_tokens": 1000, "output_tokens": 200})
+            )  # > reserved
+            answered = pool.submit(
+                gw.sdk(token).messages.create, model="claude-sonnet-4-test", max_tokens=50, messages=MSG
+            )
+            assert answered.result(EVENT_S).content[0].text == "hi"
+            assert gate.booking.wait(EVENT_S)
+
+            def clear() -> dict[str, Any]:
+                with gw.api() as client:
+                    return client.put("/api/usage/carol/budget", json={}).json()
+
+            clearing = pool.submit(clear)
+            assert gate.someone_waits.wait(EVENT_S), "the budget update did not wait for the booking"
+            gate.release.set()
+            assert clearing.result(EVENT_S)["hold"] is None
+            with gw.api() as client:
+                assert client.get("/api/usage/carol").json()["hold"] is None  # not set again behind it
+        finally:
+            if gates:
+                gates[0].release.set()
+            gw.stop()
+
+
+def test_a_request_whose_books_stay_busy_is_refused_retryably(
+    clean_redis: str, short_tmp: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A request is never judged without its agent's last answer booked: when the booking takes longer
+    than the gateway waits, the request gets a 503 (which clients retry), not a decision on stale books."""
+    monkeypatch.setattr(usage_module, "DRAIN_S", 0.2)
+    with ScriptedUpstream(api_key=REAL_KEY) as upstream, ThreadPoolExecutor(1) as pool:
+        gw, gates = gated_gateway(clean_redis, short_tmp / "gw", upstream)
+        try:
+            (gate,) = gates
+            token = gw.add("dave")
+            reply = text_reply("hi", usage={"input_tokens": 10, "output_tokens": 5})
+            upstream.script(reply, reply)
+            sdk = gw.sdk(token, max_retries=0)
+            first = pool.submit(
+                sdk.messages.create, model="claude-sonnet-4-test", max_tokens=50, messages=MSG
+            )
+            assert first.result(EVENT_S).content[0].text == "hi"
+            assert gate.booking.wait(EVENT_S)
+            with pytest.raises(anthropic.APIStatusError) as refused:
+                sdk.messages.create(model="claude-sonnet-4-test", max_tokens=50, messages=MSG)
+            assert refused.value.status_code == 503
+            assert "still booking dave's last model call" in str(refused.value)
+            assert len(upstream.requests()) == 1
         finally:
             if gates:
                 gates[0].release.set()
