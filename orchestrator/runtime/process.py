@@ -53,6 +53,9 @@ from orchestrator.swarm_dir.provision import SwarmLayout, purge_agent, release_d
 from orchestrator.swarm_dir.uid_ranges import process_owners
 
 CLK_TCK = os.sysconf("SC_CLK_TCK")
+# How long an exec waits for an agent whose launcher is still setting up its isolation (its start is
+# a Python start-up, imports and a few mounts: well under a second on an idle machine).
+STARTING_S = 30.0
 NOBODY = 65534
 
 
@@ -401,7 +404,7 @@ class ProcessRuntime:
         if rec is None or self._alive_pid(name) is None:
             raise RuntimeError(f"agent {name} is not running")
         pid = rec["pid"]
-        env = proc_env(agent_process(pid))
+        env = self._started_env(name, pid)
         launch_like = {
             "mode": rec.get("mode", "uid" if rec["uid"] is not None else "none"),
             "uid": rec["uid"],
@@ -422,6 +425,19 @@ class ProcessRuntime:
             cwd="/",
         )
         return ExecResult(done.returncode, (done.stdout + done.stderr).decode(errors="replace"))
+
+    def _started_env(self, name: str, pid: int) -> dict[str, str]:
+        """The agent's environment once the agent itself runs. Until then ``pid`` is its launcher, still
+        in the host's namespaces or setting up its own: an exec that joined them would run as the
+        agent's uid with the host's view (the swarm's 0700 home untraversable, the host's /tmp)."""
+        deadline = time.monotonic() + STARTING_S
+        while "KSWARM_WORK" not in (env := proc_env(agent_process(pid))):
+            if self._alive_pid(name) != pid:
+                raise RuntimeError(f"agent {name} is not running")
+            if time.monotonic() > deadline:
+                raise RuntimeError(f"agent {name} is still starting after {STARTING_S:.0f}s; try again")
+            time.sleep(0.02)  # a launcher's set-up has no event to wait on: its exec shows in /proc
+        return env
 
     def remove(self, name: str, purge: bool = False) -> None:
         self.stop(name)
