@@ -30,11 +30,6 @@ from orchestrator.verify.sampling import axis_indices, uses_atomics
 from orchestrator.verify.tasks import load_task
 
 DEVICE = CHEATS / "device_shapes"
-# Catalogue solutions whose device shapes the sample cannot judge, and why (docs/verification.md).
-NOT_SCREENED = {
-    "embedding": "none within the cpu budget",  # every device shape's table is hundreds of MB
-    "masked_cross_entropy": "not judged",  # one scalar that depends on every row's program
-}
 SAMPLED = re.compile(r"^(\d+) of (\d+) programs in (\d+) launch\(es\)")
 
 
@@ -114,21 +109,8 @@ def test_a_kernel_wrong_only_on_device_shapes_fails(cheat: str, task: Path) -> N
 # --- honest kernels ----------------------------------------------------------------------------
 
 
-@pytest.mark.slow
-@pytest.mark.parametrize("name", sorted(p.stem for p in SOLUTIONS.glob("*.py")))
-def test_catalogue_solutions_pass_with_device_shapes_screened(name: str) -> None:
-    result = verify(CATALOGUE / name, SOLUTIONS / f"{name}.py")
-    assert result.verdict == "pass", summary(result)
-    task = load_task(CATALOGUE / name)
-    device = [t for t in result.trials if t.sampled]
-    if name in NOT_SCREENED:  # said so in the reasons, never "screened"
-        assert result.evidence == "cpu-shapes-only", summary(result)
-        assert any(r.startswith("pass (cpu shapes only)") for r in result.reasons)
-        assert NOT_SCREENED[name] in " ".join(result.reasons), summary(result)
-        return
-    assert result.evidence == "cpu-screened", summary(result)
-    assert {t.dtype for t in device} == {d for d in task.dtypes if d != "bfloat16"}
-    assert all(t.shape in task.shapes for t in device)
+# Every catalogue solution passes with its device shapes screened (or says why they could not be):
+# tests/gateway/tasks/catalogue/test_catalogue_tasks.py, which runs each through the harness once.
 
 
 @pytest.mark.slow
