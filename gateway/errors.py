@@ -175,6 +175,13 @@ class ProxyError(GatewayError):
     """A refusal or failure of the LLM proxy (a body without max_tokens, an unreachable upstream)."""
 
 
+class BooksBusy(ProxyError):
+    """An agent's last model call is still being booked past the wait: its next one is not judged
+    without it (retryable)."""
+
+    status = 503
+
+
 class BudgetRefused(ProxyError):
     """The request's worst case does not fit in one of its budgets; SDKs must not retry it."""
 

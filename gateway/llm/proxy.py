@@ -41,7 +41,7 @@ from gateway.llm.config import LLMProxySettings
 from gateway.llm.refusals import BudgetRefusal, Hold
 from gateway.llm.sse_scrub import KeyScrubber
 from gateway.llm.stream import ProxyStream, Slot
-from gateway.llm.usage import TOKEN_FIELDS, TOKEN_TYPES, BooksBusy, Reservation, Usage, UsageStore
+from gateway.llm.usage import TOKEN_FIELDS, TOKEN_TYPES, Reservation, Usage, UsageStore
 from gateway.llm.usage_api import UsageMetrics
 from gateway.principals import Principal, PrincipalKind
 
@@ -241,8 +241,6 @@ class LLMProxy:
         except RedisError as exc:  # no budget check, no request: fail closed
             log.error("LLM budget reservation failed: %r", exc)
             raise ProxyError("the gateway cannot check budgets right now (Redis); try again", 503) from None
-        except BooksBusy as exc:
-            raise ProxyError(str(exc), 503) from None
         if not isinstance(answer, Reservation):
             await self.refuse(answer)
         self.live[answer.id] = answer
@@ -256,8 +254,6 @@ class LLMProxy:
         except RedisError as exc:  # fail closed, as reserving does
             log.error("LLM budget check failed: %r", exc)
             raise ProxyError("the gateway cannot check budgets right now (Redis); try again", 503) from None
-        except BooksBusy as exc:
-            raise ProxyError(str(exc), 503) from None
         if answer is not None:
             await self.refuse(answer)
 
@@ -271,7 +267,7 @@ class LLMProxy:
         """Settle ``res`` in a task of its own, off the answer's path. The books stay read-your-writes:
         the agent's next request and every reader of its usage wait for it (``UsageStore.settled``),
         and shutdown drains it. Until it runs the reservation's worst case still counts against every
-        budget, so nothing is admitted that the settled books would refuse."""
+        budget (docs/llm-proxy.md, "Response", says what other agents see meanwhile)."""
         self.usage.track(res.name, asyncio.create_task(self.settle(res, model, usage), name="llm-settle"))
 
     async def settle(self, res: Reservation, model: str | None, usage: Usage | None) -> None:
@@ -348,7 +344,7 @@ class LLMProxy:
             bounds = self.bounds(body) if billed else None
             # The agent's answers already given are booked before it queues for a slot: waiting for them
             # while holding one would keep other agents' requests from the upstream.
-            await self.usage.settled(principal.name)
+            await self.usage.books_settled(principal.name)
             slot = Slot(self)
             try:
                 await slot.acquire()

@@ -25,6 +25,7 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from gateway.errors import BooksBusy
 from gateway.keys import PREFIX
 from gateway.llm.budget_scripts import RESERVE_SCRIPT, SETTLE_SCRIPT
 from gateway.llm.config import LLMProxySettings
@@ -180,10 +181,6 @@ def _nusd(usd: float | None) -> str:
     return "" if usd is None else str(round(usd * NANO))
 
 
-class BooksBusy(Exception):
-    """An agent's books cannot be judged yet: a settlement of its is still being booked (retryable)."""
-
-
 class UsageStore:
     """Usage counters, reservations, budgets and budget flags in Redis."""
 
@@ -222,7 +219,6 @@ class UsageStore:
         """Hold the request's worst case against every budget of ``name`` (one script), or say
         which budget it does not fit in (or the hold that stops ``name``). The first refusal of a
         budget claims its #ops notice."""
-        await self._books_settled(name)
         now = time.time()
         estimate = input_estimate(body_bytes)
         cost = self.settings.price_for(model).worst_case(estimate, max_tokens)
@@ -242,7 +238,6 @@ class UsageStore:
     async def check(self, name: str) -> BudgetRefusal | Hold | None:
         """Whether ``name`` may make an unbilled upstream call (``count_tokens``): not while a hold
         stops it, nor while any of its budgets (or the swarm's) is used up. Reserves nothing."""
-        await self._books_settled(name)
         now = time.time()
         return await self._admit(Reservation("-", name, utc_day(now), None, 0, 0, 0, 0), now, probe=True)
 
@@ -367,9 +362,9 @@ class UsageStore:
             )
         return not late
 
-    async def _books_settled(self, name: str) -> None:
-        """Before a budget decision for ``name``: its answers already given are booked (a hold one set
-        included), or the request is refused, retryably, rather than judged without them."""
+    async def books_settled(self, name: str) -> None:
+        """Before a request of ``name`` is judged (``reserve``, ``check``): its answers already given are
+        booked (a hold one set included), or BooksBusy (retryable) rather than a judgement without them."""
         if not await self.settled(name):
             raise BooksBusy(f"the gateway is still booking {name}'s last model call; try again")
 
