@@ -77,6 +77,55 @@ class Revoked(BaseModel):
 router = APIRouter(prefix="/api")
 
 
+# Routes are tried in the order they are defined: the calls agents make every turn come first.
+@router.post("/channels/{channel}/messages", response_model=Message, status_code=201)
+async def post(channel: str, body: PostRequest, ctx: Ctx, principal: AnyPrincipal) -> Message:
+    return await ctx.chat.post(principal, channel, body.text, body.reply_to)
+
+
+@router.post("/dms/{peer}/messages", response_model=Message, status_code=201, summary="Send a DM")
+async def dm(peer: str, body: PostRequest, ctx: Ctx, principal: AnyPrincipal) -> Message:
+    return await ctx.chat.post_dm(principal, peer, body.text, body.reply_to)
+
+
+@router.get("/inbox", response_model=InboxPage, summary="New inbox items; waits server-side")
+async def inbox(
+    request: Request,
+    ctx: Ctx,
+    principal: AnyPrincipal,
+    wait: Annotated[float, Query(ge=0, description="Seconds to block until something arrives")] = 0,
+    limit: Annotated[int, Query(ge=1, le=500)] = 50,
+    peek: Annotated[bool, Query(description="Do not advance the cursor")] = False,
+    ack: Annotated[
+        bool,
+        Query(
+            description="Advance the cursor past what is returned (false: wait, then acknowledge "
+            "handled items with POST /api/inbox/ack; unacknowledged ones come again)"
+        ),
+    ] = True,
+) -> InboxPage:
+    if peek:
+        return InboxPage(items=await ctx.chat.peek_inbox(principal, limit))
+    items = await ctx.chat.inbox(
+        principal, wait, limit, gone=request.is_disconnected, valid=still_valid(request), advance=ack
+    )
+    return InboxPage(items=items)
+
+
+@router.post("/inbox/ack", response_model=InboxCursor, summary="Mark inbox items handled (cursor)")
+async def inbox_ack(ctx: Ctx, principal: AnyPrincipal, body: InboxAck) -> InboxCursor:
+    return InboxCursor(cursor=await ctx.chat.ack_inbox(principal, body.through))
+
+
+@router.post("/heartbeat", status_code=204, summary="Report liveness (agents)")
+async def heartbeat(body: Heartbeat, ctx: Ctx, principal: AnyPrincipal) -> Response:
+    await ctx.redis.hset(
+        keys.heartbeat(principal.name),
+        mapping={"ts": repr(time.time()), "state": body.state, "doing": body.doing},
+    )
+    return Response(status_code=204)
+
+
 @router.get("/me", response_model=Me, summary="The caller's principal")
 async def me(principal: AnyPrincipal) -> Me:
     return Me(name=principal.name, kind=principal.kind.value, email=principal.email)
@@ -134,15 +183,6 @@ async def enable(name: str, ctx: Ctx, _: OperatorOnly) -> AgentInfo:
     return await set_disabled(ctx, name, False)
 
 
-@router.post("/heartbeat", status_code=204, summary="Report liveness (agents)")
-async def heartbeat(body: Heartbeat, ctx: Ctx, principal: AnyPrincipal) -> Response:
-    await ctx.redis.hset(
-        keys.heartbeat(principal.name),
-        mapping={"ts": repr(time.time()), "state": body.state, "doing": body.doing},
-    )
-    return Response(status_code=204)
-
-
 @router.get("/channels", response_model=list[Channel], summary="Channels and DMs visible to the caller")
 async def channels(ctx: Ctx, principal: AnyPrincipal) -> list[Channel]:
     return await ctx.chat.list_channels(principal)
@@ -180,11 +220,6 @@ async def history(
     return Messages(messages=await ctx.chat.history(principal, channel, before, after, limit))
 
 
-@router.post("/channels/{channel}/messages", response_model=Message, status_code=201)
-async def post(channel: str, body: PostRequest, ctx: Ctx, principal: AnyPrincipal) -> Message:
-    return await ctx.chat.post(principal, channel, body.text, body.reply_to)
-
-
 @router.get("/channels/{channel}/threads/{root_id}", response_model=Messages, summary="A thread")
 async def thread(
     channel: str,
@@ -193,40 +228,6 @@ async def thread(
     principal: AnyPrincipal,
 ) -> Messages:
     return Messages(messages=await ctx.chat.thread(principal, channel, root_id))
-
-
-@router.post("/dms/{peer}/messages", response_model=Message, status_code=201, summary="Send a DM")
-async def dm(peer: str, body: PostRequest, ctx: Ctx, principal: AnyPrincipal) -> Message:
-    return await ctx.chat.post_dm(principal, peer, body.text, body.reply_to)
-
-
-@router.get("/inbox", response_model=InboxPage, summary="New inbox items; waits server-side")
-async def inbox(
-    request: Request,
-    ctx: Ctx,
-    principal: AnyPrincipal,
-    wait: Annotated[float, Query(ge=0, description="Seconds to block until something arrives")] = 0,
-    limit: Annotated[int, Query(ge=1, le=500)] = 50,
-    peek: Annotated[bool, Query(description="Do not advance the cursor")] = False,
-    ack: Annotated[
-        bool,
-        Query(
-            description="Advance the cursor past what is returned (false: wait, then acknowledge "
-            "handled items with POST /api/inbox/ack; unacknowledged ones come again)"
-        ),
-    ] = True,
-) -> InboxPage:
-    if peek:
-        return InboxPage(items=await ctx.chat.peek_inbox(principal, limit))
-    items = await ctx.chat.inbox(
-        principal, wait, limit, gone=request.is_disconnected, valid=still_valid(request), advance=ack
-    )
-    return InboxPage(items=items)
-
-
-@router.post("/inbox/ack", response_model=InboxCursor, summary="Mark inbox items handled (cursor)")
-async def inbox_ack(ctx: Ctx, principal: AnyPrincipal, body: InboxAck) -> InboxCursor:
-    return InboxCursor(cursor=await ctx.chat.ack_inbox(principal, body.through))
 
 
 @router.get("/search", response_model=Messages, summary="Search messages the caller can read")

@@ -6,7 +6,7 @@ from collections.abc import AsyncIterator, Sequence
 from contextlib import AsyncExitStack, asynccontextmanager
 from typing import Any
 
-from fastapi import FastAPI
+from fastapi import APIRouter, FastAPI
 from fastapi.responses import Response
 from starlette.routing import Route
 
@@ -42,6 +42,7 @@ def create_app(
     ctx = GatewayContext.build(settings, redis)
     mcp = build_mcp(ctx)
     contributions: list[Contribution] = []
+    hot_routers: list[APIRouter] = []
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
@@ -75,13 +76,13 @@ def create_app(
         return Response(await ctx.metrics.render(), media_type="text/plain; version=0.0.4")
 
     app.include_router(health.router)
-    app.include_router(api.router)
     app.include_router(events.router)
     app.include_router(protected_resource_router)
     for plugin in ordered:
         contribution = contribution_of(plugin, ctx)
         for router in contribution.routers:
             app.include_router(router)
+        hot_routers.extend(contribution.hot_routers)
         app.router.routes.extend(contribution.mounts)
         for tool in contribution.tools:
             mcp.add_tool(tool.fn, name=tool.name, description=tool.description)
@@ -102,7 +103,19 @@ def create_app(
 
     app.openapi = openapi  # type: ignore[method-assign]
 
-    # /mcp is the first route: matched before the others (a plugin's many routes would otherwise be
-    # tried one by one on every MCP call), and it shadows nothing (no other route is /mcp).
+    # Starlette tries the routes in order, each included router's one by one (no prefix is checked
+    # first), twice for the one that matches: the calls agents make every turn come first. /mcp is the
+    # very first; none of these shadows another route (no other route has their paths).
+    matched_first(app, [*hot_routers, api.router])
     app.router.routes.insert(0, Route(MCP_PATH, build_mcp_app(ctx, mcp)))
     return app
+
+
+def matched_first(app: FastAPI, routers: Sequence[APIRouter]) -> None:
+    """Include ``routers`` ahead of every route already there, in their order."""
+    before = len(app.router.routes)
+    for router in routers:
+        app.include_router(router)
+    added = app.router.routes[before:]
+    del app.router.routes[before:]
+    app.router.routes[:0] = added

@@ -10,6 +10,7 @@ channel, so a message id is unique across channels (see docs/gateway.md, "Messag
 
 from __future__ import annotations
 
+import random
 import re
 import time
 from collections.abc import Awaitable, Callable
@@ -38,6 +39,10 @@ from gateway.waits_budget import WaitBudget
 CHANNEL_RE = re.compile(r"[a-z0-9][a-z0-9_-]{0,63}")  # fullmatch: "$" would let a trailing "\n" in
 MENTION_RE = re.compile(r"(?<![\w@./-])@([a-z][a-z0-9-]{0,38})(?![\w-])")
 INBOX_WAIT_SLICE = 2.0  # a blocked wait checks this often that its caller is still there
+# An empty wait ends at a random moment in its last tenth: agents that began waiting together (a
+# swarm's start, a post to @all) would otherwise all come back together at every wait's end, and
+# each such herd of re-armed waits delays delivery to everyone (docs/performance.md, "Scale").
+WAIT_SPREAD = 0.1
 SEARCH_SCAN = 2000  # messages scanned per channel by search; bounded on purpose
 DEDUPE_TTL_S = 7 * 86_400  # how long a deduplicated post remembers it was made
 
@@ -439,7 +444,7 @@ class ChatService:
         names this inbox, then reads it with one pooled command. The wait is cut into slices so that a
         caller who went away (``gone()``) stops it early.
         """
-        wait = max(0.0, min(wait, self.settings.inbox_max_wait))
+        wait = max(0.0, min(wait, self.settings.inbox_max_wait)) * (1 - WAIT_SPREAD * random.random())
         limit = max(1, min(limit, self.settings.history_max_limit))
         stream = keys.inbox(principal.name)
         cursor = await self.redis.hget(keys.cursors(principal.name), "inbox") or "0-0"

@@ -73,12 +73,15 @@ class Contribution:
     """What one plugin adds to the gateway, as data; ``create_app`` installs it.
 
     ``services``: the service each declared key stands for (exactly ``provides``); ``routers`` and
-    ``mounts``: HTTP routes; ``tools``: MCP tools; ``background``: loops (task name -> coroutine
-    factory) run for the app's lifetime, started after every lifespan was entered and cancelled
-    before any is left; ``lifespan``: set-up and tear-down around the app's lifetime."""
+    ``mounts``: HTTP routes; ``hot_routers``: routes agents call on every turn (the LLM proxy), tried
+    before all others on every request (so keep them few); ``tools``: MCP tools; ``background``:
+    loops (task name -> coroutine factory) run for the app's lifetime, started after every lifespan
+    was entered and cancelled before any is left; ``lifespan``: set-up and tear-down around the
+    app's lifetime."""
 
     services: Mapping[ServiceKey[Any], Any] = field(default_factory=dict)
     routers: Sequence[APIRouter] = ()
+    hot_routers: Sequence[APIRouter] = ()
     mounts: Sequence[Mount] = ()
     tools: Sequence[McpTool] = ()
     background: Mapping[str, Loop] = field(default_factory=dict)

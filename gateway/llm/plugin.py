@@ -55,7 +55,8 @@ class LLMProxyPlugin(Plugin[LLMProxySettings]):
         proxy.usage.holdings = held
         return Contribution(
             services={LLM_PROXY: proxy, LLM_USAGE: proxy.usage},
-            routers=[proxy_router, usage_router],
+            routers=[usage_router],
+            hot_routers=[proxy_router],
             tools=usage_tools(proxy.usage),
             lifespan=proxy.lifespan,
         )

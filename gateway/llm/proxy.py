@@ -23,11 +23,10 @@ import logging
 import random
 import time
 import weakref
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Mapping
 from contextlib import asynccontextmanager
 from typing import Any, NoReturn
 
-import httpx
 from fastapi import Request
 from fastapi.responses import Response
 from redis.exceptions import RedisError
@@ -41,6 +40,7 @@ from gateway.llm.config import LLMProxySettings
 from gateway.llm.refusals import BudgetRefusal, Hold
 from gateway.llm.sse_scrub import KeyScrubber
 from gateway.llm.stream import ProxyStream, Slot
+from gateway.llm.upstream import Upstream, UpstreamBroke, UpstreamFailed, UpstreamResponse
 from gateway.llm.usage import TOKEN_FIELDS, TOKEN_TYPES, Reservation, Usage, UsageStore
 from gateway.llm.usage_api import UsageMetrics
 from gateway.principals import Principal, PrincipalKind
@@ -49,7 +49,6 @@ log = logging.getLogger("kswarm.llm_proxy")
 
 REDACTED = b"[redacted]"
 RETRY_STATUSES = frozenset({429, 500, 502, 503, 504, 529})
-RETRY_ERRORS = (httpx.ConnectError, httpx.ConnectTimeout, httpx.RemoteProtocolError, httpx.ReadError)
 REQUEST_HEADERS = ("anthropic-version", "anthropic-beta", "content-type", "accept", "user-agent", "x-app")
 RESPONSE_HEADERS = ("content-type", "request-id", "retry-after", "retry-after-ms", "x-should-retry")
 SENDER = "gateway"  # the gate principal that posts budget notices to #ops
@@ -60,7 +59,7 @@ NO_RETRY = {"x-should-retry": "false"}
 FORWARDED_QUERY = "beta=true"
 
 
-def parse_retry_after(headers: httpx.Headers) -> float | None:
+def parse_retry_after(headers: Mapping[str, str]) -> float | None:
     """Seconds to wait from ``retry-after-ms`` or ``retry-after`` (seconds or an HTTP date)."""
     try:
         if (ms := headers.get("retry-after-ms")) is not None:
@@ -118,7 +117,7 @@ class LLMProxy:
         key = settings.key()
         self.secret = key.encode() if key else None
         self.slots = asyncio.Semaphore(settings.max_concurrency)  # replaced per lifespan (event loop)
-        self.client: httpx.AsyncClient | None = None
+        self.upstream = Upstream(settings)
         self.sender: Principal | None = None
         # This process's unsettled reservations, renewed while held. Weak: a reservation whose
         # request vanished without settling (its stream object dropped) is no longer renewed, so it
@@ -127,15 +126,7 @@ class LLMProxy:
 
     @asynccontextmanager
     async def lifespan(self) -> AsyncIterator[None]:
-        timeout = httpx.Timeout(self.settings.timeout, connect=self.settings.connect_timeout)
-        limits = httpx.Limits(max_connections=None, max_keepalive_connections=64)
-        async with httpx.AsyncClient(
-            base_url=self.settings.upstream_url.rstrip("/"),
-            timeout=timeout,
-            limits=limits,
-            trust_env=self.settings.trust_env,
-        ) as client:
-            self.client = client
+        async with self.upstream.running():
             self.slots = asyncio.Semaphore(self.settings.max_concurrency)
             try:
                 await self.usage.rearm_swarm_notices()
@@ -147,7 +138,6 @@ class LLMProxy:
             finally:
                 renewer.cancel()
                 await self.usage.drain()
-                self.client = None
 
     async def _renew_reservations(self) -> None:
         """Keep this process's reservations alive: a crashed gateway's expire after the TTL."""
@@ -175,9 +165,9 @@ class LLMProxy:
                 headers["x-api-key"] = key
         return headers
 
-    def response_headers(self, upstream: httpx.Response) -> dict[str, str]:
+    def response_headers(self, upstream: UpstreamResponse) -> dict[str, str]:
         out = {}
-        for name, value in upstream.headers.items():
+        for name, value in upstream.header_items():
             if name in RESPONSE_HEADERS or name.startswith("anthropic-ratelimit-"):
                 out[name] = self.scrub_text(value)
         return out
@@ -294,30 +284,22 @@ class LLMProxy:
 
     # -- upstream ----------------------------------------------------------------------------
 
-    async def send(self, request: Request, path: str, body: bytes) -> httpx.Response:
+    async def send(self, request: Request, path: str, body: bytes) -> UpstreamResponse:
         """The upstream's answer (headers read, body not yet) to ``path`` (with its query string),
         retrying what is worth retrying."""
-        assert self.client is not None, "the LLM proxy's lifespan is not running"
-        # The request is made whole here rather than by ``client.build_request``, which merges the
-        # client's URL, headers, cookies and parameters anew per call (a tenth of the proxy's time).
-        url = httpx.URL(self.settings.upstream_url.rstrip("/") + path)
         headers = self.upstream_headers(request)
-        extensions = {"timeout": self.client.timeout.as_dict()}
         attempt = 0
         while True:
-            upstream_request = httpx.Request(
-                "POST", url, headers=headers, content=body, extensions=extensions
-            )
             try:
-                response = await self.client.send(upstream_request, stream=True)
-            except RETRY_ERRORS as exc:
+                response = await self.upstream.post(path, headers, body)
+            except UpstreamFailed as exc:
+                if exc.timeout:
+                    raise ProxyError(f"upstream timed out: {exc.reason}", 504) from None
+                if not exc.retry:
+                    raise ProxyError(f"upstream error: {exc.reason}", 502) from None
                 if attempt >= self.settings.max_retries:
-                    raise ProxyError(f"upstream unreachable: {type(exc).__name__}", 502) from None
+                    raise ProxyError(f"upstream unreachable: {exc.reason}", 502) from None
                 reason, delay = "connection", self.backoff(attempt)
-            except httpx.TimeoutException as exc:
-                raise ProxyError(f"upstream timed out: {type(exc).__name__}", 504) from None
-            except httpx.HTTPError as exc:
-                raise ProxyError(f"upstream error: {type(exc).__name__}", 502) from None
             else:
                 retryable = response.status_code in RETRY_STATUSES
                 if not retryable or attempt >= self.settings.max_retries:
@@ -327,7 +309,7 @@ class LLMProxy:
                 reason = str(response.status_code)
                 hinted = parse_retry_after(response.headers)
                 delay = self.backoff(attempt) if hinted is None else hinted
-                await response.aclose()
+                response.close()
             self.metrics.retries.labels(reason=reason).inc()
             attempt += 1
             await asyncio.sleep(min(delay, self.settings.retry_after_max))
@@ -378,14 +360,14 @@ class LLMProxy:
         spent: Usage | None = None
         model: str | None = None
         try:
-            data = await upstream.aread()
+            data = await upstream.read()
             if res is not None and upstream.status_code == 200:
                 model, spent = self.usage_of(data, res)
-        except httpx.HTTPError as exc:
-            broke = ProxyError(f"upstream broke: {type(exc).__name__}", 502)
+        except UpstreamBroke as exc:
+            broke = ProxyError(f"upstream broke: {exc}", 502)
             return self.answer(error_response(request.url.path, broke))
         finally:
-            await upstream.aclose()
+            upstream.close()
             slot.release()
             if res is not None:
                 self.settle_soon(res, model, spent)

@@ -13,11 +13,11 @@ from collections.abc import AsyncGenerator
 from typing import TYPE_CHECKING
 
 import anyio
-import httpx
 from fastapi.responses import StreamingResponse
 from starlette.types import Receive, Scope, Send
 
 from gateway.llm.sse_scrub import SSEKeyScrubber, SSEUsage
+from gateway.llm.upstream import UpstreamBroke, UpstreamResponse
 from gateway.llm.usage import Reservation, Usage
 from gateway.principals import Principal
 
@@ -57,7 +57,7 @@ class ProxyStream(StreamingResponse):
     def __init__(
         self,
         proxy: LLMProxy,
-        upstream: httpx.Response,
+        upstream: UpstreamResponse,
         slot: Slot,
         principal: Principal,
         reservation: Reservation | None,
@@ -78,12 +78,12 @@ class ProxyStream(StreamingResponse):
 
     async def _chunks(self) -> AsyncGenerator[bytes, None]:
         try:
-            async for chunk in self.upstream.aiter_bytes():
+            async for chunk in self.upstream.chunks():
                 self.parser.feed(chunk)
                 if out := self.scrubber.feed(chunk):
                     yield out
-        except httpx.HTTPError as exc:
-            log.warning("upstream stream broke for %s: %s", self.principal.name, type(exc).__name__)
+        except UpstreamBroke as exc:
+            log.warning("upstream stream broke for %s: %s", self.principal.name, exc)
             self.broke = True
             error = {"type": "error", "error": {"type": "api_error", "message": "upstream stream broke"}}
             yield self.scrubber.flush() + b"event: error\ndata: " + json.dumps(error).encode() + b"\n\n"
@@ -126,7 +126,7 @@ class ProxyStream(StreamingResponse):
         self.closed = True
         try:
             await self.chunks.aclose()
-            await self.upstream.aclose()
+            self.upstream.close()
             self._settle()  # a client that went away still spent what it spent
         finally:
             self.slot.release()

@@ -263,3 +263,21 @@ async def test_a_plugin_whose_stop_hangs_does_not_hold_the_gateway(caplog: pytes
     await asyncio.wait_for(run(), STOP_WAIT_S + 10)
     assert stopped.is_set() and asyncio.get_running_loop().time() - started >= STOP_WAIT_S
     assert "plugin stuck took over" in caplog.text
+
+
+def test_the_routes_agents_call_every_turn_are_tried_first(short_tmp: Path) -> None:
+    """Starlette tries routes in order, every included router's one by one: the LLM proxy (a plugin's
+    ``hot_routers``) and the chat calls come before the forge's, the UI's and the rest, whatever the
+    plugins' order. The OpenAPI document lists the paths in the order they are tried."""
+    app = create_app(settings(short_tmp), plugins=list(reversed(default_plugins())))
+    assert app.router.routes[0].path == "/mcp"  # type: ignore[attr-defined]
+    paths = list(app.openapi()["paths"])
+    assert paths[:7] == [
+        "/v1/messages",
+        "/v1/messages/count_tokens",
+        "/api/channels/{channel}/messages",
+        "/api/dms/{peer}/messages",
+        "/api/inbox",
+        "/api/inbox/ack",
+        "/api/heartbeat",
+    ]

@@ -243,3 +243,26 @@ async def test_attack_one_agent_cannot_hold_more_than_its_waits(gateway: Gateway
         await until(lambda: budget.open("mallory") == 0, "her waits are released")
         again = await mallory.get("/api/inbox", params={"wait": 0.1})
         assert again.status_code == 200
+
+
+async def test_empty_waits_end_spread_over_their_last_tenth(
+    gateway: GatewayThread, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Agents that began waiting together must not all come back together at every wait's end (a herd
+    of re-armed waits delays delivery to everyone): each wait is cut to a random point of its last
+    tenth. Observed where the wait is handed to the hub, so no test waits it out."""
+    chat = gateway.app.state.ctx.chat
+    asked: list[float] = []
+
+    async def on_hub(principal: object, stream: str, cursor: str, wait: float, *rest: object) -> list:
+        asked.append(wait)
+        return []
+
+    monkeypatch.setattr(chat, "_wait_on_hub", on_hub)
+    token = gateway.add_principal("carol")
+    async with gateway.async_client(token) as carol:
+        for _ in range(40):
+            assert (await carol.get("/api/inbox", params={"wait": 10})).json()["items"] == []
+    assert len(asked) == 40
+    assert all(9.0 <= wait <= 10.0 for wait in asked), asked
+    assert len(set(asked)) > 1, "spread, not one shorter wait for everyone"
