@@ -352,11 +352,19 @@ class LLMProxy:
                 self.settle_soon(res, None, None)
             raise
         self.metrics.seconds.observe(time.perf_counter() - started)
-        headers = self.response_headers(upstream)
-        if upstream.headers.get("content-type", "").startswith("text/event-stream"):
-            headers.setdefault("cache-control", "no-cache")
-            self.metrics.requests.labels(status=str(upstream.status_code)).inc()
-            return ProxyStream(self, upstream, slot, principal, res, headers)
+        try:
+            headers = self.response_headers(upstream)
+            if upstream.headers.get("content-type", "").startswith("text/event-stream"):
+                headers.setdefault("cache-control", "no-cache")
+                stream = ProxyStream(self, upstream, slot, principal, res, headers)
+                self.metrics.requests.labels(status=str(upstream.status_code)).inc()
+                return stream
+        except BaseException:  # the slot and the connection go back, whatever an upstream's headers did
+            upstream.close()
+            slot.release()
+            if res is not None:  # as a client that left before the first event: the input
+                self.settle_soon(res, None, res.billable(None, output_floor=0))
+            raise
         spent: Usage | None = None
         model: str | None = None
         try:

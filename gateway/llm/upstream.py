@@ -7,9 +7,12 @@ whose failure says whether retrying may help, an answer's status and headers, it
 by chunk as it comes, and a close that returns the connection to the pool, or drops it when the body
 was not read to its end.
 
-Timeouts are httpx's: ``connect_timeout`` to connect, ``timeout`` for the longest gap between bytes
-(the whole answer may take longer). ``trust_env`` honours HTTP(S)_PROXY / NO_PROXY and SSL_CERT_FILE
-/ SSL_CERT_DIR; the certificates are otherwise certifi's, as before.
+Timeouts are httpx's: ``connect_timeout`` to resolve and connect, ``timeout`` for the longest gap
+between bytes (the whole answer may take longer). ``trust_env`` honours HTTP(S)_PROXY / NO_PROXY and
+SSL_CERT_FILE / SSL_CERT_DIR, read once at start-up: aiohttp's own ``trust_env`` looks the proxy up
+and reads ``~/.netrc`` on every request (as much CPU as the request itself), and would add a netrc
+login to the upstream call. Certificates are otherwise certifi's, as before, and always verified. A
+compressed answer is decompressed (the proxy asks for none): the key scrubber must see the bytes.
 """
 
 from __future__ import annotations
@@ -21,6 +24,7 @@ from contextlib import asynccontextmanager
 
 import aiohttp
 import certifi
+from aiohttp.helpers import get_env_proxy_for_url
 from yarl import URL
 
 from gateway.llm.config import LLMProxySettings
@@ -64,8 +68,12 @@ class UpstreamResponse:
         self.headers: Mapping[str, str] = response.headers  # case-insensitive
 
     def header_items(self) -> list[tuple[str, str]]:
-        """Every header, names in lower case."""
-        return [(name.lower(), value) for name, value in self._response.headers.items()]
+        """Every header as sent, names in lower case, bytes as latin-1 (what the agent's answer is
+        encoded in again: a value aiohttp decoded as UTF-8 could not be)."""
+        return [
+            (name.decode("latin-1").lower(), value.decode("latin-1"))
+            for name, value in self._response.raw_headers
+        ]
 
     async def read(self) -> bytes:
         try:
@@ -93,6 +101,8 @@ class Upstream:
         self.settings = settings
         self.base = settings.upstream_url.rstrip("/")
         self.session: aiohttp.ClientSession | None = None
+        self.proxy: URL | None = None
+        self.proxy_auth: aiohttp.BasicAuth | None = None
 
     def tls(self) -> ssl.SSLContext:
         cafile, capath = os.environ.get("SSL_CERT_FILE"), os.environ.get("SSL_CERT_DIR")
@@ -100,19 +110,29 @@ class Upstream:
             return ssl.create_default_context(cafile=cafile, capath=capath)
         return ssl.create_default_context(cafile=certifi.where())
 
+    def env_proxy(self) -> None:
+        """The proxy HTTP(S)_PROXY names for the upstream, unless NO_PROXY exempts it."""
+        try:
+            self.proxy, self.proxy_auth = get_env_proxy_for_url(URL(self.base))
+        except LookupError:
+            self.proxy = self.proxy_auth = None
+
     @asynccontextmanager
     async def running(self) -> AsyncIterator[None]:
-        connector = aiohttp.TCPConnector(
-            limit=0, keepalive_timeout=KEEPALIVE_S, ssl=self.tls() if self.base.startswith("https") else False
-        )
+        if self.settings.trust_env:
+            self.env_proxy()
+        # ``ssl`` is used for https only; never False, which aiohttp takes as "do not verify".
+        connector = aiohttp.TCPConnector(limit=0, keepalive_timeout=KEEPALIVE_S, ssl=self.tls())
         timeout = aiohttp.ClientTimeout(
-            total=None, sock_connect=self.settings.connect_timeout, sock_read=self.settings.timeout
+            total=None,
+            connect=self.settings.connect_timeout,  # DNS included (sock_connect is the socket's alone)
+            sock_connect=self.settings.connect_timeout,
+            sock_read=self.settings.timeout,
         )
         async with aiohttp.ClientSession(
             connector=connector,
             timeout=timeout,
-            trust_env=self.settings.trust_env,
-            auto_decompress=False,  # bytes pass through as they come (accept-encoding: identity)
+            trust_env=False,  # read once above
             skip_auto_headers=("User-Agent",),  # the client's own, when it sent one
         ) as session:
             self.session = session
@@ -127,7 +147,12 @@ class Upstream:
         assert self.session is not None, "the LLM proxy's lifespan is not running"
         try:
             response = await self.session.post(
-                URL(self.base + path, encoded=True), data=body, headers=dict(headers), allow_redirects=False
+                URL(self.base + path, encoded=True),
+                data=body,
+                headers=dict(headers),
+                allow_redirects=False,
+                proxy=self.proxy,
+                proxy_auth=self.proxy_auth,
             )
         except (aiohttp.ClientError, TimeoutError) as exc:
             raise _failure(exc) from exc

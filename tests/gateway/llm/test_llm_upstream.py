@@ -5,9 +5,13 @@ apart (retry, 504, 502, a broken body) comes from a real connection, not a mock.
 from __future__ import annotations
 
 import asyncio
+import gzip
 import socket
+import ssl
+import subprocess
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
+from pathlib import Path
 
 import pytest
 
@@ -184,3 +188,125 @@ async def test_a_body_that_breaks_part_way_is_told_apart(misbehaviour: str) -> N
             async for _ in streamed.chunks():
                 pass
         streamed.close()
+
+
+async def test_a_compressed_answer_reaches_the_key_scrubber_decompressed() -> None:
+    """Attack: an upstream (or a box in front of it) gzips its answer although none was asked for.
+    Passed through as it came, the real key inside would get past the scrubber, which reads bytes."""
+    secret = b'{"leak":"sk-ant-real-key"}'
+
+    async def handler(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        while True:
+            await read_request(reader)
+            writer.write(answer(gzip.compress(secret), extra=b"content-encoding: gzip\r\n"))
+            await writer.drain()
+
+    async with upstream_at(handler) as (client, _):
+        whole = await client.post("/v1/messages", HEADERS, BODY)
+        assert await whole.read() == secret
+        whole.close()
+        streamed = await client.post("/v1/messages", HEADERS, BODY)
+        assert b"".join([piece async for piece in streamed.chunks()]) == secret
+        streamed.close()
+
+
+@pytest.fixture
+def self_signed(tmp_path: Path) -> tuple[Path, Path]:
+    """A certificate for 127.0.0.1 that nobody trusts, and its key."""
+    cert, key = tmp_path / "cert.pem", tmp_path / "key.pem"
+    subprocess.run(
+        [
+            "openssl",
+            "req",
+            "-x509",
+            "-newkey",
+            "rsa:2048",
+            "-nodes",
+            "-keyout",
+            str(key),
+            "-out",
+            str(cert),
+            "-days",
+            "1",
+            "-subj",
+            "/CN=127.0.0.1",
+        ],
+        check=True,
+        capture_output=True,
+    )
+    return cert, key
+
+
+async def test_an_upper_case_https_upstream_is_still_verified(self_signed: tuple[Path, Path]) -> None:
+    """Attack: ``HTTPS://`` is a valid spelling of the scheme; it must not turn certificate checks off
+    (the key goes out with the request)."""
+    cert, key = self_signed
+    tls = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+    tls.load_cert_chain(cert, key)
+    seen: list[bytes] = []
+
+    async def handler(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        head, _ = await read_request(reader)
+        seen.append(head)
+        writer.write(answer(b"{}"))
+        await writer.drain()
+
+    listening = await asyncio.start_server(lambda r, w: Server(handler).serve(r, w), "127.0.0.1", 0, ssl=tls)
+    port = listening.sockets[0].getsockname()[1]
+    try:
+        for scheme in ("https", "HTTPS"):
+            client = Upstream(LLMProxySettings(upstream_url=f"{scheme}://127.0.0.1:{port}", trust_env=False))
+            async with client.running():
+                with pytest.raises(UpstreamFailed):
+                    await client.post("/v1/messages", {**HEADERS, "x-api-key": "sk-ant-real-key"}, BODY)
+    finally:
+        listening.close()
+        await listening.wait_closed()
+    assert seen == [], "no request reached a server whose certificate is not trusted"
+
+
+async def test_the_environment_adds_no_login_to_the_upstream_call(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Attack: with ``trust_env`` a ``.netrc`` entry for the upstream's host must not add an
+    Authorization header beside the real key (or replace a bearer one)."""
+    netrc = tmp_path / "netrc"
+    netrc.write_text("machine 127.0.0.1 login mallory password hunter2\n")
+    netrc.chmod(0o600)
+    monkeypatch.setenv("NETRC", str(netrc))
+    for name in ("HTTP_PROXY", "HTTPS_PROXY", "http_proxy", "https_proxy", "ALL_PROXY", "all_proxy"):
+        monkeypatch.delenv(name, raising=False)
+
+    async def handler(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        head, _ = await read_request(reader)
+        server.heads.append(head)
+        writer.write(answer(b"{}"))
+        await writer.drain()
+
+    server = Server(handler)
+    listening = await asyncio.start_server(server.serve, "127.0.0.1", 0)
+    port = listening.sockets[0].getsockname()[1]
+    client = Upstream(LLMProxySettings(upstream_url=f"http://127.0.0.1:{port}", trust_env=True))
+    try:
+        async with client.running():
+            (await client.post("/v1/messages", HEADERS, BODY)).close()
+    finally:
+        listening.close()
+        await listening.wait_closed()
+    assert len(server.heads) == 1 and b"authorization" not in server.heads[0].lower()
+
+
+async def test_header_bytes_come_back_as_sent() -> None:
+    """A header value that is not UTF-8 keeps its bytes (latin-1, as the agent's answer encodes it
+    again) instead of failing the answer once a slot is held."""
+
+    async def handler(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        await read_request(reader)
+        writer.write(answer(b"{}", extra=b"Request-Id: caf\xe9\r\n"))
+        await writer.drain()
+
+    async with upstream_at(handler) as (client, _):
+        response = await client.post("/v1/messages", HEADERS, BODY)
+        assert ("request-id", "caf\xe9") in response.header_items()
+        assert "caf\xe9".encode("latin-1") == b"caf\xe9"
+        response.close()
