@@ -8,10 +8,13 @@ interpreter).
    gap between the gateway's ``submitted`` and ``started`` times is measured (p50/p90).
 2. Submissions per second: 16 concurrent clients submit to a pool no worker serves (each submission
    resolves the ref and checks the kernel file in the forge's repository).
-3. Harness overhead: the same kernel's CPU trials (``add``, honest, TRITON_INTERPRET=1) run bare in one
+3. Harness overhead: the same kernel's trials (``add``, honest, TRITON_INTERPRET=1) run bare in one
    interpreter process, against the harness CLI (its child a fork of the fork server's zygote, which
    imports torch and Triton while the CLI does), against a whole job (checkout, confinement, harness,
-   result recorded), as ratios, plus the harness's own split (child fork to exit, the rest).
+   result recorded), as ratios, plus the harness's own split (child fork to exit, the rest). Two bare
+   baselines: the task's cpu trials (what this bench measured before issue 22), and every trial the
+   harness just ran (its device-shape, fresh and regression trials too, each one plain call on its
+   shape, dtype and seed; a device shape runs whole), which is the per-trial ratio issue 26 asks for.
 """
 
 from __future__ import annotations
@@ -45,16 +48,20 @@ NOOP = [
     "import json, sys; open(sys.argv[1], 'w').write(json.dumps(dict(verdict='pass')))",
     "{out}",
 ]
+# argv: task dir, candidate, and optionally a harness result whose trials to replay (shape, dtype, seed).
 BARE = """
-import importlib.util, sys, time
+import importlib.util, json, sys, time
 from orchestrator.verify.tasks import load_task, torch_dtype
 task = load_task(sys.argv[1])
 spec = importlib.util.spec_from_file_location("candidate", sys.argv[2])
 mod = importlib.util.module_from_spec(spec); spec.loader.exec_module(mod)
 entry = getattr(mod, task.entry)
-for trial in task.trials(cpu=True):
-    inputs = task.make_inputs(trial.case, torch_dtype(trial.dtype), trial.seed)
-    entry(*inputs)
+if len(sys.argv) > 3:
+    trials = [(t["shape"], t["dtype"], t["seed"]) for t in json.load(open(sys.argv[3]))["trials"]]
+else:
+    trials = [(t.case, t.dtype, t.seed) for t in task.trials(cpu=True)]
+for case, dtype, seed in trials:
+    entry(*task.make_inputs(case, torch_dtype(dtype), seed))
 """
 
 
@@ -115,19 +122,26 @@ def harness_overhead(gw: JobsGateway, sha: str, kernel: Path, repeats: int) -> d
     cli = [sys.executable, "-m", "orchestrator.verify", "--task", str(TASK), "--candidate", str(kernel)]
     cli += ["--pool", "cpu", "--out", str(out), "--no-timing"]
     bare: list[float] = []
+    bare_all: list[float] = []
     harness: list[float] = []
     child: list[float] = []
     jobs: list[float] = []
-    for _ in range(repeats):  # interleaved, so that the machine's load hits all three alike
+    trials: list[int] = []
+    for _ in range(repeats):  # interleaved, so that the machine's load hits all of them alike
         bare.append(timed([sys.executable, "-c", BARE, str(TASK), str(kernel)], env))
         harness.append(timed(cli, env))
-        child.append(json.loads(out.read_text())["durations"]["child_s"])
+        result = json.loads(out.read_text())
+        child.append(result["durations"]["child_s"])
+        trials.append(len(result["trials"]))
+        bare_all.append(timed([sys.executable, "-c", BARE, str(TASK), str(kernel), str(out)], env))
         job = submit(gw, sha, "cpu-real")
         done = gw.wait_job(job["id"], ("succeeded", "failed", "error", "timeout"), timeout=900)
         assert done["state"] == "succeeded", done["error"]
         jobs.append(done["finished"] - done["submitted"])
     return {
         "bare": statistics.median(bare),
+        "bare_all": statistics.median(bare_all),
+        "trials": statistics.median(trials),
         "harness": statistics.median(harness),
         "child": statistics.median(child),
         "job": statistics.median(jobs),
@@ -169,14 +183,19 @@ def main() -> None:
         print(f"submissions: {rate:.0f}/s ({args.submissions} by 16 concurrent clients, ref resolved each)")
         times = harness_overhead(gw, sha, kernel, args.repeats)
         print(
-            f"add (CPU trials, interpreter), median of {args.repeats}: bare {times['bare']:.2f} s, "
-            f"harness {times['harness']:.2f} s (child fork to exit {times['child']:.2f} s), "
+            f"add (interpreter), median of {args.repeats}: "
+            f"bare, the task's cpu trials {times['bare']:.2f} s; "
+            f"bare, the harness's {times['trials']:.0f} trials {times['bare_all']:.2f} s; "
+            f"harness {times['harness']:.2f} s (child fork to exit {times['child']:.2f} s); "
             f"whole job {times['job']:.2f} s"
         )
-        print(
-            f"ratios: harness/bare {times['harness'] / times['bare']:.2f}, "
-            f"job/bare {times['job'] / times['bare']:.2f}, job/harness {times['job'] / times['harness']:.2f}"
-        )
+        bases = (("the harness's trials", times["bare_all"]), ("the task's cpu trials", times["bare"]))
+        for label, base in bases:
+            print(
+                f"ratios to bare ({label}): harness {times['harness'] / base:.2f}, "
+                f"child alone {times['child'] / base:.2f}, job {times['job'] / base:.2f}"
+            )
+        print(f"job/harness {times['job'] / times['harness']:.2f}")
         load = ", ".join(f"{x:.2f}" for x in os.getloadavg())
         print(f"{time.strftime('%Y-%m-%d %H:%M %Z')}, load average {load} (at the start: {started_load})")
     finally:

@@ -9,11 +9,16 @@ whether it is confirmed, refused (and why) or could not be run. The exit code is
 
 The fork server's zygote is started before the harness itself is imported: its imports of torch and
 Triton run while this process imports them too and runs the static gate and the reference.
+
+``--warm --pool P`` starts all of that before the job exists (a worker's warm start, docs/jobs.md):
+once the harness is imported and the zygote started, it reads the job's own arguments (the options
+above, as one JSON list on one line of stdin) and runs it. End of input without a line: exit 2.
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import sys
 import tempfile
@@ -35,10 +40,13 @@ def _write_atomic(path: Path, text: str) -> None:
     os.replace(tmp, path)
 
 
-def main(argv: list[str] | None = None) -> int:
+def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="python -m orchestrator.verify", description=__doc__)
-    parser.add_argument("--task", required=True, type=Path, help="task directory (holds task.py)")
-    parser.add_argument("--candidate", required=True, type=Path, help="candidate module (.py)")
+    parser.add_argument("--task", type=Path, help="task directory (holds task.py); required")
+    parser.add_argument("--candidate", type=Path, help="candidate module (.py); required")
+    parser.add_argument(
+        "--warm", action="store_true", help="start up, then read the job's arguments (a JSON list) from stdin"
+    )
     parser.add_argument("--pool", default="cpu", help="cpu (Triton interpreter), cuda or npu")
     parser.add_argument("--out", type=Path, help="write the result JSON here (default: stdout)")
     parser.add_argument("--timeout", type=float, default=None, help="child wall-clock limit in seconds")
@@ -64,7 +72,36 @@ def main(argv: list[str] | None = None) -> int:
         type=Path,
         help="judge the kernel on the inputs this script's generate(domain, seed) returns (run sandboxed)",
     )
+    return parser
+
+
+def _job_args(parser: argparse.ArgumentParser, argv: list[str] | None) -> argparse.Namespace:
     args = parser.parse_args(argv)
+    if not args.warm and (args.task is None or args.candidate is None):
+        parser.error("--task and --candidate are required")
+    return args
+
+
+def _warm_job(parser: argparse.ArgumentParser, pool: str) -> argparse.Namespace | None:
+    """The job's arguments, once it comes: one JSON list of strings on stdin (None: none came)."""
+    line = sys.stdin.readline()
+    if not line:
+        return None
+    try:
+        argv = json.loads(line)
+    except ValueError:
+        parser.error("warm start: the job's arguments are not JSON")
+    if not isinstance(argv, list) or not all(isinstance(a, str) for a in argv):
+        parser.error("warm start: the job's arguments must be a JSON list of strings")
+    args = _job_args(parser, argv)
+    if args.warm or args.pool != pool:
+        parser.error(f"warm start: the job must run on pool {pool!r}, without --warm")
+    return args
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = _parser()
+    args = _job_args(parser, argv)
     make_undumpable()  # the candidate runs as this uid: it must not reach this process's memory
     # A candidate that kills its zygote orphans what it started: as a subreaper, this process adopts
     # those orphans and kills them before it exits (nothing of the candidate outlives the job).
@@ -76,14 +113,25 @@ def main(argv: list[str] | None = None) -> int:
         return EXIT_CODES["error"]
     try:
         with ForkServer(interpret=interpret) as server:
+            _import_harness()  # torch: while the zygote imports it too
+            if args.warm:
+                job = _warm_job(parser, args.pool)
+                if job is None:
+                    return EXIT_CODES["error"]
+                args = job
             return _verify(args, server)
     finally:
         reap_children()
 
 
+def _import_harness() -> None:
+    import orchestrator.verify.counterexample
+    import orchestrator.verify.harness  # noqa: F401
+
+
 def _verify(args: argparse.Namespace, server: ForkServer) -> int:
     from orchestrator.verify.counterexample import CounterexampleRun
-    from orchestrator.verify.harness import verify  # torch: while the zygote imports it too
+    from orchestrator.verify.harness import verify
     from orchestrator.verify.seeds import parse_seeds
     from orchestrator.verify.tasks import TaskError
 

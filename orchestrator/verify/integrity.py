@@ -14,6 +14,10 @@ compares the live process against it:
 - ``sys.gettrace``/``sys.getprofile``, signal handlers, atexit callbacks, import hooks, gc callbacks;
   and that the audit hook still sees a per-job random probe event.
 
+A module whose namespace dict has not changed since the last check is not compared again: CPython
+bumps a dict's version tag (PEP 509) on every change to it, and that tag, read in place, says so
+(``dict_version``). Where the interpreter has no tag we can trust, every check compares every binding.
+
 Threads are not counted here (a device runtime starts its own): starting one from candidate code is
 caught when it happens, by the tripwire on ``_thread.start_new_thread`` (hostguards.py).
 """
@@ -21,10 +25,12 @@ caught when it happens, by the tripwire on ``_thread.start_new_thread`` (hostgua
 from __future__ import annotations
 
 import atexit
+import ctypes
 import gc
 import operator
 import signal
 import sys
+import sysconfig
 from collections.abc import Callable, Iterable, Mapping
 from types import ModuleType
 from typing import Any
@@ -49,6 +55,36 @@ _FUNCTION_ENABLED = torch._C._is_torch_function_enabled
 _FUNCTION_ALL_DISABLED = torch._C._is_torch_function_all_disabled
 _TLS_EXCLUDE = torch._C._dispatch_tls_local_exclude_set
 _TLS_INCLUDE = torch._C._dispatch_tls_local_include_set
+
+
+def _version_reader() -> Callable[[dict[str, Any]], int] | None:
+    """A reader of a dict's version tag (``ma_version_tag``, after the object header and ``ma_used``),
+    or None where the layout is not that, or the tag does not move exactly when the dict changes."""
+    if sys.implementation.name != "cpython" or not (3, 11) <= sys.version_info[:2] <= (3, 13):
+        return None
+    if sysconfig.get_config_var("Py_GIL_DISABLED"):  # another object header
+        return None
+    offset = object.__basicsize__ + ctypes.sizeof(ctypes.c_ssize_t)
+    at = ctypes.c_uint64.from_address
+
+    def version(d: dict[str, Any]) -> int:
+        return int(at(id(d) + offset).value)
+
+    probe: dict[str, Any] = {"a": object()}
+    seen = [version(probe), version(probe)]
+    probe["a"] = object()  # a rebinding, the size unchanged
+    seen.append(version(probe))
+    del probe["a"]
+    seen.append(version(probe))
+    probe["a"] = probe
+    seen.append(version(probe))
+    if seen[0] != seen[1] or len(set(seen[1:])) != 4:
+        return None
+    return version
+
+
+# Captured before any candidate code runs, as the functions above are.
+dict_version = _version_reader()
 
 
 def _signals() -> dict[int, object]:
@@ -79,6 +115,14 @@ class Integrity:
             for name, mod in list(sys.modules.items())
             if isinstance(getattr(mod, "__dict__", None), dict)
         }
+        # Per module: its namespace dict and that dict's version when it last matched the baseline.
+        # Only real modules (whose dict can never be swapped for another) skip a comparison this way.
+        self.versions: dict[str, tuple[dict[str, Any], int]] = {}
+        if dict_version is not None:
+            for name, (mod, _) in self.modules.items():
+                if isinstance(mod, ModuleType) and type(ns := vars(mod)) is dict:
+                    self.versions[name] = (ns, dict_version(ns))
+        self.compared = 0  # namespaces compared binding by binding (the rest were unchanged)
         self.namespaces = {name: dict(ns) for name, ns in self.extra.items()}
         self.class_dicts = {cls: dict(vars(cls)) for cls in self.classes}
         self.trace, self.profile = sys.gettrace(), sys.getprofile()
@@ -128,7 +172,22 @@ class Integrity:
             if sys.modules.get(name) is not mod:
                 problems.append(f"sys.modules[{name!r}] was replaced or removed")
                 continue
-            self._namespace(name, vars(mod), before, problems, allow_new=True, package=name, skip_data=True)
+            ns = vars(mod)
+            version = self._version(name, ns)
+            if version is not None and version == self.versions[name][1]:
+                continue  # not changed since it last matched
+            found = len(problems)
+            self.compared += 1
+            self._namespace(name, ns, before, problems, allow_new=True, package=name, skip_data=True)
+            if version is not None and len(problems) == found:
+                self.versions[name] = (ns, version)  # matches as it is now: skipped until it changes
+
+    def _version(self, name: str, ns: dict[str, Any]) -> int | None:
+        """The version of a module's namespace dict, if it is the one the snapshot saw."""
+        known = self.versions.get(name)
+        if known is None or known[0] is not ns or dict_version is None:
+            return None
+        return dict_version(ns)
 
     @staticmethod
     def _namespace(

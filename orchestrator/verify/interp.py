@@ -103,11 +103,12 @@ def _tensors(value: object) -> Iterator[torch.Tensor]:
 
 
 class _Shadow:
-    """Last writer (program id) and write sequence number of every byte of one storage."""
+    """Last writer (program id + 1; 0: none) and write sequence number of every byte of one storage."""
 
     def __init__(self, start: int, nbytes: int) -> None:
         self.start = start
-        self.writer = np.full(nbytes, -1, dtype=np.int32)
+        # Zeros, not -1: calloc'd pages cost nothing until a store touches them (device shapes are MBs).
+        self.writer = np.zeros(nbytes, dtype=np.int32)
         self.seq = np.zeros(nbytes, dtype=np.int64)
         self.atomic = np.zeros(nbytes, dtype=bool)  # the last write was an atomic
 
@@ -205,7 +206,7 @@ class _Launch:
         plain store, for an atomic access: atomics on one address never race each other)."""
         out = []
         for shadow, lanes, offs in self._shadow_index(addrs):
-            writers = shadow.writer[offs]
+            writers = shadow.writer[offs] - 1
             foreign = (writers >= 0) & (writers != self.prog)
             if atomic:
                 foreign &= ~shadow.atomic[offs]
@@ -242,7 +243,7 @@ class _Launch:
         if self.sample is not None:
             self.sample.write(self.prog, spread, atomic=atomic)
         for shadow, _, offs in self._shadow_index(spread.astype(np.uint64)):
-            shadow.writer[offs] = self.prog
+            shadow.writer[offs] = self.prog + 1
             shadow.seq[offs] = self.seq
             shadow.atomic[offs] = atomic
         if self.interleaving is not None and not atomic:  # an atomic's progress shows in its result

@@ -67,8 +67,6 @@ def harness_argv(
     """The real harness, or the pool's ``harness_command`` template (tests' stand-in); a counterexample
     job's file (``write_counterexample``) goes to either as its flag."""
     python = python or sys.executable
-    # The harness's own share of the job's time; the rest is start-up, static gate and reference.
-    child_timeout = max(5, int(job.timeout_s * 0.8))
     if pool.harness_command:
         fields = {
             "python": python,
@@ -76,18 +74,38 @@ def harness_argv(
             "candidate": str(candidate),
             "pool": pool.harness_pool_name(),
             "out": str(out),
-            "timeout": str(child_timeout),
+            "timeout": str(child_timeout(job)),
             "kind": job.kind,
             "project": str(PROJECT_ROOT),
         }
         return [part.format(**fields) for part in pool.harness_command] + counterexample_flags(counterexample)
-    # -P: the working directory never shadows the harness's own modules.
-    argv = [python, "-P", "-s", "-m", "orchestrator.verify", "--task", str(task_dir)]
-    argv += ["--candidate", str(candidate), "--pool", pool.harness_pool_name(), "--out", str(out)]
-    argv += ["--timeout", str(child_timeout)]
+    return [*_harness(python), *harness_args(pool, job, task_dir, candidate, out, counterexample)]
+
+
+def harness_args(
+    pool: PoolConfig, job: Job, task_dir: Path, candidate: Path, out: Path, counterexample: Path | None = None
+) -> list[str]:
+    """The real harness's options for one job (what a warm start reads on its stdin)."""
+    argv = ["--task", str(task_dir), "--candidate", str(candidate), "--pool", pool.harness_pool_name()]
+    argv += ["--out", str(out), "--timeout", str(child_timeout(job))]
     if job.kind in ("verify", "counterexample"):
         argv.append("--no-timing")
     return argv + counterexample_flags(counterexample)
+
+
+def warm_argv(pool: PoolConfig, python: str | None = None) -> list[str]:
+    """The real harness started before its job (``--warm``): it reads ``harness_args`` from stdin."""
+    return [*_harness(python or sys.executable), "--warm", "--pool", pool.harness_pool_name()]
+
+
+def _harness(python: str) -> list[str]:
+    # -P: the working directory never shadows the harness's own modules.
+    return [python, "-P", "-s", "-m", "orchestrator.verify"]
+
+
+def child_timeout(job: Job) -> int:
+    """The harness's own share of the job's time; the rest is start-up, static gate and reference."""
+    return max(5, int(job.timeout_s * 0.8))
 
 
 @dataclass

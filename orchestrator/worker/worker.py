@@ -41,16 +41,18 @@ from gateway.client.jobs.pools import PoolConfig
 from orchestrator.worker.allocator import Allocation, DeviceAllocator
 from orchestrator.worker.checkout import CheckoutError, checkout, inside, sha256_of
 from orchestrator.worker.executors import ExecSpec, Executor, make_executor
-from orchestrator.worker.executors.base import job_env
+from orchestrator.worker.executors.base import Prestarts, job_env
 from orchestrator.worker.executors.local import make_writable
 from orchestrator.worker.results import (
     PROJECT_ROOT,
     Verdict,
+    harness_args,
     harness_argv,
     interpret,
     write_counterexample,
 )
 from orchestrator.worker.tasks import TaskCache, TaskUnavailable
+from orchestrator.worker.warm import WarmStarts
 
 log = logging.getLogger("kswarm.jobs.worker")
 
@@ -82,7 +84,9 @@ class Worker:
         take_wait_s: float = 2.0,
         clone_url: str = "{gateway}/git/{repo}.git",
         keep: bool = False,
+        warm: bool = True,
     ) -> None:
+        """``warm``: keep a sandbox started ahead of the next job where the pool allows (warm.py)."""
         self.pool_name = pool
         self.gateway = gateway.rstrip("/")
         self.token = token
@@ -93,6 +97,8 @@ class Worker:
         self.take_wait_s = take_wait_s
         self.clone_url = clone_url
         self.keep = keep
+        self.warm_starts = warm
+        self.warm: WarmStarts | None = None
         self.instance = f"{socket.gethostname()[:24]}-{os.getpid()}-{secrets.token_hex(2)}"
         self.running: dict[str, Running] = {}
         self.tasks = TaskCache(self.workdir / "tasks")
@@ -127,6 +133,9 @@ class Worker:
             log.info(
                 "worker %s serves pool %s node %s (%s)", self.instance, pool.name, node_name, executor.kind
             )
+            if self.warm_starts and isinstance(executor, Prestarts) and WarmStarts.serves(pool, executor):
+                self.warm = WarmStarts(self.workdir, executor, pool)
+                self.warm.refill()
             beats = asyncio.create_task(self._heartbeats(client, stop))
             tasks: set[asyncio.Task[None]] = set()
             try:
@@ -167,6 +176,8 @@ class Worker:
                 if tasks:
                     await asyncio.wait(tasks)
                 beats.cancel()
+                if self.warm is not None:
+                    await self.warm.close()
 
     def _sweep(self, older_than_s: float = 2 * 86400) -> None:
         """Remove job dirs that killed workers left behind (old enough that no job can still run)."""
@@ -214,7 +225,11 @@ class Worker:
 
     async def _job(self, pool: PoolConfig, executor: Executor, client: JobsClient, running: Running) -> None:
         job, attempt = running.assignment.job, running.assignment.attempt
-        base = self.workdir / f"{job.id}-{attempt}"
+        allocates = pool.executor.allocates_devices  # then the executor picks and exports them
+        visible = None if allocates else pool.visible_devices_var
+        devices_env = running.allocation.env(visible)
+        warm = await self.warm.take(job, devices_env) if self.warm is not None else None
+        base = warm.base if warm is not None else self.workdir / f"{job.id}-{attempt}"
         src, out = base / "src", base / "out"
         devices = running.allocation.devices
         header = (
@@ -224,14 +239,18 @@ class Worker:
         running.pending_log.append(header)
         verdict: Verdict
         try:
-            shutil.rmtree(base, ignore_errors=True)
-            out.mkdir(parents=True)
+            if warm is None:
+                shutil.rmtree(base, ignore_errors=True)
+                out.mkdir(parents=True)
             url = self.clone_url.format(gateway=self.gateway, repo=job.repo)
             await checkout(url, job.sha, src, self.token)
             candidate = inside(src, job.kernel)
             # The task is main's (or the operator-local pool's), never the checkout's: the PR's head
             # may carry its own tasks/; nothing of it is read.
             task_dir, task_source = await self.tasks.for_job(pool, job, client.gateway)
+            if warm is not None:  # the warm sandbox sees only its own dir: the task goes in there
+                shutil.copytree(task_dir, warm.task, symlinks=True, dirs_exist_ok=True)
+                task_dir = warm.task
             running.pending_log.append(
                 f"[kswarm] task {job.task}: {task_source['source']} "
                 f"{task_source.get('repo') or ''}@{(task_source.get('commit') or '-')[:12]} "
@@ -239,9 +258,11 @@ class Worker:
             )
             result_path = out / "result.json"
             counterexample = write_counterexample(job, out)
-            allocates = pool.executor.allocates_devices  # then the executor picks and exports them
-            visible = None if allocates else pool.visible_devices_var
-            env = job_env(out, {"PYTHONPATH": str(PROJECT_ROOT), **running.allocation.env(visible)})
+            env = (
+                warm.env
+                if warm is not None
+                else job_env(out, {"PYTHONPATH": str(PROJECT_ROOT), **devices_env})
+            )
             spec = ExecSpec(
                 job_id=job.id,
                 attempt=attempt,
@@ -259,7 +280,14 @@ class Worker:
                 task_dir=task_dir,
                 **pool.executor.exec_fields(pool.device),
             )
-            outcome = await executor.run(spec, running.cancel, running.pending_log.append)
+            outcome = None
+            if warm is not None and isinstance(executor, Prestarts):
+                args = harness_args(pool, job, task_dir, candidate, result_path, counterexample)
+                outcome = await executor.run_prestarted(
+                    warm.started, spec, args, running.cancel, running.pending_log.append
+                )
+            if outcome is None:
+                outcome = await executor.run(spec, running.cancel, running.pending_log.append)
             running.pending_log.append(f"[kswarm] isolation: {', '.join(outcome.isolation)}\n")
             verdict = interpret(outcome, result_path, sha256_of(candidate), job.timeout_s)
             if verdict.result is not None:
@@ -271,9 +299,13 @@ class Worker:
             why = f"worker failure: {type(exc).__name__}: {exc}"
             verdict = Verdict(JobState.error, "error", why, None, None)
         finally:
+            if warm is not None and self.warm is not None:
+                await self.warm.discard(warm)  # still waiting only when the job failed before it
             if not self.keep:
                 make_writable(base)
                 shutil.rmtree(base, ignore_errors=True)
+            if self.warm is not None:
+                self.warm.refill()
         if running.lost:
             log.warning("job %s attempt %s was taken from us; not reporting", job.id, attempt)
             return
@@ -321,6 +353,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--heartbeat", type=float, default=2.0, help="seconds between heartbeats")
     parser.add_argument("--clone-url", default="{gateway}/git/{repo}.git", help="clone URL template")
     parser.add_argument("--keep", action="store_true", help="keep job dirs (debugging)")
+    parser.add_argument(
+        "--no-warm", action="store_true", help="start every job's sandbox when it comes (no warm start)"
+    )
     args = parser.parse_args(argv)
     token = args.token or os.environ.get("KSWARM_TOKEN")
     if args.token_file:
@@ -337,6 +372,7 @@ def main(argv: list[str] | None = None) -> int:
         heartbeat_s=args.heartbeat,
         clone_url=args.clone_url,
         keep=args.keep,
+        warm=not args.no_warm,
     )
 
     async def serve() -> None:

@@ -104,6 +104,44 @@ class Executor(Protocol):
         ...
 
 
+@dataclass
+class Prestarted:
+    """A job's sandbox started before its job (``Prestarts``): the process, its output so far, and when."""
+
+    process: asyncio.subprocess.Process
+    cap: OutputCap
+    reader: asyncio.Task[None]
+    isolation: list[str]
+    started: float  # time.monotonic()
+
+
+@runtime_checkable
+class Prestarts(Protocol):
+    """An executor that can start a job's sandbox before the job exists (the worker's warm start,
+    docs/jobs.md): ``prestart`` runs ``spec``'s command (the harness's ``--warm`` mode) in the sandbox
+    ``spec`` describes; ``run_prestarted`` hands it one job's arguments on stdin and runs it to its end,
+    with the job's ``spec`` (same dirs, its own timeout) and ``run``'s contract."""
+
+    async def prestart(self, spec: ExecSpec) -> Prestarted | None:
+        """The started sandbox, or None when this one cannot be started (the job then runs cold)."""
+        ...
+
+    async def run_prestarted(
+        self,
+        started: Prestarted,
+        spec: ExecSpec,
+        job_args: list[str],
+        cancel: asyncio.Event,
+        on_output: OnOutput | None = None,
+    ) -> ExecOutcome | None:
+        """None when the sandbox was gone before it took the job (nothing ran: run it cold)."""
+        ...
+
+    async def discard(self, started: Prestarted) -> None:
+        """Stop a prestarted sandbox no job was given to."""
+        ...
+
+
 def job_env(outdir: Path, extra: dict[str, str] | None = None, python: str | None = None) -> dict[str, str]:
     """The allow-listed environment of a job: private HOME/TMPDIR/caches under ``outdir``."""
     py_bin = str(Path(python or sys.executable).parent)
@@ -135,6 +173,12 @@ class OutputCap:
         self._parts: list[bytes] = []
         self.size = 0
         self.truncated = False
+
+    def attach(self, on_output: OnOutput | None) -> None:
+        """Pass what comes from now on to ``on_output``, after what was kept so far."""
+        self.on_output = on_output
+        if on_output is not None and self._parts:
+            on_output(b"".join(self._parts).decode("utf-8", errors="replace"))
 
     def feed(self, chunk: bytes) -> None:
         if not chunk:

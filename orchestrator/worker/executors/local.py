@@ -18,6 +18,8 @@ from __future__ import annotations
 
 import asyncio
 import functools
+import json
+import logging
 import os
 import signal
 import sys
@@ -44,9 +46,12 @@ from orchestrator.worker.executors.base import (
     ExecSpec,
     OnOutput,
     OutputCap,
+    Prestarted,
     drop_planted_record,
     pump,
 )
+
+log = logging.getLogger("kswarm.jobs.worker")
 
 # Variables of the job's environment that name toolkit paths the job must read (bound read-only).
 PATH_VARIABLES: tuple[str, ...] = (
@@ -85,6 +90,15 @@ def readable_paths(spec: ExecSpec) -> list[str]:
     return sorted(p for p in paths if not any(p != q and under(p, q) for q in paths))
 
 
+def own_task_dir(spec: ExecSpec) -> list[str]:
+    """The task's copy in the job's own dir (a warm start's: docs/jobs.md), bound read-only like the
+    checkout; a task dir elsewhere (the task cache) is a readable path its command line names."""
+    if spec.task_dir is None:
+        return []
+    task = str(spec.task_dir.resolve())
+    return [task] if under(task, str(job_root(spec))) else []
+
+
 def device_nodes(spec: ExecSpec) -> list[str]:
     if spec.device == "cuda":
         return sorted({p for pattern in CUDA_DEVICES for p in glob(pattern)})
@@ -102,7 +116,7 @@ def job_plan(spec: ExecSpec, run_as: int | None, parent_pid: int | None = None) 
         argv=list(spec.argv),
         env=dict(spec.env),
         cwd=str(spec.outdir.resolve()),
-        ro=[*readable_paths(spec), str(spec.checkout.resolve())],
+        ro=[*readable_paths(spec), str(spec.checkout.resolve()), *own_task_dir(spec)],
         rw=[str(spec.outdir.resolve())],
         # Every job's dirs (the worker's work dir) and kswarm's state, should a bind show them.
         hide=[str(job_root(spec).parent), str(kswarm_home())],
@@ -153,11 +167,19 @@ class LocalExecutor:
 
     def prepare(self, spec: ExecSpec) -> None:
         """Make the checkout read-only on disk too; hand the output dir to the job's uid."""
-        for path in [spec.checkout, *spec.checkout.rglob("*")]:
-            if path.is_symlink():
-                continue
-            mode = path.stat().st_mode
-            path.chmod(mode & ~0o222)
+        self.seal(spec)
+        self.hand_out(spec)
+
+    @staticmethod
+    def seal(spec: ExecSpec) -> None:
+        for top in [spec.checkout, *map(Path, own_task_dir(spec))]:
+            for path in [top, *top.rglob("*")]:
+                if path.is_symlink():
+                    continue
+                mode = path.stat().st_mode
+                path.chmod(mode & ~0o222)
+
+    def hand_out(self, spec: ExecSpec) -> None:
         if self.run_as is not None:
             for path in [spec.outdir, *spec.outdir.rglob("*")]:
                 os.chown(path, self.run_as, self.run_as, follow_symlinks=False)
@@ -165,20 +187,69 @@ class LocalExecutor:
     async def run(
         self, spec: ExecSpec, cancel: asyncio.Event, on_output: OnOutput | None = None
     ) -> ExecOutcome:
+        started = await self._start(spec, on_output, stdin=False)
+        if isinstance(started, ExecOutcome):
+            return started
+        return await self._wait(started, spec, cancel)
+
+    async def prestart(self, spec: ExecSpec) -> Prestarted | None:
+        started = await self._start(spec, None, stdin=True)
+        return started if isinstance(started, Prestarted) else None
+
+    async def run_prestarted(
+        self,
+        started: Prestarted,
+        spec: ExecSpec,
+        job_args: list[str],
+        cancel: asyncio.Event,
+        on_output: OnOutput | None = None,
+    ) -> ExecOutcome | None:
+        """None when the sandbox was gone before it took the job (nothing of the job ran)."""
+        proc = started.process
+        try:
+            if proc.returncode is not None or proc.stdin is None:
+                raise ConnectionResetError("it has exited")
+            self.prepare(spec)  # the checkout filled in since: read-only too
+            proc.stdin.write(json.dumps(job_args).encode() + b"\n")
+            await proc.stdin.drain()
+            proc.stdin.close()
+        except (OSError, ConnectionError) as exc:
+            log.warning("job %s: the warm sandbox could not take it (%s); running it cold", spec.job_id, exc)
+            await self.discard(started)
+            return None
+        ahead = time.monotonic() - started.started
+        started.cap.attach(on_output)
+        name = spec.checkout.parent.name
+        started.cap.feed(
+            f"[kswarm] warm start: sandbox {name}, started {ahead:.1f} s before the job\n".encode()
+        )
+        started.started = time.monotonic()  # the job's time runs from here
+        return await self._wait(started, spec, cancel)
+
+    async def discard(self, started: Prestarted) -> None:
+        _kill(started.process.pid)
+        await started.process.wait()
+        started.reader.cancel()
+
+    async def _start(
+        self, spec: ExecSpec, on_output: OnOutput | None, *, stdin: bool
+    ) -> Prestarted | ExecOutcome:
         cap = OutputCap(spec.limits.output_bytes, on_output)
-        started = time.monotonic()
         notes = await asyncio.to_thread(self.isolation)  # the first call probes
         if self.unavailable is not None:
             why = f"job refused: no sandbox can be built here: {self.unavailable}"
             return ExecOutcome(returncode=None, error=why, isolation=notes)
         cap.feed(f"[kswarm] sandbox: {'; '.join(notes)}\n".encode())
         try:
-            self.prepare(spec)
+            if stdin:  # its dirs are filled when the job comes (run_prestarted seals them then)
+                self.hand_out(spec)
+            else:
+                self.prepare(spec)
             proc = await asyncio.create_subprocess_exec(
                 *self.command(spec),
                 cwd="/",
                 env=launcher_env(),  # the launcher's (init's): the job's own is in the plan
-                stdin=asyncio.subprocess.DEVNULL,
+                stdin=asyncio.subprocess.PIPE if stdin else asyncio.subprocess.DEVNULL,
                 stdout=asyncio.subprocess.PIPE,
                 stderr=asyncio.subprocess.STDOUT,
                 start_new_session=True,
@@ -187,6 +258,10 @@ class LocalExecutor:
             return ExecOutcome(returncode=None, error=f"cannot start the job: {exc}", isolation=notes)
         assert proc.stdout is not None
         reader = asyncio.create_task(pump(proc.stdout, cap))
+        return Prestarted(proc, cap, reader, notes, time.monotonic())
+
+    async def _wait(self, started: Prestarted, spec: ExecSpec, cancel: asyncio.Event) -> ExecOutcome:
+        proc, cap, reader, notes = started.process, started.cap, started.reader, started.isolation
         waiter = asyncio.create_task(proc.wait())
         stopper = asyncio.create_task(cancel.wait())
         done, _ = await asyncio.wait({waiter, stopper}, timeout=spec.timeout_s, return_when="FIRST_COMPLETED")
@@ -210,7 +285,7 @@ class LocalExecutor:
             cancelled=cancelled,
             output=cap.text(),
             truncated=cap.truncated,
-            wall_s=time.monotonic() - started,
+            wall_s=time.monotonic() - started.started,
             error=error,
             isolation=notes,
         )

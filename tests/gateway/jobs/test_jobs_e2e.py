@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 import socket
 import time
 
@@ -234,6 +235,35 @@ def test_real_harness_passes_honest_and_fails_cheating_kernel(jobs_gw: JobsGatew
     assert bad["result"]["static_violations"] or bad["result"]["flags"]
     records = evidence(jobs_gw, sha)
     assert records[good["id"]].outcome == "pass" and records[bad["id"]].outcome == "fail"
+
+
+@pytest.mark.slow
+def test_each_job_takes_a_sandbox_started_before_it_and_never_one_another_job_had(
+    jobs_gw: JobsGateway, kernels, workers
+) -> None:
+    """Warm starts (orchestrator/worker/warm.py, docs/jobs.md): the worker keeps one sandbox started
+    ahead (torch and Triton imported, the fork server up); a job takes it, the next job gets a new one,
+    and the verdicts are the cold start's. With ``--no-warm`` every job's sandbox starts with it."""
+    sha = kernels({"kernels/add/add_masked.py": HONEST_ADD, "kernels/add/cheat.py": CHEAT_ADD})
+
+    def run(kernel: str, want: str, worker) -> str:
+        job = jobs_gw.submit("alice", task="add", kernel=kernel, ref=sha, pool="cpu-real").json()
+        done = jobs_gw.wait_job(job["id"], FINAL, timeout=240)
+        assert done["state"] == want, (done["error"], worker.output()[-3000:])
+        with jobs_gw.as_("alice") as c:
+            return c.get(f"/api/jobs/{job['id']}/logs").text
+
+    worker = workers("cpu-real")
+    logs = [
+        run("kernels/add/add_masked.py", "succeeded", worker),
+        run("kernels/add/cheat.py", "failed", worker),
+    ]
+    names = [re.search(r"warm start: sandbox (jwarm-[0-9a-f]+)", log) for log in logs]
+    assert all(names), logs[0][-2000:]
+    assert names[0].group(1) != names[1].group(1)  # type: ignore[union-attr]
+    worker.stop()
+    cold = workers("cpu-real", "w1", "--no-warm")
+    assert "warm start" not in run("kernels/add/add_masked.py", "succeeded", cold)
 
 
 def test_reviewer_reproduction_runs_first_and_is_recorded(jobs_gw: JobsGateway, kernels, workers) -> None:

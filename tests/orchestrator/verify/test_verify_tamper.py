@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 from verifykit import TaskFactory, summary, verify
 
-from orchestrator.verify import Flag
+from orchestrator.verify import Flag, integrity
 from orchestrator.verify.integrity import Integrity
 
 
@@ -71,7 +71,15 @@ def _integrity() -> tuple[Integrity, dict]:
     return check, {"ns": namespace, "probe": probe_state}
 
 
-def test_integrity_sees_rebinding_hooks_and_a_dead_probe() -> None:
+@pytest.fixture(params=["versions", "every binding"])
+def versions(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> bool:
+    """Both ways of checking a module: skipped while its dict's version is unchanged, or compared."""
+    if request.param == "every binding":
+        monkeypatch.setattr(integrity, "dict_version", None)
+    return request.param == "versions"
+
+
+def test_integrity_sees_rebinding_hooks_and_a_dead_probe(versions: bool) -> None:
     check, state = _integrity()
     assert check.check(None) == []
     original = json.dumps
@@ -103,4 +111,55 @@ def test_integrity_sees_rebinding_hooks_and_a_dead_probe() -> None:
     state["probe"]["alive"] = False
     assert any("audit hook" in p for p in check.check(None))
     state["probe"]["alive"] = True
+    assert check.check(None) == []
+
+
+def test_this_interpreter_has_dict_versions_and_unchanged_modules_are_not_compared() -> None:
+    """The fast path is what runs here (CPython 3.11): a check compares only the modules whose dict
+    changed since they last matched (a few that count things as they run), and a changed module is
+    compared once, then skipped again while it matches."""
+    assert integrity.dict_version is not None
+    check, _ = _integrity()
+    check.check(None)  # modules that changed since the snapshot (lazy imports) are compared once
+    compared = check.compared
+    assert check.check(None) == []
+    assert check.compared - compared < len(check.modules) / 20
+    json.some_flag = 1  # type: ignore[attr-defined]  # plain data added: tolerated
+    try:
+        assert check.versions["json"][1] != integrity.dict_version(vars(json))
+        assert check.check(None) == []
+        assert check.versions["json"][1] == integrity.dict_version(vars(json))  # compared, matched
+    finally:
+        del json.some_flag  # type: ignore[attr-defined]
+
+
+@pytest.mark.parametrize(
+    "disguise",
+    ["same size", "deleted and re-added", "rebound twice", "the same dict object through the module"],
+)
+def test_a_rebinding_disguised_for_the_fast_path_is_still_seen(versions: bool, disguise: str) -> None:
+    """Attacks on the version shortcut: keep the namespace's size and keys, rebind and re-rebind,
+    or write through ``__dict__`` instead of ``setattr``; each leaves json.dumps not what it was."""
+    check, _ = _integrity()
+    check.check(None)
+    original = json.dumps
+
+    def fake(*args: object, **kwargs: object) -> str:
+        return "{}"
+
+    try:
+        if disguise == "same size":
+            json.dumps = fake
+        elif disguise == "deleted and re-added":
+            del json.dumps
+            json.dumps = fake
+        elif disguise == "rebound twice":
+            json.dumps = fake
+            assert any("json.dumps was rebound" in p for p in check.check(None))
+            json.dumps = lambda *a, **k: "[]"
+        else:
+            vars(json)["dumps"] = fake
+        assert any("json.dumps was rebound" in p for p in check.check(None))
+    finally:
+        json.dumps = original
     assert check.check(None) == []

@@ -163,7 +163,7 @@ from orchestrator.worker.executors.base import ExecSpec, job_env
 from orchestrator.worker.executors.local import LocalExecutor
 from gateway.client.jobs.pools import JobLimits
 
-base, attacker = Path(sys.argv[1]), sys.argv[2]
+base, attacker, mode = Path(sys.argv[1]), sys.argv[2], sys.argv[3]
 token = secrets.token_hex(6)
 signals = []
 signal.signal(signal.SIGUSR1, lambda *_: signals.append(1))
@@ -221,7 +221,25 @@ targets = {
     "worker_record": str(state / "record.json"),
 }
 argv = [sys.executable, "-P", "-s", str(src_a / "kernel.py"), json.dumps(targets)]
-outcome = asyncio.run(executor.run(spec("jA", src_a, out_a, argv), asyncio.Event()))
+
+
+# The worker's warm start: the sandbox started over empty dirs, the job's files written into them
+# after, its arguments handed over on stdin (a launcher stands in for the harness's --warm).
+async def warm_run():
+    kernel = (src_a / "kernel.py").read_text()
+    (src_a / "kernel.py").unlink()
+    launcher = "import json, runpy, sys; sys.argv = json.loads(input()); runpy.run_path(sys.argv[0])"
+    warm = spec("jA", src_a, out_a, [sys.executable, "-P", "-s", "-c", launcher])
+    started = await executor.prestart(warm)
+    assert started is not None
+    (src_a / "kernel.py").write_text(kernel)
+    return await executor.run_prestarted(started, warm, argv[3:], asyncio.Event())
+
+
+if mode == "warm":
+    outcome = asyncio.run(warm_run())
+else:
+    outcome = asyncio.run(executor.run(spec("jA", src_a, out_a, argv), asyncio.Event()))
 
 
 def host_has(path):
@@ -301,7 +319,7 @@ def interpreter_for_nobody() -> tuple[str, str]:
     pytest.skip(f"no {version} that an unprivileged user can run")
 
 
-def drive(base: Path, as_user: int | None) -> dict:
+def drive(base: Path, as_user: int | None, mode: str = "cold") -> dict:
     """Run the driver (the worker's part) as root or as ``as_user``; returns its report."""
     base.chmod(0o755)
     if as_user is None:
@@ -314,7 +332,7 @@ def drive(base: Path, as_user: int | None) -> dict:
         prefix = ["setpriv", f"--reuid={as_user}", f"--regid={as_user}", "--clear-groups"]
     env = {"PATH": "/usr/local/bin:/usr/bin:/bin", "PYTHONPATH": path, "KSWARM_SECRET_PROBE": "do-not-leak"}
     done = subprocess.run(
-        [*prefix, python, "-c", DRIVER, str(base), ATTACKER],
+        [*prefix, python, "-c", DRIVER, str(base), ATTACKER, mode],
         capture_output=True,
         text=True,
         env=env,
@@ -325,11 +343,14 @@ def drive(base: Path, as_user: int | None) -> dict:
     return json.loads(done.stdout.strip().splitlines()[-1])
 
 
-@pytest.fixture(scope="module", params=["root", "unprivileged"])
+@pytest.fixture(scope="module", params=["root-cold", "unprivileged-cold", "root-warm", "unprivileged-warm"])
 def attacked(request: pytest.FixtureRequest) -> Iterator[dict]:
+    """Each attack as a cold start (the sandbox built for the job) and as a warm start (built before
+    it, the job's files written in after and its arguments handed over: orchestrator/worker/warm.py)."""
+    who, mode = request.param.split("-")
     base = Path(tempfile.mkdtemp(prefix=f"ksjsb-{request.param}-"))  # not under a 0700 pytest dir
     try:
-        yield drive(base, None if request.param == "root" else NOBODY)
+        yield drive(base, None if who == "root" else NOBODY, mode)
     finally:
         make_writable(base)
         shutil.rmtree(base, ignore_errors=True)
