@@ -110,7 +110,26 @@ async def throughput(gw: JobsGateway, sha: str, total: int, clients: int) -> flo
     return total / (time.perf_counter() - started)
 
 
+def quiet(limit_s: float = 60.0, busy_share: float = 0.15) -> None:
+    """Wait until the machine is idle (under ``busy_share`` of one CPU for half a second) before a
+    measurement: a worker's warm sandbox importing torch and Triton after a job would otherwise run
+    beside the next bare run and slow it."""
+    deadline = time.monotonic() + limit_s
+
+    def busy_ticks() -> int:
+        fields = [int(x) for x in Path("/proc/stat").read_text().split("\n", 1)[0].split()[1:]]
+        return sum(fields) - fields[3] - fields[4]  # all but idle and iowait
+
+    hz = os.sysconf("SC_CLK_TCK")
+    while time.monotonic() < deadline:
+        before = busy_ticks()
+        time.sleep(0.5)
+        if (busy_ticks() - before) / hz < busy_share * 0.5:
+            return
+
+
 def timed(argv: list[str], env: dict[str, str]) -> float:
+    quiet()
     started = time.perf_counter()
     subprocess.run(argv, env=env, check=True, capture_output=True, cwd=tempfile.gettempdir())
     return time.perf_counter() - started
@@ -134,6 +153,7 @@ def harness_overhead(gw: JobsGateway, sha: str, kernel: Path, repeats: int) -> d
         child.append(result["durations"]["child_s"])
         trials.append(len(result["trials"]))
         bare_all.append(timed([sys.executable, "-c", BARE, str(TASK), str(kernel), str(out)], env))
+        quiet()
         job = submit(gw, sha, "cpu-real")
         done = gw.wait_job(job["id"], ("succeeded", "failed", "error", "timeout"), timeout=900)
         assert done["state"] == "succeeded", done["error"]

@@ -47,7 +47,11 @@ _DATA = (bool, int, float, complex, str, bytes, type(None))
 _CHURNING_PREFIXES = ("triton.language",)
 # Dunder names the runtime itself adds to modules (the warnings machinery's per-module registry).
 _RUNTIME_DUNDERS = frozenset({"__warningregistry__"})
-# Captured before any candidate code runs (and before the tripwires replace them).
+# Captured before any candidate code runs (and before the tripwires replace them); the builtins too,
+# as names of this module (which the candidate cannot reach): a patched ``builtins.all`` or ``len``
+# would otherwise answer the very comparisons that look for patches.
+_len, _all, _map, _is, _isinstance, _type = len, all, map, operator.is_, isinstance, type
+_vars, _dict, _list, _getattr, _str = vars, dict, list, getattr, str
 _LEN_DISPATCH = torch._C._len_torch_dispatch_stack
 _DISPATCH_AT = torch._C._get_dispatch_stack_at
 _LEN_FUNCTION = torch._C._len_torch_function_stack
@@ -66,9 +70,12 @@ def _version_reader() -> Callable[[dict[str, Any]], int] | None:
         return None
     offset = object.__basicsize__ + ctypes.sizeof(ctypes.c_ssize_t)
     at = ctypes.c_uint64.from_address
+    # The getter of ctypes' own (immutable) base type, not ``c_uint64.value``: a candidate can put a
+    # property of its own on ``c_uint64`` (a plain class) that answers the snapshot's versions forever.
+    value = vars(ctypes._SimpleCData)["value"].__get__
 
-    def version(d: dict[str, Any]) -> int:
-        return int(at(id(d) + offset).value)
+    def version(d: dict[str, Any], _id: Callable[[object], int] = id) -> int:
+        return value(at(_id(d) + offset))
 
     probe: dict[str, Any] = {"a": object()}
     seen = [version(probe), version(probe)]
@@ -104,32 +111,32 @@ class Integrity:
         classes: Iterable[type],
         probe: Callable[[], bool],
     ) -> None:
-        self.extra = dict(namespaces)  # the harness's own modules: not in sys.modules
-        self.classes = list(classes)
+        self.extra = _dict(namespaces)  # the harness's own modules: not in sys.modules
+        self.classes = _list(classes)
         self.probe = probe
         self.ignore: set[str] = set()
 
     def snapshot(self) -> None:
         self.modules = {
-            name: (mod, dict(vars(mod)))
-            for name, mod in list(sys.modules.items())
-            if isinstance(getattr(mod, "__dict__", None), dict)
+            name: (mod, _dict(_vars(mod)))
+            for name, mod in _list(sys.modules.items())
+            if _isinstance(_getattr(mod, "__dict__", None), _dict)
         }
         # Per module: its namespace dict and that dict's version when it last matched the baseline.
         # Only real modules (whose dict can never be swapped for another) skip a comparison this way.
         self.versions: dict[str, tuple[dict[str, Any], int]] = {}
         if dict_version is not None:
             for name, (mod, _) in self.modules.items():
-                if isinstance(mod, ModuleType) and type(ns := vars(mod)) is dict:
+                if _isinstance(mod, ModuleType) and _type(ns := _vars(mod)) is _dict:
                     self.versions[name] = (ns, dict_version(ns))
         self.compared = 0  # namespaces compared binding by binding (the rest were unchanged)
-        self.namespaces = {name: dict(ns) for name, ns in self.extra.items()}
-        self.class_dicts = {cls: dict(vars(cls)) for cls in self.classes}
+        self.namespaces = {name: _dict(ns) for name, ns in self.extra.items()}
+        self.class_dicts = {cls: _dict(_vars(cls)) for cls in self.classes}
         self.trace, self.profile = sys.gettrace(), sys.getprofile()
         self.signal_handlers = _signals()
         self.atexit_count = atexit._ncallbacks()
-        self.meta_path, self.path_hooks = list(sys.meta_path), list(sys.path_hooks)
-        self.gc_callbacks = list(gc.callbacks)
+        self.meta_path, self.path_hooks = _list(sys.meta_path), _list(sys.path_hooks)
+        self.gc_callbacks = _list(gc.callbacks)
         self.tls = (repr(_TLS_EXCLUDE()), repr(_TLS_INCLUDE()))
 
     def check(self, mode: object | None) -> list[str]:
@@ -138,7 +145,7 @@ class Integrity:
         for name, before in self.namespaces.items():
             self._namespace(name, self.extra[name], before, problems, allow_new=True)
         for cls, before in self.class_dicts.items():
-            self._namespace(cls.__qualname__, vars(cls), before, problems, allow_new=False)
+            self._namespace(cls.__qualname__, _vars(cls), before, problems, allow_new=False)
         if mode is not None and not (_LEN_DISPATCH() == 1 and _DISPATCH_AT(0) is mode):
             problems.append("the dispatch mode stack is not the monitor's")
         if mode is None and _LEN_DISPATCH() != 0:
@@ -153,9 +160,9 @@ class Integrity:
             problems.append("a signal handler was installed")
         if atexit._ncallbacks() != self.atexit_count:
             problems.append("an atexit handler was registered")
-        if list(sys.meta_path) != self.meta_path or list(sys.path_hooks) != self.path_hooks:
+        if _list(sys.meta_path) != self.meta_path or _list(sys.path_hooks) != self.path_hooks:
             problems.append("import hooks were changed")
-        if list(gc.callbacks) != self.gc_callbacks:
+        if _list(gc.callbacks) != self.gc_callbacks:
             problems.append("a gc callback was registered")
         try:
             alive = self.probe()
@@ -172,14 +179,14 @@ class Integrity:
             if sys.modules.get(name) is not mod:
                 problems.append(f"sys.modules[{name!r}] was replaced or removed")
                 continue
-            ns = vars(mod)
+            ns = _vars(mod)
             version = self._version(name, ns)
             if version is not None and version == self.versions[name][1]:
                 continue  # not changed since it last matched
-            found = len(problems)
+            found = _len(problems)
             self.compared += 1
             self._namespace(name, ns, before, problems, allow_new=True, package=name, skip_data=True)
-            if version is not None and len(problems) == found:
+            if version is not None and _len(problems) == found:
                 self.versions[name] = (ns, version)  # matches as it is now: skipped until it changes
 
     def _version(self, name: str, ns: dict[str, Any]) -> int | None:
@@ -203,20 +210,24 @@ class Integrity:
         # Fast path, identity only and all in C (no __eq__/__hash__ of anything found there is run):
         # nothing was rebound, added or removed.
         if (
-            len(now) == len(before)
-            and all(map(operator.is_, now.keys(), before.keys()))
-            and all(map(operator.is_, now.values(), before.values()))
+            _len(now) == _len(before)
+            and _all(_map(_is, now.keys(), before.keys()))
+            and _all(_map(_is, now.values(), before.values()))
         ):
             return
         for key, value in before.items():
             current = now.get(key, _MISSING)
-            if current is value or (skip_data and isinstance(value, _DATA) and isinstance(current, _DATA)):
+            if current is value or (skip_data and _isinstance(value, _DATA) and _isinstance(current, _DATA)):
                 continue
-            if package and isinstance(current, ModuleType) and sys.modules.get(f"{package}.{key}") is current:
+            if (
+                package
+                and _isinstance(current, ModuleType)
+                and sys.modules.get(f"{package}.{key}") is current
+            ):
                 continue  # a lazily imported submodule bound on its package
             problems.append(f"{label}.{key} was {'deleted' if current is _MISSING else 'rebound'}")
-        for key in list(now.keys()):
-            if type(key) is not str:  # never hash an object the candidate may have planted
+        for key in _list(now.keys()):
+            if _type(key) is not _str:  # never hash an object the candidate may have planted
                 problems.append(f"{label} got a non-string key")
                 continue
             if key in before or key in _RUNTIME_DUNDERS:

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import os
 import secrets
 import shutil
 from dataclasses import dataclass
@@ -30,6 +31,19 @@ from orchestrator.worker.executors.local import make_writable
 from orchestrator.worker.results import PROJECT_ROOT, warm_argv
 
 log = logging.getLogger("kswarm.jobs.worker")
+WARM_PREFIX = "jwarm-"
+
+
+def owner_alive(path: Path) -> bool:
+    """Whether the worker that made this warm dir (``jwarm-<pid>-<random>``) is still running."""
+    try:
+        pid = int(path.name.removeprefix(WARM_PREFIX).split("-")[0])
+        os.kill(pid, 0)
+    except (ValueError, ProcessLookupError):
+        return False
+    except PermissionError:  # another user's live process
+        return True
+    return True
 
 
 @dataclass
@@ -116,7 +130,8 @@ class WarmStarts:
             self.ready = None
 
     async def _start(self) -> None:
-        base = self.workdir / f"jwarm-{secrets.token_hex(6)}"
+        # The worker's pid in the name: another worker's start-up sweep of this work dir leaves it be.
+        base = self.workdir / f"{WARM_PREFIX}{os.getpid()}-{secrets.token_hex(6)}"
         for sub in ("src", "task", "out"):
             (base / sub).mkdir(parents=True)
         env = job_env(base / "out", {"PYTHONPATH": str(PROJECT_ROOT)})

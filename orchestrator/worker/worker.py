@@ -52,7 +52,7 @@ from orchestrator.worker.results import (
     write_counterexample,
 )
 from orchestrator.worker.tasks import TaskCache, TaskUnavailable
-from orchestrator.worker.warm import WarmStarts
+from orchestrator.worker.warm import WARM_PREFIX, WarmStarts, owner_alive
 
 log = logging.getLogger("kswarm.jobs.worker")
 
@@ -183,7 +183,11 @@ class Worker:
         """Remove job dirs that killed workers left behind (old enough that no job can still run)."""
         for stale in self.workdir.glob("j*-*"):
             try:
-                if time.time() - stale.stat().st_mtime > older_than_s:
+                if stale.name.startswith(WARM_PREFIX):  # idle for days, maybe: its worker says
+                    if not owner_alive(stale):
+                        make_writable(stale)
+                        shutil.rmtree(stale, ignore_errors=True)
+                elif time.time() - stale.stat().st_mtime > older_than_s:
                     make_writable(stale)
                     shutil.rmtree(stale, ignore_errors=True)
             except OSError:

@@ -217,12 +217,13 @@ class LocalExecutor:
             log.warning("job %s: the warm sandbox could not take it (%s); running it cold", spec.job_id, exc)
             await self.discard(started)
             return None
-        ahead = time.monotonic() - started.started
-        started.cap.attach(on_output)
-        name = spec.checkout.parent.name
-        started.cap.feed(
-            f"[kswarm] warm start: sandbox {name}, started {ahead:.1f} s before the job\n".encode()
+        # How long it waited says how idle this worker was: the worker's log, not the submitter's.
+        log.info(
+            "job %s: warm sandbox started %.1f s before it", spec.job_id, time.monotonic() - started.started
         )
+        started.cap.attach(on_output)
+        name = spec.checkout.parent.name.rpartition("-")[2]  # its random part
+        started.cap.feed(f"[kswarm] warm start: sandbox {name}, started before the job\n".encode())
         started.started = time.monotonic()  # the job's time runs from here
         return await self._wait(started, spec, cancel)
 

@@ -258,7 +258,7 @@ def test_each_job_takes_a_sandbox_started_before_it_and_never_one_another_job_ha
         run("kernels/add/add_masked.py", "succeeded", worker),
         run("kernels/add/cheat.py", "failed", worker),
     ]
-    names = [re.search(r"warm start: sandbox (jwarm-[0-9a-f]+)", log) for log in logs]
+    names = [re.search(r"warm start: sandbox ([0-9a-f]+), started before the job", log) for log in logs]
     assert all(names), logs[0][-2000:]
     assert names[0].group(1) != names[1].group(1)  # type: ignore[union-attr]
     worker.stop()

@@ -163,3 +163,39 @@ def test_a_rebinding_disguised_for_the_fast_path_is_still_seen(versions: bool, d
     finally:
         json.dumps = original
     assert check.check(None) == []
+
+
+@pytest.mark.parametrize("blind", ["c_uint64.value", "builtins.all", "builtins.len"])
+def test_patching_what_the_check_itself_calls_does_not_blind_it(versions: bool, blind: str) -> None:
+    """The candidate patches the helpers the check runs on before the baseline is even taken: a
+    ``value`` property on ``ctypes.c_uint64`` that repeats each dict's first version (every module would
+    look unchanged), or a ``builtins.all``/``len`` that says every namespace matches. The check uses
+    what it captured when it was loaded, so the rebinding after it is still seen."""
+    import builtins
+    import ctypes
+
+    real_value = vars(ctypes._SimpleCData)["value"]
+    first: dict[int, int] = {}
+    real_all, real_len = builtins.all, builtins.len
+    try:
+        if blind == "c_uint64.value":
+            ctypes.c_uint64.value = property(  # type: ignore[attr-defined]
+                lambda self: first.setdefault(ctypes.addressof(self), real_value.__get__(self))
+            )
+        check, _ = _integrity()
+        check.check(None)
+        original = json.dumps
+        json.dumps = lambda *a, **k: "{}"
+        try:
+            if blind == "builtins.all":
+                builtins.all = lambda _: True
+            elif blind == "builtins.len":
+                builtins.len = lambda _: 0
+            problems = check.check(None)
+        finally:
+            builtins.all, builtins.len = real_all, real_len
+            json.dumps = original
+        assert any("json.dumps was rebound" in p for p in problems), problems[:5]
+    finally:
+        if "value" in vars(ctypes.c_uint64):
+            del ctypes.c_uint64.value  # type: ignore[attr-defined]
