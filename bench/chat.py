@@ -4,7 +4,8 @@ Run: ``.venv/bin/python bench/chat.py`` (starts its own Redis and gateway; about
 
 1. 16 and 64 agents each wait on their inbox (the server-side blocking wait) while posters put
    ~200 messages/s into one shared channel, each mentioning one agent: p50/p99 post→inbox latency.
-2. The round trip of an MCP ``chat_post`` (official client: the 2025-11-25 handshake era, as Claude
+2. 16 senders posting back to back: posts/s to the bare endpoint, over REST and over MCP (ratios).
+3. The round trip of an MCP ``chat_post`` (official client: the 2025-11-25 handshake era, as Claude
    Code speaks it, and the SDK's 2026-07-28 single-exchange mode) against a bare FastAPI JSON endpoint
    served the same way (uvicorn, loopback), in the same run: the ratio is the gateway's overhead.
    Where that overhead goes: ``bench/mcp_profile.py``.
@@ -21,6 +22,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Awaitable, Callable
 from multiprocessing.connection import Connection
 from pathlib import Path
 
@@ -104,25 +106,55 @@ async def post_at_rate(
         return sent / (time.monotonic() - start), refused
 
 
-async def throughput(gw: GatewayProcess, senders: int, seconds: float) -> tuple[float, int]:
-    """``senders`` agents, one connection each, posting back to back for ``seconds`` (the rate limit is
-    raised for the bench): accepted posts per second, and how many were refused."""
+async def throughput(
+    gw: GatewayProcess, bare_url: str, senders: int, seconds: float
+) -> dict[str, tuple[float, int]]:
+    """``senders`` agents, one connection (or MCP session) each, posting back to back for ``seconds``
+    (the rate limit is raised for the bench), to the bare endpoint, over REST and over MCP (the
+    2025-11-25 era, as Claude Code speaks it), one after the other in the same run: accepted posts per
+    second, and how many were refused or failed."""
     tokens = [gw.add_principal(f"sender{i}") for i in range(senders)]
-    accepted = refused = 0
+    out: dict[str, tuple[float, int]] = {}
 
-    async def sender(token: str, deadline: float) -> None:
-        nonlocal accepted, refused
-        async with AsyncGatewayClient(GatewayTarget(token=token, url=gw.url)) as client:
-            while time.monotonic() < deadline:
-                try:
-                    await client.post("general", "throughput")
-                    accepted += 1
-                except GatewayCallError:
-                    refused += 1
+    async def run(kind: str) -> None:
+        accepted = refused = 0
 
-    start = time.monotonic()
-    await asyncio.gather(*(sender(t, start + seconds) for t in tokens))
-    return accepted / (time.monotonic() - start), refused
+        async def sender(i: int, token: str, deadline: float) -> None:
+            nonlocal accepted, refused
+
+            async def loop(post: Callable[[int], Awaitable[object]]) -> None:
+                nonlocal accepted, refused
+                n = 0
+                while time.monotonic() < deadline:
+                    n += 1
+                    try:
+                        await post(n)
+                        accepted += 1
+                    except (GatewayCallError, httpx.HTTPError, RuntimeError):
+                        refused += 1
+
+            if kind == "bare":
+                async with httpx.AsyncClient(base_url=bare_url) as client:
+
+                    async def bare(n: int) -> object:
+                        reply = await client.post("/post", json={"channel": "general", "text": f"t{i} {n}"})
+                        return reply.raise_for_status()
+
+                    await loop(bare)
+            elif kind == "rest":
+                async with AsyncGatewayClient(GatewayTarget(token=token, url=gw.url)) as client:
+                    await loop(lambda n: client.post("general", f"t{i} {n}"))
+            else:
+                async with mcp_session(gw.url, token) as session:
+                    await loop(lambda n: call(session, "chat_post", channel="general", text=f"t{i} {n}"))
+
+        start = time.monotonic()
+        await asyncio.gather(*(sender(i, t, start + seconds) for i, t in enumerate(tokens)))
+        out[kind] = (accepted / (time.monotonic() - start), refused)
+
+    for kind in ("bare", "rest", "mcp"):
+        await run(kind)
+    return out
 
 
 def inbox_load(gw: GatewayProcess, n_agents: int, rate: float, seconds: float) -> list[float]:
@@ -229,8 +261,20 @@ def main() -> None:
             rows.append((n, pct(lat, 50), pct(lat, 99)))
         for n, p50, p99 in rows:
             print(f"  {n:>3} agents: p50 {ms(p50)}  p99 {ms(p99)}")
-        rate, refused = asyncio.run(throughput(gw, 16, args.seconds))
-        print(f"16 concurrent senders (rate limit raised): {rate:.0f} posts/s accepted, {refused} refused")
+        flows = asyncio.run(throughput(gw, bare_url, 16, args.seconds))
+        print(
+            f"16 concurrent senders, {args.seconds:.0f} s each "
+            "(rate limit raised; client and server share the CPUs):"
+        )
+        for kind, label in (
+            ("bare", "bare FastAPI JSON endpoint"),
+            ("rest", "gateway REST post"),
+            ("mcp", "gateway MCP chat_post"),
+        ):
+            rate, refused = flows[kind]
+            print(
+                f"  {label:<28}{rate:6.0f} posts/s, {refused} refused  ÷ bare 1/{flows['bare'][0] / rate:.1f}"
+            )
         trips = asyncio.run(round_trips(gw, bare_url, args.round_trips))
         b50 = pct(trips["bare"], 50)
         print(f"round trip (median of {args.round_trips}, sequential, loopback):")
