@@ -45,6 +45,7 @@ INBOX_WAIT_SLICE = 2.0  # a blocked wait checks this often that its caller is st
 WAIT_SPREAD = 0.1
 SEARCH_SCAN = 2000  # messages scanned per channel by search; bounded on purpose
 DEDUPE_TTL_S = 7 * 86_400  # how long a deduplicated post remembers it was made
+KNOWN_CHANNELS_MAX = 10_000  # channels (DMs included) a replica remembers having read; then it starts over
 
 
 def dm_channel(a: str, b: str) -> str:
@@ -118,6 +119,10 @@ class ChatService:
         self.hub = hub  # blocked inbox waits wait on it (no Redis connection each) while it runs
         self.waits = waits or WaitBudget(settings.max_waits_per_agent)
         self._post = redis.register_script(POST_SCRIPT)
+        # Channels this replica has read (a channel is never removed, and a post from this cache has its
+        # channel checked by the post script, so a stale entry costs a 404, never a post into nothing):
+        # a plain post into one skips the read before its script.
+        self._known: dict[str, Channel] = {}
 
     # -- channels ---------------------------------------------------------------------------
 
@@ -247,10 +252,14 @@ class ChatService:
         reply_to = client_id(reply_to, "reply_to")
         mentions = parse_mentions(text)
         named = [m for m in mentions if m != "all"]
-        context = await self._post_context(principal, channel, named, reply_to, "all" in mentions)
+        known = self._known.get(channel) if not named and not reply_to and "all" not in mentions else None
+        if known is not None and self.can_read(principal, channel):
+            context = PostContext(meta=known, cached=True)
+        else:
+            context = await self._post_context(principal, channel, named, reply_to, "all" in mentions)
         reasons = recipients(principal.name, dm_members(channel), named, context, kind)
         fields = message_fields(channel, principal.name, text, reply_to, context, mentions, kind)
-        return await self._write_post(principal, context.meta, fields, reasons, dedupe)
+        return await self._write_post(principal, context, fields, reasons, dedupe)
 
     async def _post_context(
         self, principal: Principal, channel: str, named: list[str], reply_to: str | None, mention_all: bool
@@ -274,6 +283,9 @@ class ChatService:
         meta = Channel.model_validate_json(raw_meta) if raw_meta else None
         if meta is None or not self.can_read(principal, channel):
             raise ChatError(f"no channel {channel!r}", status=404)
+        if len(self._known) >= KNOWN_CHANNELS_MAX:
+            self._known.clear()
+        self._known[channel] = meta
         unknown = [n for n, ok in zip(named, known, strict=True) if not ok]
         if unknown:
             raise ChatError("unknown mention(s): " + ", ".join(f"@{n}" for n in unknown))
@@ -289,11 +301,12 @@ class ChatService:
     async def _write_post(
         self,
         principal: Principal,
-        meta: Channel,
+        context: PostContext,
         fields: dict[str, str],
         reasons: dict[str, str],
         dedupe: str | None,
     ) -> Message:
+        meta = context.meta
         channel = meta.name
         flat = [x for pair in fields.items() for x in pair]
         recipients = sorted(reasons)
@@ -307,6 +320,7 @@ class ChatService:
                 keys.rate(principal.name),
                 keys.channel_members(channel),
                 keys.WAKE,
+                keys.CHANNELS,
                 *(keys.inbox(r) for r in recipients),
             ],
             args=[
@@ -321,11 +335,15 @@ class ChatService:
                 principal.name,
                 keys.WAKE_MAXLEN,
                 ",".join(keys.inbox_topic(r) for r in recipients),
+                channel if context.cached else "",
                 len(flat),
                 *flat,
                 *(reasons[r] for r in recipients),
             ],
         )
+        if isinstance(reply, list) and reply[0] == "nochannel":  # gone since this replica read it
+            self._known.pop(channel, None)
+            raise ChatError(f"no channel {channel!r}", status=404)
         if isinstance(reply, list):  # {'rate', seconds}: the sender's bucket is empty
             raise self._rate_refusal(float(reply[1]))
         self.metrics.messages_posted.labels(kind=meta.kind).inc()

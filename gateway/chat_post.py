@@ -18,6 +18,7 @@ class PostContext:
     message it answers, and the channel's members when it mentions ``@all``."""
 
     meta: Channel
+    cached: bool = False  # the channel came from the replica's cache: the post script checks it exists
     thread: str = ""
     parent_sender: str | None = None
     members: set[str] = field(default_factory=set)

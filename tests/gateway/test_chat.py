@@ -53,6 +53,26 @@ def test_channel_lifecycle(gateway: GatewayProcess, agents: dict[str, str]) -> N
         assert bob.post("/api/channels/nope/join").status_code == 404
 
 
+def test_a_post_into_a_channel_gone_since_the_gateway_read_it_writes_nothing(
+    gateway: GatewayProcess, agents: dict[str, str], clean_redis: str
+) -> None:
+    """A plain post into a channel the gateway has read skips the read before its script, and the
+    script checks the channel is still there: gone (a Redis restored without it, a hand-made clean-up),
+    the post is a 404 and writes nothing, not the message, not its event; the next one is read again."""
+    client = redis_sync.Redis.from_url(clean_redis, decode_responses=True)
+    with gateway.client(agents["alice"]) as alice:
+        assert alice.post("/api/channels", json={"name": "vanishing"}).status_code == 201
+        assert alice.post("/api/channels/vanishing/messages", json={"text": "first"}).status_code == 201
+        assert alice.post("/api/channels/vanishing/messages", json={"text": "known"}).status_code == 201
+        client.hdel(keys.CHANNELS, "vanishing")
+        stream, events = client.xlen(keys.channel_stream("vanishing")), client.xlen(keys.EVENTS)
+        for text in ("into nothing", "again"):
+            reply = alice.post("/api/channels/vanishing/messages", json={"text": text})
+            assert reply.status_code == 404 and "no channel" in reply.text, reply.text
+    assert (client.xlen(keys.channel_stream("vanishing")), client.xlen(keys.EVENTS)) == (stream, events)
+    client.close()
+
+
 def test_mentions_validated_and_delivered(gateway: GatewayProcess, agents: dict[str, str]) -> None:
     with gateway.client(agents["alice"]) as alice:
         bad = alice.post("/api/channels/general/messages", json={"text": "hey @bob and @zed and @yan"})
