@@ -17,6 +17,7 @@ import argparse
 import asyncio
 import multiprocessing
 import random
+import shutil
 import socket
 import subprocess
 import sys
@@ -291,6 +292,7 @@ def main() -> None:
         bare_proc.terminate()
         bare_proc.wait(10)
         redis_server.release()
+        shutil.rmtree(tmp, ignore_errors=True)
 
 
 if __name__ == "__main__":

@@ -25,6 +25,7 @@ import asyncio
 import io
 import multiprocessing
 import os
+import shutil
 import subprocess
 import sys
 import tarfile
@@ -522,6 +523,7 @@ def main() -> None:
         for server in servers.values():
             server.stop()
         redis.release()
+        shutil.rmtree(tmp, ignore_errors=True)
 
 
 if __name__ == "__main__":

@@ -13,6 +13,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import os
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -221,6 +222,7 @@ def main() -> None:
         gateway.wait(120 if args.profile else 15)
         upstream.close()
         redis.release()
+        shutil.rmtree(home, ignore_errors=True)
 
 
 if __name__ == "__main__":

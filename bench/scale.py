@@ -18,6 +18,7 @@ import asyncio
 import gc
 import multiprocessing
 import random
+import shutil
 import sys
 import tempfile
 import time
@@ -246,6 +247,7 @@ def main() -> None:
     finally:
         gw.stop()
         redis_server.release()
+        shutil.rmtree(tmp, ignore_errors=True)
 
 
 if __name__ == "__main__":
