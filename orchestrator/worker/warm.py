@@ -9,8 +9,8 @@ its own job dir (``src/`` and ``task/`` empty, bound read-only; ``out/`` writabl
 A job that finds it alive takes it: the worker checks the job's commit out into its ``src/``, copies
 the job's task into its ``task/``, seals both read-only and hands the arguments over; the job's time
 runs from there. Nothing about the job exists before that (its seeds are drawn after the hand-over,
-as in a cold start), one sandbox serves one job, and the next one is started only when that job's
-dir is gone. A job that finds none (busy, dead, still starting, another device selection) runs cold.
+as in a cold start), one sandbox serves one job, and after each job the next one is started in a new
+dir. A job that finds none (taken by another job, dead, another device selection) runs cold.
 """
 
 from __future__ import annotations
@@ -55,16 +55,8 @@ class WarmSandbox:
     started: Prestarted
 
     @property
-    def src(self) -> Path:
-        return self.base / "src"
-
-    @property
     def task(self) -> Path:
         return self.base / "task"
-
-    @property
-    def out(self) -> Path:
-        return self.base / "out"
 
 
 class WarmStarts:

@@ -184,10 +184,10 @@ class Worker:
         for stale in self.workdir.glob("j*-*"):
             try:
                 if stale.name.startswith(WARM_PREFIX):  # idle for days, maybe: its worker says
-                    if not owner_alive(stale):
-                        make_writable(stale)
-                        shutil.rmtree(stale, ignore_errors=True)
-                elif time.time() - stale.stat().st_mtime > older_than_s:
+                    gone = not owner_alive(stale)
+                else:
+                    gone = time.time() - stale.stat().st_mtime > older_than_s
+                if gone:
                     make_writable(stale)
                     shutil.rmtree(stale, ignore_errors=True)
             except OSError:
