@@ -1,7 +1,8 @@
 """Where an MCP ``chat_post`` spends its time, next to a REST post and a bare FastAPI endpoint.
 
-Run: ``.venv/bin/python bench/mcp_profile.py [-n 400] [--baseline COMMIT] [--profiler pyinstrument]``
-(starts its own Redis; about a minute; ``pip install pyinstrument`` for the default profiler).
+Run: ``.venv/bin/python bench/mcp_profile.py [-n 400] [--baseline COMMIT] [--profiler pyinstrument]
+[--mention]`` (starts its own Redis; about a minute; ``pip install pyinstrument`` for the default
+profiler; ``--mention``: every post names another agent, which gets it in its inbox).
 
 Wall-clock ratios on a loaded 2-core machine move by 2× between runs; the CPU each request costs
 does not (much). So one server process (uvloop, like ``python -m gateway``) serves the gateway and a
@@ -22,6 +23,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import importlib.util
 import io
 import multiprocessing
 import os
@@ -125,6 +127,7 @@ class PhaseProfiler:
         self.kind = kind
         self.profiler: Any = None
         self.cpu0 = 0.0
+        self.dumps = 0
 
     def start(self) -> None:
         if self.kind == "pyinstrument":
@@ -149,6 +152,9 @@ class PhaseProfiler:
 
             self.profiler.disable()
             stats: Any = pstats.Stats(self.profiler)
+            if dump := os.environ.get("KS_BENCH_DUMP"):  # a file prefix: each stop appends its stats
+                self.dumps += 1
+                stats.dump_stats(f"{dump}-{os.getpid()}-{self.dumps}.pstats")
             # Function calls on the request path do not depend on the machine's load (background loops do).
             calls: Counter[str] = Counter({"function calls": stats.total_calls})
             for (path, _, _), (primitive, *_) in stats.stats.items():
@@ -280,6 +286,7 @@ class Server:
 
         self.redis_url, self.swarm = redis_url, swarm
         self.token = ""
+        self.mention = ""  # "@name " when the posts mention another agent (--mention)
         self.ports = (free_port(), free_port() if bare else None)
         self.control, child_end = multiprocessing.Pipe()
         self.proc = multiprocessing.get_context("spawn").Process(
@@ -287,7 +294,7 @@ class Server:
             args=(str(tree), redis_url, swarm, str(home), self.ports, profiler, without, child_end),
         )
 
-    def start(self) -> None:
+    def start(self, mention: bool = False) -> None:
         from gateway.principals import PrincipalKind
         from kstest.gateway import _create_principal
 
@@ -296,6 +303,10 @@ class Server:
         self.token = asyncio.run(
             _create_principal(self.redis_url, f"agent-{self.swarm}", PrincipalKind.agent, self.swarm)
         )
+        if mention:  # another agent of the same swarm, named in every post (its inbox gets each)
+            name = f"reviewer-{self.swarm}"
+            asyncio.run(_create_principal(self.redis_url, name, PrincipalKind.agent, self.swarm))
+            self.mention = f"@{name} "
 
     @property
     def url(self) -> str:
@@ -351,13 +362,14 @@ def gateway_phases(
     from kstest.mcp_client import call
 
     async def rest_post(i: int) -> None:
-        await rest.post("general", f"rest {i}")
+        await rest.post("general", f"{server.mention}rest {i}")
 
     async def mcp_post(i: int) -> None:
-        await call(legacy, "chat_post", channel="general", text=f"mcp {i}")
+        await call(legacy, "chat_post", channel="general", text=f"{server.mention}mcp {i}")
 
     async def modern_post(i: int) -> None:
-        result = await modern.call_tool("chat_post", {"channel": "general", "text": f"mcp {i}"})
+        text = f"{server.mention}mcp {i}"
+        result = await modern.call_tool("chat_post", {"channel": "general", "text": text})
         assert not result.is_error, result
 
     return [
@@ -490,7 +502,10 @@ def main() -> None:
         help="also measure the current gateway without these plugins (comma-separated, e.g. search,monitor)",
     )
     parser.add_argument("--profiler", choices=("pyinstrument", "cprofile", "none"), default="pyinstrument")
+    parser.add_argument("--mention", action="store_true", help="every post mentions another agent")
     args = parser.parse_args()
+    if args.profiler == "pyinstrument" and importlib.util.find_spec("pyinstrument") is None:
+        parser.error("pyinstrument is not installed: pip install pyinstrument, or --profiler none")
     from orchestrator.local.embedded_redis import EmbeddedRedis
 
     tmp = Path(tempfile.mkdtemp(prefix="ksmcp"))
@@ -508,12 +523,13 @@ def main() -> None:
         servers[label] = Server(ROOT, redis_url, label, tmp / "home-w", False, args.profiler, without)
     try:
         for server in servers.values():
-            server.start()
+            server.start(args.mention)
         load = os.getloadavg()
         print(
             f"{time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}, "
             f"load average {load[0]:.2f} {load[1]:.2f}, "
             f"profiler {args.profiler}, {args.n} calls per path in {args.rounds} interleaved rounds"
+            + (", each post mentioning another agent" if args.mention else "")
         )
         phases = asyncio.run(drive(servers, args.n, args.rounds, args.profiler))
         report(phases)

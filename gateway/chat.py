@@ -68,6 +68,10 @@ def parse_mentions(text: str) -> list[str]:
     return list(seen)
 
 
+def unknown_mentions(names: list[str]) -> ChatError:
+    return ChatError("unknown mention(s): " + ", ".join(f"@{n}" for n in names))
+
+
 def client_id(value: str | None, param: str) -> str | None:
     """A message id from a client, canonical, or a 400 BadMessageId naming ``param`` (REST and MCP alike)."""
     return optional_message_id(value, param)
@@ -247,19 +251,21 @@ class ChatService:
 
         Check the text, read what the checks need (one pipeline: the channel, the mentioned names, the
         parent, the members for @all), resolve the recipients (``gateway.chat_post``), then one script
-        checks the sender's rate and writes the post everywhere (``chat_scripts.POST_SCRIPT``)."""
+        checks the sender's rate and writes the post everywhere (``chat_scripts.POST_SCRIPT``). A post
+        with no reply and no @all into a channel this replica has read skips the read: the script checks
+        the channel and the mentioned names instead (one round trip)."""
         check_text(text, self.settings.max_message_bytes)
         reply_to = client_id(reply_to, "reply_to")
         mentions = parse_mentions(text)
         named = [m for m in mentions if m != "all"]
-        known = self._known.get(channel) if not named and not reply_to and "all" not in mentions else None
+        known = self._known.get(channel) if not reply_to and "all" not in mentions else None
         if known is not None and self.can_read(principal, channel):
-            context = PostContext(meta=known, cached=True)
+            context = PostContext(meta=known, cached=True)  # the script checks the channel and the names
         else:
             context = await self._post_context(principal, channel, named, reply_to, "all" in mentions)
         reasons = recipients(principal.name, dm_members(channel), named, context, kind)
         fields = message_fields(channel, principal.name, text, reply_to, context, mentions, kind)
-        return await self._write_post(principal, context, fields, reasons, dedupe)
+        return await self._write_post(principal, context, fields, reasons, dedupe, named)
 
     async def _post_context(
         self, principal: Principal, channel: str, named: list[str], reply_to: str | None, mention_all: bool
@@ -288,7 +294,7 @@ class ChatService:
         self._known[channel] = meta
         unknown = [n for n, ok in zip(named, known, strict=True) if not ok]
         if unknown:
-            raise ChatError("unknown mention(s): " + ", ".join(f"@{n}" for n in unknown))
+            raise unknown_mentions(unknown)
         context = PostContext(meta=meta, members=members)
         if reply_to:
             if not parent:
@@ -305,6 +311,7 @@ class ChatService:
         fields: dict[str, str],
         reasons: dict[str, str],
         dedupe: str | None,
+        named: list[str],
     ) -> Message:
         meta = context.meta
         channel = meta.name
@@ -321,6 +328,7 @@ class ChatService:
                 keys.channel_members(channel),
                 keys.WAKE,
                 keys.CHANNELS,
+                keys.PRINCIPALS,
                 *(keys.inbox(r) for r in recipients),
             ],
             args=[
@@ -336,6 +344,7 @@ class ChatService:
                 keys.WAKE_MAXLEN,
                 ",".join(keys.inbox_topic(r) for r in recipients),
                 channel if context.cached else "",
+                ",".join(named) if context.cached else "",
                 len(flat),
                 *flat,
                 *(reasons[r] for r in recipients),
@@ -344,6 +353,8 @@ class ChatService:
         if isinstance(reply, list) and reply[0] == "nochannel":  # gone since this replica read it
             self._known.pop(channel, None)
             raise ChatError(f"no channel {channel!r}", status=404)
+        if isinstance(reply, list) and reply[0] == "nomention":
+            raise unknown_mentions(reply[1:])
         if isinstance(reply, list):  # {'rate', seconds}: the sender's bucket is empty
             raise self._rate_refusal(float(reply[1]))
         self.metrics.messages_posted.labels(kind=meta.kind).inc()

@@ -3,9 +3,10 @@ fan-out, event and wake-up, one id for all of them). Kept apart from ``chat.py``
 that the service reads as Python; the layout they write is described there and in docs/gateway.md."""
 
 # Atomic post: the rate check, then the channel entry, the thread index, the inbox fan-out, the event
-# and the wake-up, or nothing. One script is one round trip: a post costs the gateway two (this and
-# the reads before it), which is most of its latency; a plain post into a channel the gateway has seen
-# (no mention, no reply) costs it one (the channel's existence is checked here instead).
+# and the wake-up, or nothing. One script is one round trip: a post the gateway must read for first (a
+# reply: its parent; @all: the members; a channel it has not read yet) costs it two, which is most of
+# its latency; any other post (plain or with @names, into a channel the gateway has read) costs it one:
+# the channel's existence and the mentioned names are checked here instead.
 # The message's id is computed first and written with every entry (channel, inboxes, event), so it
 # is the same everywhere and unique across channels: one sequence for all of them, the next id after
 # the newest one any of these streams has generated (or now, if later) -- what XADD's "*" does for a
@@ -14,16 +15,18 @@ that the service reads as Python; the layout they write is described there and i
 # With a dedupe key (ARGV[4] > 0: its TTL), a post whose key is set already writes nothing and returns
 # the id it was accepted under, so a sender that retries after a crash posts once (and pays no token).
 # A post whose channel the gateway took from its cache of known channels (ARGV[12]: the channel's name;
-# empty when it was read just before) is refused with {'nochannel'} if the channel is not there.
+# empty when it was read just before) is refused with {'nochannel'} if the channel is not there, then
+# with {'nomention', name...} if a name of ARGV[13] (comma-joined; empty: none) is no principal.
 # The sender's token bucket (ARGV[5] > 0: its rate) refuses with {'rate', seconds to wait}.
 # The wake-up (KEYS[7], when ARGV[11] names topics) is what the gateway's event hub reads to wake the
 # recipients' blocked inbox waits; it has its own ids (it is not a message).
 # KEYS: 1 channel stream, 2 events stream, 3 thread index, 4 dedupe key, 5 rate bucket, 6 channel
-#       members, 7 wake stream, 8 the channels hash, 9... inbox streams
+#       members, 7 wake stream, 8 the channels hash, 9 the principals set, 10... inbox streams
 # ARGV: 1 channel maxlen, 2 events maxlen, 3 inbox maxlen, 4 dedupe ttl (0: none), 5 rate per second
 #       (0: unlimited), 6 rate burst, 7 now, 8 join (1: add the sender to the members), 9 sender,
 #       10 wake maxlen, 11 wake topics (comma-joined; empty: none), 12 channel to check (empty: none),
-#       13 n message fields, fields..., reasons...
+#       13 mentioned names to check (comma-joined; empty: none), 14 n message fields, fields...,
+#       reasons...
 POST_SCRIPT = """
 local dedupe_ttl = tonumber(ARGV[4])
 if dedupe_ttl > 0 then
@@ -31,6 +34,13 @@ if dedupe_ttl > 0 then
   if prior then return prior end
 end
 if ARGV[12] ~= '' and redis.call('HEXISTS', KEYS[8], ARGV[12]) == 0 then return {'nochannel'} end
+if ARGV[13] ~= '' then
+  local unknown = {'nomention'}
+  for name in string.gmatch(ARGV[13], '[^,]+') do
+    if redis.call('SISMEMBER', KEYS[9], name) == 0 then unknown[#unknown + 1] = name end
+  end
+  if #unknown > 1 then return unknown end
+end
 local rate = tonumber(ARGV[5])
 if rate > 0 then
   local burst = tonumber(ARGV[6]); local now = tonumber(ARGV[7])
@@ -62,20 +72,20 @@ local function after_last(key)
   end
 end
 after_last(KEYS[1]); after_last(KEYS[2])
-for k = 9, #KEYS do after_last(KEYS[k]) end
+for k = 10, #KEYS do after_last(KEYS[k]) end
 local id = string.format('%d-%d', ms, seq)
 
-local nfields = tonumber(ARGV[13])
+local nfields = tonumber(ARGV[14])
 local fields = {}
-for i = 1, nfields do fields[i] = ARGV[13 + i] end
+for i = 1, nfields do fields[i] = ARGV[14 + i] end
 redis.call('XADD', KEYS[1], 'MAXLEN', '~', ARGV[1], id, unpack(fields))
 local msg = {}
 for i = 1, nfields, 2 do msg[fields[i]] = fields[i + 1] end
 if msg['thread'] ~= '' then redis.call('RPUSH', KEYS[3], id) end
 if ARGV[8] == '1' then redis.call('SADD', KEYS[6], ARGV[9]) end
-for k = 9, #KEYS do
+for k = 10, #KEYS do
   redis.call('XADD', KEYS[k], 'MAXLEN', '~', ARGV[3], id,
-    'reason', ARGV[13 + nfields + k - 8], 'channel', msg['channel'], 'message_id', id,
+    'reason', ARGV[14 + nfields + k - 9], 'channel', msg['channel'], 'message_id', id,
     'sender', msg['sender'], 'text', msg['text'], 'ts', msg['ts'], 'thread', msg['thread'])
 end
 redis.call('XADD', KEYS[2], 'MAXLEN', '~', ARGV[2], id, 'type', 'message', 'id', id, unpack(fields))

@@ -73,6 +73,31 @@ def test_a_post_into_a_channel_gone_since_the_gateway_read_it_writes_nothing(
     client.close()
 
 
+def test_a_mention_checked_by_the_post_script_refuses_an_unknown_name_and_writes_nothing(
+    gateway: GatewayProcess, agents: dict[str, str], clean_redis: str
+) -> None:
+    """A post with @names into a channel the gateway has read skips the read before its script, and the
+    script checks every name is a principal: one that is not (never was, or removed since the gateway
+    last looked) is a 400 naming it, and nothing is written: not the message, not its event, no inbox
+    for the unknown name, not even the known one's."""
+    client = redis_sync.Redis.from_url(clean_redis, decode_responses=True)
+    with gateway.client(agents["alice"]) as alice:
+        assert alice.post("/api/channels", json={"name": "roster"}).status_code == 201
+        assert alice.post("/api/channels/roster/messages", json={"text": "read once"}).status_code == 201
+        assert alice.post("/api/channels/roster/messages", json={"text": "hi @bob"}).status_code == 201
+        client.sadd(keys.PRINCIPALS, "ghost")  # known to the principals set, then gone
+        assert alice.post("/api/channels/roster/messages", json={"text": "@ghost hi"}).status_code == 201
+        client.srem(keys.PRINCIPALS, "ghost")
+        stream, events = client.xlen(keys.channel_stream("roster")), client.xlen(keys.EVENTS)
+        inboxes = {n: client.xlen(keys.inbox(n)) for n in ("bob", "ghost", "zed")}
+        reply = alice.post("/api/channels/roster/messages", json={"text": "@bob @ghost and @zed, look"})
+        assert reply.status_code == 400, reply.text
+        assert "@ghost" in reply.text and "@zed" in reply.text and "@bob" not in reply.text
+    assert (client.xlen(keys.channel_stream("roster")), client.xlen(keys.EVENTS)) == (stream, events)
+    assert {n: client.xlen(keys.inbox(n)) for n in inboxes} == inboxes
+    client.close()
+
+
 def test_mentions_validated_and_delivered(gateway: GatewayProcess, agents: dict[str, str]) -> None:
     with gateway.client(agents["alice"]) as alice:
         bad = alice.post("/api/channels/general/messages", json={"text": "hey @bob and @zed and @yan"})
