@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import io
 import statistics
+import subprocess
 import sys
+import tarfile
 import time
 from pathlib import Path
 
@@ -47,3 +50,16 @@ def wait_for_waiters(url: str, operator_token: str, n: int, bound: float = 180.0
             waiting = gateway_metric(url, operator_token, "kswarm_waiters")
             raise SystemExit(f"only {waiting:.0f} of {n} agents ever waited")
         time.sleep(0.2)
+
+
+def baseline_tree(commit: str, into: Path) -> Path:
+    """The gateway package of ``commit``, unpacked on its own (read-only use of the repository)."""
+    archive = subprocess.run(
+        ["git", "-C", str(ROOT), "archive", "--format=tar", commit, "gateway"],
+        check=True,
+        capture_output=True,
+    ).stdout
+    into.mkdir(parents=True)
+    with tarfile.open(fileobj=io.BytesIO(archive)) as tar:
+        tar.extractall(into, filter="data")
+    return into

@@ -24,13 +24,10 @@ from __future__ import annotations
 import argparse
 import asyncio
 import importlib.util
-import io
 import multiprocessing
 import os
 import shutil
-import subprocess
 import sys
-import tarfile
 import tempfile
 import time
 from collections import Counter
@@ -41,7 +38,7 @@ from typing import TYPE_CHECKING, Any
 
 import httpx
 import httpx2
-from _common import ROOT, ms
+from _common import ROOT, baseline_tree, ms
 from mcp.client.client import Client
 from mcp.client.streamable_http import streamable_http_client
 
@@ -477,19 +474,6 @@ def report(phases: list[Phase]) -> None:
             + f"{part[:52]:<52}"
             + "".join(f"{p.client_parts[part] / p.n * 1e6:>13.0f}" for p in profiled)
         )
-
-
-def baseline_tree(commit: str, into: Path) -> Path:
-    """The gateway package of ``commit``, unpacked on its own (read-only use of the repository)."""
-    archive = subprocess.run(
-        ["git", "-C", str(ROOT), "archive", "--format=tar", commit, "gateway"],
-        check=True,
-        capture_output=True,
-    ).stdout
-    into.mkdir(parents=True)
-    with tarfile.open(fileobj=io.BytesIO(archive)) as tar:
-        tar.extractall(into, filter="data")
-    return into
 
 
 def main() -> None:

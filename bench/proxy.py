@@ -6,6 +6,9 @@ that both see the same machine load. Reported: p50/p99 latency of non-streaming 
 the first streamed byte and to the end of a stream, and the same under concurrency, with the
 proxy's added time (delta) and ratio. The upstream answers at once, so every added millisecond is
 the proxy's: authentication, the budget check, the concurrency slot, forwarding and usage accounting.
+``--baseline COMMIT`` also runs the gateway of that commit (its ``gateway`` package, ``git archive``d)
+beside this tree's, on the same Redis and upstream, and alternates its requests with the others: the
+before/after of a change, measured under the same load.
 """
 
 from __future__ import annotations
@@ -21,7 +24,7 @@ import time
 from pathlib import Path
 
 import httpx
-from _common import ROOT, pct
+from _common import ROOT, baseline_tree, pct
 from redis.asyncio import Redis
 
 from gateway.client import GatewayClient, GatewayTarget
@@ -57,7 +60,7 @@ BODY = {
 
 
 def start_gateway(
-    home: Path, redis_url: str, upstream_url: str, port: int, profile: Path | None = None
+    home: Path, redis_url: str, upstream_url: str, port: int, profile: Path | None = None, tree: Path = ROOT
 ) -> subprocess.Popen[bytes]:
     env = {k: v for k, v in os.environ.items() if not k.startswith("KSWARM_")}
     env.update(
@@ -66,11 +69,13 @@ def start_gateway(
         KSWARM_GATEWAY_PORT=str(port),
         KSWARM_LLM_UPSTREAM_URL=upstream_url,
         KSWARM_LLM_API_KEY=REAL_KEY,
-        PYTHONPATH=str(ROOT),
+        PYTHONPATH=str(tree),
     )
+    home.mkdir(parents=True, exist_ok=True)
     log = open(home / "gateway.log", "ab")
     argv = ["-c", PROFILED, LAUNCHER, str(profile)] if profile else ["-c", LAUNCHER]
-    proc = subprocess.Popen([sys.executable, *argv], env=env, stdout=log, stderr=log)
+    # From inside ``tree``: ``-c`` puts the working directory first on sys.path.
+    proc = subprocess.Popen([sys.executable, *argv], env=env, stdout=log, stderr=log, cwd=tree)
     log.close()
     deadline = time.monotonic() + 30
     while time.monotonic() < deadline:
@@ -148,16 +153,14 @@ def report(title: str, direct: list[float], proxy: list[float]) -> list[str]:
 
 async def bench(
     upstream: ScriptedUpstream,
-    gateway: subprocess.Popen[bytes],
-    port: int,
+    gateways: dict[str, tuple[subprocess.Popen[bytes], int]],
     token: str,
     n: int,
     one_client: bool,
 ) -> list[str]:
-    targets = {
-        "direct": (f"{upstream.url}/v1/messages", REAL_KEY),
-        "proxy": (f"http://127.0.0.1:{port}/v1/messages", token),
-    }
+    """``gateways``: "proxy" (this tree) and, with --baseline, "baseline": (process, port)."""
+    targets = {"direct": (f"{upstream.url}/v1/messages", REAL_KEY)}
+    targets |= {name: (f"http://127.0.0.1:{port}/v1/messages", token) for name, (_, port) in gateways.items()}
     load = " ".join(f"{x:.1f}" for x in os.getloadavg())
     lines = [
         f"{n} requests per target per scenario; upstream answers at once; loopback TCP; "
@@ -172,22 +175,27 @@ async def bench(
     ):
         if one_client and concurrency > 1:
             continue
-        started, cpu = time.perf_counter(), cpu_seconds(gateway.pid)
+        started = time.perf_counter()
+        cpu = {name: cpu_seconds(proc.pid) for name, (proc, _) in gateways.items()}
         res = await run_pairs(targets, n, stream, concurrency)
-        wall, cpu = time.perf_counter() - started, cpu_seconds(gateway.pid) - cpu
-        if stream:
-            lines += report(
-                f"{label}: first byte", [r[0] for r in res["direct"]], [r[0] for r in res["proxy"]]
-            )
-            lines += report(
-                f"{label}: whole stream", [r[1] for r in res["direct"]], [r[1] for r in res["proxy"]]
-            )
-        else:
-            lines += report(f"{label}", [r[1] for r in res["direct"]], [r[1] for r in res["proxy"]])
-        per_request = cpu / (len(res["proxy"]) + 20) * 1000  # warm-up requests included
+        wall = time.perf_counter() - started
+        for name, (proc, _) in gateways.items():
+            cpu[name] = cpu_seconds(proc.pid) - cpu[name]
+        for name in gateways:
+            title = label if name == "proxy" else f"{label} [{name}]"
+            if stream:
+                lines += report(
+                    f"{title}: first byte", [r[0] for r in res["direct"]], [r[0] for r in res[name]]
+                )
+                lines += report(
+                    f"{title}: whole stream", [r[1] for r in res["direct"]], [r[1] for r in res[name]]
+                )
+            else:
+                lines += report(title, [r[1] for r in res["direct"]], [r[1] for r in res[name]])
+        per_request = {name: c / (len(res[name]) + 20) * 1000 for name, c in cpu.items()}  # warm-ups too
         lines.append(
-            f"{'':<38} ({2 * len(res['proxy'])} requests in {wall:.1f} s; "
-            f"gateway CPU {per_request:.2f} ms per proxied request)"
+            f"{'':<38} ({sum(len(r) for r in res.values())} requests in {wall:.1f} s; gateway CPU per "
+            "proxied request: " + ", ".join(f"{name} {ms:.2f} ms" for name, ms in per_request.items()) + ")"
         )
     return lines
 
@@ -201,25 +209,35 @@ def main() -> None:
         help="run the gateway under pyinstrument (pip install pyinstrument), one client only, "
         "and write its report here",
     )
+    parser.add_argument("--baseline", help="also run the gateway of this commit, alternating with this one")
     args = parser.parse_args()
     home = Path(tempfile.mkdtemp(prefix="ksbp"))
     redis = EmbeddedRedis(home / "redis")
     redis_url = redis.ensure_running()
     upstream = ScriptedUpstream(api_key=REAL_KEY, process=True).start()
     upstream.script(default=text_reply("Here is a kernel: " + "tl.load(x) " * 20))
-    port = free_port()
-    gateway = start_gateway(home, redis_url, upstream.url, port, args.profile)
+    gateways: dict[str, tuple[subprocess.Popen[bytes], int]] = {}
     try:
+        port = free_port()
+        gateways["proxy"] = (start_gateway(home, redis_url, upstream.url, port, args.profile), port)
+        if args.baseline:
+            tree = baseline_tree(args.baseline, home / "baseline-tree")
+            other = free_port()
+            gateways["baseline"] = (
+                start_gateway(home / "baseline", redis_url, upstream.url, other, tree=tree),
+                other,
+            )
         token = asyncio.run(agent_token(redis_url))
-        lines = asyncio.run(bench(upstream, gateway, port, token, args.requests, bool(args.profile)))
+        lines = asyncio.run(bench(upstream, gateways, token, args.requests, bool(args.profile)))
         with GatewayClient(GatewayTarget(token=token, url=f"http://127.0.0.1:{port}")) as client:
             usage = client.get("/api/usage")
         lines.append("")
         lines.append(f"usage recorded for the agent: {usage['agents']['bench-agent']['requests']} requests")
         print("\n".join(lines))
     finally:
-        gateway.terminate()
-        gateway.wait(120 if args.profile else 15)
+        for proc, _ in gateways.values():
+            proc.terminate()
+            proc.wait(120 if args.profile else 15)
         upstream.close()
         redis.release()
         shutil.rmtree(home, ignore_errors=True)

@@ -44,27 +44,32 @@ LEASE_S = 3.0  # how long a replica may use its cache past the last ping its sub
 PING_S = 1.0  # how often a replica pings its subscription (and renews its lease)
 CONFIRM_S = 5.0  # how long a subscription may take to be confirmed before it counts as failed
 
-# KEYS: version, replicas; ARGV: the channel. Returns {version, ms until the latest live lease ends,
+# announce(version key, replicas key, channel) returns {version, ms until the latest live lease ends,
 # the replicas whose lease is live}. Leases that ended are removed (a replica re-registers on its next
-# ping). TIME before a write is allowed: scripts replicate their effects (Redis >= 5).
-_ANNOUNCE = """
-local version = redis.call('INCR', KEYS[1])
-redis.call('PUBLISH', ARGV[1], version)
-local t = redis.call('TIME')
-local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
-local leases = redis.call('HGETALL', KEYS[2])
-local live, latest = {}, now
-for i = 1, #leases, 2 do
-  local ends = tonumber(leases[i + 1])
-  if ends and ends > now then
-    table.insert(live, leases[i])
-    if ends > latest then latest = ends end
-  else
-    redis.call('HDEL', KEYS[2], leases[i])
+# ping). TIME before a write is allowed: scripts replicate their effects (Redis >= 5). A Lua function,
+# so that a script whose change must be announced (the LLM books' hold) announces it in itself.
+ANNOUNCE_LUA = """
+local function announce(version_key, replicas_key, channel)
+  local version = redis.call('INCR', version_key)
+  redis.call('PUBLISH', channel, version)
+  local t = redis.call('TIME')
+  local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+  local leases = redis.call('HGETALL', replicas_key)
+  local live, latest = {}, now
+  for i = 1, #leases, 2 do
+    local ends = tonumber(leases[i + 1])
+    if ends and ends > now then
+      table.insert(live, leases[i])
+      if ends > latest then latest = ends end
+    else
+      redis.call('HDEL', replicas_key, leases[i])
+    end
   end
+  return {version, latest - now, live}
 end
-return {version, latest - now, live}
 """
+# KEYS: version, replicas; ARGV: the channel.
+_ANNOUNCE = ANNOUNCE_LUA + "return announce(KEYS[1], KEYS[2], ARGV[1])"
 
 
 def dedicated_client(redis: StrRedis, name: str) -> StrRedis:
@@ -96,24 +101,44 @@ async def subscribed(pubsub: Any, channel: str) -> None:
         raise RedisConnectionError(f"no confirmation of the subscription to {channel}")
 
 
+class Acks:
+    """The replicas' acks of an announcement, subscribed to before it is made (``acks_of``)."""
+
+    def __init__(self, pubsub: Any) -> None:
+        self.pubsub = pubsub
+
+    async def wait(self, announced: list[Any]) -> None:
+        """Until every replica live at the announcement (``announce``'s reply) acked it, or their leases
+        ended."""
+        version, wait_ms, live = announced
+        await _wait_for_acks(self.pubsub, int(version), set(live), int(wait_ms) / 1000)
+
+
+@asynccontextmanager
+async def acks_of(redis: StrRedis) -> AsyncIterator[Acks]:
+    """Subscribed to the acks, on a connection of its own, for an announcement made inside: a RedisError
+    before anything is yielded when Redis cannot be reached."""
+    listener = dedicated_client(redis, "kswarm-auth-change")
+    pubsub = listener.pubsub()
+    try:
+        await subscribed(pubsub, keys.AUTH_ACKS)
+        yield Acks(pubsub)
+    finally:
+        await pubsub.aclose()
+        await listener.aclose()
+
+
 @asynccontextmanager
 async def announced_change(redis: StrRedis) -> AsyncIterator[StrPipeline]:
     """A transaction for a change to principals or tokens: queue its commands on the pipeline this
     yields; on leaving, the transaction runs with the announcement, and this waits for the replicas'
     acks (see the module). Raises a RedisError before anything is written if Redis cannot be reached."""
-    listener = dedicated_client(redis, "kswarm-auth-change")
-    pubsub = listener.pubsub()
-    try:
-        await subscribed(pubsub, keys.AUTH_ACKS)
+    async with acks_of(redis) as acks:
         async with redis.pipeline(transaction=True) as pipe:
             yield pipe
             pipe.eval(_ANNOUNCE, 2, keys.AUTH_VERSION, keys.AUTH_REPLICAS, keys.AUTH_CHANGED)
             replies = await pipe.execute()
-        version, wait_ms, live = replies[-1]
-        await _wait_for_acks(pubsub, int(version), set(live), int(wait_ms) / 1000)
-    finally:
-        await pubsub.aclose()
-        await listener.aclose()
+        await acks.wait(replies[-1])  # the pooled connection is back: waiting holds none
 
 
 async def _wait_for_acks(pubsub: Any, version: int, pending: set[str], wait_s: float) -> None:

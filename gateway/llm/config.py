@@ -204,6 +204,19 @@ class LLMProxySettings(BaseSettings):
         ge=1,
         description="Seconds a request's reservation lives unless its gateway renews it (crash safety).",
     )
+    budget_lease_requests: int = Field(
+        8,
+        ge=0,
+        le=64,
+        description="A budget lease (gateway/llm/leases.py) holds this many times the worst case of the "
+        "request that asked for it, so that the agent's next requests through this gateway are admitted "
+        "without a Redis round trip; 0: no leases, every request reserves in Redis.",
+    )
+    budget_lease_s: float = Field(
+        10.0,
+        gt=0,
+        description="Seconds a budget lease admits requests, then what is left of it is given back.",
+    )
     ops_channel: str = Field("ops", description="Channel where budget notices are posted.")
 
     @field_validator("prices", mode="after")

@@ -37,11 +37,12 @@ from gateway.context import GatewayContext
 from gateway.error_shapes import error_response
 from gateway.errors import BudgetRefused, GatewayError, ProxyError, Unauthorized
 from gateway.llm.config import LLMProxySettings
+from gateway.llm.leases import BudgetLeases
 from gateway.llm.refusals import BudgetRefusal, Hold
 from gateway.llm.sse_scrub import KeyScrubber
 from gateway.llm.stream import ProxyStream, Slot
 from gateway.llm.upstream import Upstream, UpstreamBroke, UpstreamFailed, UpstreamResponse
-from gateway.llm.usage import TOKEN_FIELDS, TOKEN_TYPES, Reservation, Usage, UsageStore
+from gateway.llm.usage import BOOK_KEYS, TOKEN_FIELDS, TOKEN_TYPES, Reservation, Usage, UsageStore
 from gateway.llm.usage_api import UsageMetrics
 from gateway.principals import Principal, PrincipalKind
 
@@ -113,7 +114,16 @@ class LLMProxy:
         self.ctx = ctx
         self.settings = settings
         self.metrics = UsageMetrics(ctx.metrics.registry)
-        self.usage = UsageStore(ctx.redis, settings)
+        cache = ctx.tokens.cache
+
+        def guard() -> int | None:
+            """Leases are used under the token cache's lease on its subscription (gateway.llm.leases)."""
+            return cache.generation if cache.usable() else None
+
+        leases = BudgetLeases(
+            ctx.redis, settings, BOOK_KEYS, guard, self.metrics.leases_granted, self.metrics.lease_draws
+        )
+        self.usage = UsageStore(ctx.redis, settings, leases)
         key = settings.key()
         self.secret = key.encode() if key else None
         self.slots = asyncio.Semaphore(settings.max_concurrency)  # replaced per lifespan (event loop)
@@ -133,18 +143,26 @@ class LLMProxy:
             except RedisError as exc:  # the proxy starts all the same; the notice may not repeat
                 log.warning("could not re-arm the swarm's budget notices: %r", exc)
             renewer = asyncio.create_task(self._renew_reservations(), name="llm-reservation-renewer")
+            leases = self.usage.leases
+            upkeep = asyncio.create_task(leases.upkeep(), name="llm-lease-upkeep") if leases else None
             try:
                 yield
             finally:
                 renewer.cancel()
+                if upkeep is not None:
+                    upkeep.cancel()
                 await self.usage.drain()
+                if leases is not None:  # after the settlements: their draws' scripts have run
+                    await leases.close()
 
     async def _renew_reservations(self) -> None:
-        """Keep this process's reservations alive: a crashed gateway's expire after the TTL."""
+        """Keep this process's reservations (and the budget leases it answers for) alive: a crashed
+        gateway's expire after the TTL."""
         for _ in rounds():
             await nap(self.settings.reservation_ttl / 3)
             try:
-                await self.usage.renew(list(self.live.keys()))
+                leases = self.usage.leases.owned_ids() if self.usage.leases is not None else []
+                await self.usage.renew([*self.live.keys(), *leases])
             except Exception as exc:  # Redis away: the next round tries again
                 log.warning("could not renew LLM budget reservations: %r", exc)
 

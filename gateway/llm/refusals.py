@@ -45,6 +45,7 @@ class BudgetRefusal:
     reserved: int  # by other requests in flight
     need: int  # this request's worst case
     notices: list[str] = field(default_factory=list)  # #ops notices this caller must post
+    leased: int = 0  # held by gateways' budget leases (gateway.llm.leases)
 
     @property
     def budget(self) -> str:
@@ -63,8 +64,9 @@ class BudgetRefusal:
         else:
             what = (
                 f"{whose} {kind} ({a(self.limit)}) would be exceeded: {a(self.used)} used + "
-                f"{a(self.reserved)} reserved by requests in flight + {a(self.need)} for this request "
-                "(input estimate + max_tokens)"
+                f"{a(self.reserved)} reserved by requests in flight + "
+                + (f"{a(self.leased)} held by gateways' budget leases + " if self.leased else "")
+                + f"{a(self.need)} for this request (input estimate + max_tokens)"
             )
         until = "raises the budget or resets the usage"
         if self.limit_field.endswith("_per_day"):

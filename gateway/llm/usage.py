@@ -12,7 +12,9 @@ A request reserves its worst-case cost in one script (``reserve``): the script d
 reservations, then admits the request only if no hold stops the agent and usage + live reservations
 + this request fit in every budget that applies (``check``: the same without reserving, for unbilled
 calls). ``settle`` replaces the reservation by the real usage in one script, and sets a hold on the
-agent when that usage is more than the reservation (docs/llm-proxy.md, "Holds").
+agent when that usage is more than the reservation (docs/llm-proxy.md, "Holds"). With budget leases
+(``gateway.llm.leases``), an agent's next requests through the same replica are admitted from a lease
+held in Redis beside the reservations, without the script.
 """
 
 from __future__ import annotations
@@ -25,10 +27,15 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from redis.exceptions import RedisError
+
+from gateway import keys as gateway_keys
+from gateway.auth_changes import acks_of, announced_change
 from gateway.errors import BooksBusy
 from gateway.keys import PREFIX
 from gateway.llm.budget_scripts import RESERVE_SCRIPT, SETTLE_SCRIPT
 from gateway.llm.config import LLMProxySettings
+from gateway.llm.leases import BudgetLeases, Lease
 from gateway.llm.model_names import booked_model
 from gateway.llm.refusals import NANO, BudgetRefusal, Hold, LimitField, Scope
 from gateway.llm.usage_models import AgentUsage, BudgetUpdate
@@ -55,6 +62,8 @@ SWARM_EXHAUSTED = f"{PREFIX}llm:exhausted-swarm"
 RESERVATIONS = f"{PREFIX}llm:reservations"  # zset: reservation id -> expiry (unix time)
 RESERVATION_DATA = f"{PREFIX}llm:reservation-data"  # hash: id -> "name day tokens nusd"
 RESERVED = f"{PREFIX}llm:reserved"  # hash: live reservations' sums per budget
+LEASED = f"{PREFIX}llm:leased"  # hash: live budget leases' sums per budget (gateway.llm.leases)
+BOOK_KEYS = [RESERVATIONS, RESERVATION_DATA, RESERVED, LEASED]  # what the lease scripts touch
 # Every booked call, with the tasks its agent held when it was booked (what a kernel cost: the monitor
 # books these to the tasks, exactly; a claim shorter than any sampling interval included).
 SPENT = f"{PREFIX}llm:spent"
@@ -140,6 +149,11 @@ class Reservation:
     max_tokens: int
     tokens: int
     nusd: int
+    # Admitted from a budget lease (its id): the script that writes its own reservation, settled after
+    # it ran; when that script failed, the request is settled against the lease's record instead.
+    lease: str | None = field(default=None, compare=False)
+    drawn: asyncio.Task[None] | None = field(default=None, compare=False, repr=False)
+    draw_failed: bool = field(default=False, compare=False)
 
     @property
     def bounded(self) -> bool:
@@ -184,9 +198,12 @@ def _nusd(usd: float | None) -> str:
 class UsageStore:
     """Usage counters, reservations, budgets and budget flags in Redis."""
 
-    def __init__(self, redis: StrRedis, settings: LLMProxySettings) -> None:
+    def __init__(
+        self, redis: StrRedis, settings: LLMProxySettings, leases: BudgetLeases | None = None
+    ) -> None:
         self.redis = redis
         self.settings = settings
+        self.leases = leases  # None: every request reserves in Redis
         self._reserve_script = redis.register_script(RESERVE_SCRIPT)
         self._settle_script = redis.register_script(SETTLE_SCRIPT)
         # The tasks an agent holds a claim on now, or None when no monitor books cost per task (the
@@ -232,6 +249,8 @@ class UsageStore:
             tokens=estimate + max_tokens,
             nusd=round(cost * NANO),
         )
+        if self.leases is not None and self.leases.draw(res):
+            return res
         refused = await self._admit(res, now, probe=False)
         return res if refused is None else refused
 
@@ -243,6 +262,10 @@ class UsageStore:
 
     async def _admit(self, res: Reservation, now: float, probe: bool) -> BudgetRefusal | Hold | None:
         name = res.name
+        lease: Lease | None = None
+        old: Lease | None = None
+        if self.leases is not None and not probe:
+            old, lease = self.leases.take_back(name), self.leases.ask(res)
         keys = [
             usage_key(name),
             USAGE_SWARM,
@@ -253,18 +276,34 @@ class UsageStore:
             RESERVED,
             *self._flag_keys(name, res.day),
             hold_key(name),
+            LEASED,
         ]
         args: list[Value] = [name, res.id, repr(now), repr(now + self.settings.reservation_ttl), res.day]
         args += [res.tokens, res.nusd, *self._limits(name), DAY_KEEP_S, int(probe)]
-        answer = await self._reserve_script(keys=keys, args=args)
+        args += [lease.id, lease.tokens, lease.nusd] if lease is not None else ["", 0, 0]
+        args += [old.id, old.tokens, old.nusd] if old is not None else ["", 0, 0]
+        try:
+            answer = await self._reserve_script(keys=keys, args=args)
+        except BaseException:
+            # The script may or may not have run: both given back by a script of their own (a give-back
+            # happens once, and a lease never granted has nothing to give).
+            if self.leases is not None:
+                for given in (old, lease):
+                    if given is not None:
+                        self.leases.give_back(given)
+            raise
+        if old is not None and self.leases is not None:
+            self.leases.given_back(old)
         if answer[0] == 1:
+            if lease is not None and answer[1] == 1 and self.leases is not None:
+                self.leases.granted(lease)
             return None
         if answer[0] == 2:
             return Hold.parse(name, answer[1])
-        _, index, used, reserved, limit, claimed = answer
+        _, index, used, reserved, limit, claimed, leased = answer
         scope, limit_field = BUDGETS[index - 1]
         need = res.nusd if limit_field.startswith("usd") else res.tokens
-        refusal = BudgetRefusal(scope, name, limit_field, limit, used, reserved, need)
+        refusal = BudgetRefusal(scope, name, limit_field, limit, used, reserved, need, leased=leased)
         if claimed:
             refusal.notices.append(refusal.message())
         return refusal
@@ -300,21 +339,40 @@ class UsageStore:
             RESERVED,
             hold_key(res.name),
             models_key(res.name),
+            LEASED,
+            gateway_keys.AUTH_VERSION,
+            gateway_keys.AUTH_REPLICAS,
         ]
         args: list[Value] = [res.name, res.id, repr(now), int(usage is not None), nusd]
         tokens: int = sum(counts)
-        args += [*counts, tokens, DAY_KEEP_S, hold.record() if hold else "", booked]
+        args += [
+            *counts,
+            tokens,
+            DAY_KEEP_S,
+            hold.record() if hold else "",
+            booked,
+            gateway_keys.AUTH_CHANGED,
+        ]
         # The tasks the call is attributed to are those held as it is booked: read beside the booking
         # (concurrent round trips, nothing added to the answer's time), never after it returned -- a
         # claim finished right after its last call would otherwise take none of that call's cost.
         spending = usage is not None and tokens and self.holdings is not None
         held = asyncio.ensure_future(self._held(res.name)) if spending else None
         try:
-            settled = await self._settle_script(keys=keys, args=args)
+            if res.drawn is not None:  # its reservation's script first (never cancelled from here)
+                await asyncio.wait({res.drawn})
+            debt = res.lease if res.draw_failed and res.lease else ""
+            args += [debt, res.tokens, res.nusd]
+            if hold is None:
+                settled = await self._settle_script(keys=keys, args=args)
+            else:
+                settled = await self._settle_holding(res.name, keys, args)
+            if debt and self.leases is not None:
+                self.leases.settled(res)
         finally:
             tasks = await held if held is not None else None
         if hold is not None:
-            hold.new = settled == 2
+            hold.new = isinstance(settled, list)
         if tasks is not None:
             # Off the answer's path (one round trip): the usage is booked above; the record of which
             # tasks it goes to follows within milliseconds, for the monitor to book (docs/llm-proxy.md).
@@ -323,6 +381,35 @@ class UsageStore:
             self._logging.add(task)
             task.add_done_callback(self._logging.discard)
         return hold
+
+    async def _settle_holding(self, name: str, keys: list[str], args: list[Value]) -> Any:
+        """The settlement of an answer that booked more than it reserved: its script sets the hold and
+        announces it (like a token change); this waits for every replica's ack, so that once it
+        returns none admits ``name`` from a budget lease (gateway.llm.leases). Raises only when the
+        script itself did not run."""
+        if self.leases is not None:
+            self.leases.drop(name)
+        listening, settled = False, None
+        try:
+            async with acks_of(self.redis) as acks:
+                listening = True
+                settled = await self._settle_script(keys=keys, args=args)
+                if isinstance(settled, list):
+                    await acks.wait(settled[1])
+            return settled
+        except Exception as exc:
+            if settled is not None:  # booked; only the wait for the acks (or its clean-up) failed
+                log.warning("the hold on %s is set; waiting for the gateways' acks failed: %r", name, exc)
+                return settled
+            if listening or not isinstance(exc, RedisError):
+                raise  # the script itself failed: the caller logs it, the reservation expires
+            log.warning(
+                "no subscription to the gateways' acks (%r): the hold's settlement waits instead", exc
+            )
+        settled = await self._settle_script(keys=keys, args=args)
+        if isinstance(settled, list):  # every replica's token cache lease ends within this
+            await asyncio.sleep(int(settled[1][1]) / 1000)
+        return settled
 
     def track(self, name: str, settlement: asyncio.Task[None]) -> None:
         """Count ``settlement`` (of ``name``'s books) as still being booked until it is done."""
@@ -426,12 +513,12 @@ class UsageStore:
         are booked, so that none sets the hold again behind the operator's back)."""
         await self.settled(name)
         day = utc_day(time.time())
-        async with self.redis.pipeline(transaction=True) as pipe:
+        # Announced: once this returns, no replica admits ``name`` from a lease granted before it.
+        async with announced_change(self.redis) as pipe:
             pipe.delete(budget_key(name), hold_key(name), *self._flag_keys(name, day)[:2])
             mapping = {k: str(v) for k, v in update.model_dump().items() if v is not None}
             if mapping:
                 pipe.hset(budget_key(name), mapping=mapping)
-            await pipe.execute()
 
     def _agent_limits(self, name: str, override: list[str | None]) -> dict[str, Any]:
         limit = self.settings.budgets.for_agent(name)
@@ -454,7 +541,12 @@ class UsageStore:
 
     @staticmethod
     def _build(
-        name: str, raw: dict[str, str], today: list[str | None], reserved: list[str | None], **limits: Any
+        name: str,
+        raw: dict[str, str],
+        today: list[str | None],
+        reserved: list[str | None],
+        leased: list[str | None],
+        **limits: Any,
     ) -> AgentUsage:
         counts = {f: _int(raw.get(f)) for f in TOKEN_FIELDS}
         u = AgentUsage(
@@ -466,6 +558,8 @@ class UsageStore:
             today_cost_usd=_int(today[1]) / NANO,
             reserved_tokens=_int(reserved[0]),
             reserved_usd=_int(reserved[1]) / NANO,
+            leased_tokens=_int(leased[0]),
+            leased_usd=_int(leased[1]) / NANO,
             last_request=_opt_float(raw.get("last_request")),
             **counts,
             **limits,
@@ -494,8 +588,9 @@ class UsageStore:
             pipe.hmget(RESERVED, [f"{prefix}tokens", f"{prefix}nusd"])
             pipe.get(hold_key(name))
             pipe.hgetall(models_key(name))
-            raw, override, today, reserved, held, models = await pipe.execute()
-        u = self._build(name, raw, today, reserved, **self._agent_limits(name, override))
+            pipe.hmget(LEASED, [f"{prefix}tokens", f"{prefix}nusd"])
+            raw, override, today, reserved, held, models, leased = await pipe.execute()
+        u = self._build(name, raw, today, reserved, leased, **self._agent_limits(name, override))
         u.models = {str(m): _int(n) for m, n in sorted(models.items(), key=lambda kv: (-_int(kv[1]), kv[0]))}
         if held is not None:
             hold = Hold.parse(name, held)
@@ -529,17 +624,17 @@ class UsageStore:
             pipe.hgetall(USAGE_SWARM)
             pipe.hmget(day_key(day), ["swarm:tokens", "swarm:nusd"])
             pipe.hmget(RESERVED, ["swarm:tokens", "swarm:nusd"])
-            raw, today, reserved = await pipe.execute()
-        return self._build("swarm", raw, today, reserved, **self._swarm_limits())
+            pipe.hmget(LEASED, ["swarm:tokens", "swarm:nusd"])
+            raw, today, reserved, leased = await pipe.execute()
+        return self._build("swarm", raw, today, reserved, leased, **self._swarm_limits())
 
     async def reset(self, name: str) -> AgentUsage:
         """Forget ``name``'s usage, today's included (the swarm totals keep it), re-arm its notices and
         clear its hold; returns what it was. Reservations in flight stay until they settle."""
         before = await self.get(name)
         day = utc_day(time.time())
-        async with self.redis.pipeline(transaction=True) as pipe:
+        async with announced_change(self.redis) as pipe:
             pipe.delete(usage_key(name), hold_key(name), models_key(name), *self._flag_keys(name, day)[:2])
             pipe.hdel(day_key(day), f"agent:{name}:tokens", f"agent:{name}:nusd")
             pipe.srem(USAGE_AGENTS, name)
-            await pipe.execute()
         return before

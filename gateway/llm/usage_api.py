@@ -36,6 +36,16 @@ class UsageMetrics:
         self.budget_refusals = Counter(
             "kswarm_llm_budget_refusals", "Requests refused for budget", ["scope"], registry=registry
         )
+        self.leases_granted = Counter(
+            "kswarm_llm_budget_leases",
+            "Budget leases granted to this gateway (gateway/llm/leases.py)",
+            registry=registry,
+        )
+        self.lease_draws = Counter(
+            "kswarm_llm_budget_lease_draws",
+            "Requests admitted from a budget lease, without a Redis round trip",
+            registry=registry,
+        )
         self.queued = Gauge(
             "kswarm_llm_queued_requests", "Requests waiting for a concurrency slot", registry=registry
         )

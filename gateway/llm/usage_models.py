@@ -20,6 +20,12 @@ class AgentUsage(BaseModel):
     today_cost_usd: float = Field(0.0, description="Estimated cost of requests started today (UTC).")
     reserved_tokens: int = Field(0, description="Tokens reserved by requests in flight (worst case).")
     reserved_usd: float = Field(0.0, description="USD reserved by requests in flight (worst case).")
+    leased_tokens: int = Field(
+        0, description="Tokens held by gateways' budget leases for this agent's next requests (worst case)."
+    )
+    leased_usd: float = Field(
+        0.0, description="USD held by gateways' budget leases for this agent's next requests (worst case)."
+    )
     budget_usd: float | None = Field(None, description="Spending budget; None = unlimited.")
     budget_tokens: int | None = Field(None, description="Token budget; None = unlimited.")
     budget_usd_per_day: float | None = Field(None, description="Spending budget per UTC day.")

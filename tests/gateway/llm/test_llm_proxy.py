@@ -90,7 +90,8 @@ class ProxyGateway:
         return [m for m in messages if m["kind"] == "notice" and m["sender"] == "gateway"]
 
     def stop(self) -> None:
-        if self.loop is not None and self.stop_event is not None:
+        """Stop the gateway (and wait for it); a second call does nothing."""
+        if self.loop is not None and self.stop_event is not None and self.thread.is_alive():
             self.loop.call_soon_threadsafe(self.stop_event.set)
         self.thread.join(15)
 
