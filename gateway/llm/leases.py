@@ -52,7 +52,7 @@ from gateway.redis_facade import StrRedis, Value
 if TYPE_CHECKING:
     from prometheus_client import Counter
 
-    from gateway.llm.usage import Reservation
+    from gateway.llm.books import Reservation
 
 log = logging.getLogger("kswarm.llm_usage")
 

@@ -36,13 +36,14 @@ from gateway.cancellation import nap, rounds
 from gateway.context import GatewayContext
 from gateway.error_shapes import error_response
 from gateway.errors import BudgetRefused, GatewayError, ProxyError, Unauthorized
+from gateway.llm.books import BOOK_KEYS, TOKEN_FIELDS, TOKEN_TYPES, Reservation, Usage
 from gateway.llm.config import LLMProxySettings
 from gateway.llm.leases import BudgetLeases
 from gateway.llm.refusals import BudgetRefusal, Hold
 from gateway.llm.sse_scrub import KeyScrubber
 from gateway.llm.stream import ProxyStream, Slot
 from gateway.llm.upstream import Upstream, UpstreamBroke, UpstreamFailed, UpstreamResponse
-from gateway.llm.usage import BOOK_KEYS, TOKEN_FIELDS, TOKEN_TYPES, Reservation, Usage, UsageStore
+from gateway.llm.usage import UsageStore
 from gateway.llm.usage_api import UsageMetrics
 from gateway.principals import Principal, PrincipalKind
 

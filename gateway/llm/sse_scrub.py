@@ -16,7 +16,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from gateway.llm.usage import Usage
+from gateway.llm.books import Usage
 
 REDACTED = "[redacted]"
 DELTA_FIELDS = {"text_delta": "text", "input_json_delta": "partial_json", "thinking_delta": "thinking"}

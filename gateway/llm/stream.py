@@ -16,9 +16,9 @@ import anyio
 from fastapi.responses import StreamingResponse
 from starlette.types import Receive, Scope, Send
 
+from gateway.llm.books import Reservation, Usage
 from gateway.llm.sse_scrub import SSEKeyScrubber, SSEUsage
 from gateway.llm.upstream import UpstreamBroke, UpstreamResponse
-from gateway.llm.usage import Reservation, Usage
 from gateway.principals import Principal
 
 if TYPE_CHECKING:

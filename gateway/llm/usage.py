@@ -1,12 +1,5 @@
-"""LLM usage accounting per agent in Redis, and budgets enforced by reservations.
-
-Layout (all under ``ks:llm:``): one hash per agent with its token counters, request count and cost
-in nano-USD (integers, so increments are exact), one hash with the swarm totals, one hash per UTC
-day with each agent's and the swarm's tokens and cost of that day, a set of the agents that have
-used the proxy, an optional budget override hash per agent (set by operators), and the live
-reservations: a sorted set of reservation ids scored by expiry, a hash with each one's amounts,
-and a hash with the sums of the live ones per budget. Flags make each budget's ``#ops`` notice
-fire once per crossing.
+"""LLM usage accounting per agent in Redis, and budgets enforced by reservations (the books' layout:
+``gateway.llm.books``).
 
 A request reserves its worst-case cost in one script (``reserve``): the script drops expired
 reservations, then admits the request only if no hold stops the agent and usage + live reservations
@@ -24,175 +17,52 @@ import logging
 import secrets
 import time
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from redis.exceptions import RedisError
 
 from gateway import keys as gateway_keys
 from gateway.auth_changes import acks_of, announced_change
 from gateway.errors import BooksBusy
-from gateway.keys import PREFIX
+from gateway.llm.books import (
+    BUDGETS,
+    DAY_KEEP_S,
+    DRAIN_S,
+    LEASED,
+    RESERVATION_DATA,
+    RESERVATIONS,
+    RESERVED,
+    SPENT,
+    SPENT_MAXLEN,
+    SWARM_EXHAUSTED,
+    TOKEN_FIELDS,
+    USAGE_AGENTS,
+    USAGE_SWARM,
+    Reservation,
+    Usage,
+    agent_limits,
+    agent_usage,
+    as_int,
+    budget_key,
+    day_key,
+    exhausted_key,
+    hold_key,
+    input_estimate,
+    models_key,
+    nusd_of,
+    swarm_limits,
+    usage_key,
+    utc_day,
+)
 from gateway.llm.budget_scripts import RESERVE_SCRIPT, SETTLE_SCRIPT
 from gateway.llm.config import LLMProxySettings
 from gateway.llm.leases import BudgetLeases, Lease
 from gateway.llm.model_names import booked_model
-from gateway.llm.refusals import NANO, BudgetRefusal, Hold, LimitField, Scope
+from gateway.llm.refusals import NANO, BudgetRefusal, Hold
 from gateway.llm.usage_models import AgentUsage, BudgetUpdate
 from gateway.redis_facade import StrRedis, Value
 
-if TYPE_CHECKING:
-    pass
-
 log = logging.getLogger("kswarm.llm_usage")
-
-DAY_S = 86_400
-BYTES_PER_TOKEN = 3  # the input estimate: see docs/llm-proxy.md, "Reservations"
-DAY_KEEP_S = 3 * DAY_S  # a day's counters outlive it long enough for late settlements
-TOKEN_FIELDS = ("input_tokens", "output_tokens", "cache_creation_input_tokens", "cache_read_input_tokens")
-TOKEN_TYPES = {
-    "input_tokens": "input",
-    "output_tokens": "output",
-    "cache_creation_input_tokens": "cache_write",
-    "cache_read_input_tokens": "cache_read",
-}
-USAGE_AGENTS = f"{PREFIX}llm:usage-agents"
-USAGE_SWARM = f"{PREFIX}llm:usage-swarm"
-SWARM_EXHAUSTED = f"{PREFIX}llm:exhausted-swarm"
-RESERVATIONS = f"{PREFIX}llm:reservations"  # zset: reservation id -> expiry (unix time)
-RESERVATION_DATA = f"{PREFIX}llm:reservation-data"  # hash: id -> "name day tokens nusd"
-RESERVED = f"{PREFIX}llm:reserved"  # hash: live reservations' sums per budget
-LEASED = f"{PREFIX}llm:leased"  # hash: live budget leases' sums per budget (gateway.llm.leases)
-BOOK_KEYS = [RESERVATIONS, RESERVATION_DATA, RESERVED, LEASED]  # what the lease scripts touch
-# Every booked call, with the tasks its agent held when it was booked (what a kernel cost: the monitor
-# books these to the tasks, exactly; a claim shorter than any sampling interval included).
-SPENT = f"{PREFIX}llm:spent"
-SPENT_MAXLEN = 200_000
-DRAIN_S = 5.0
-
-# The order of the reserve script's limits and of its override fields.
-BUDGETS: tuple[tuple[Scope, LimitField], ...] = tuple(
-    (scope, f) for scope in ("agent", "swarm") for f in ("tokens", "usd", "tokens_per_day", "usd_per_day")
-)
-
-
-def usage_key(name: str) -> str:
-    return f"{PREFIX}llm:usage:{name}"
-
-
-def models_key(name: str) -> str:
-    """Tokens booked per model the upstream answered ``name``'s calls with (model_names.booked_model)."""
-    return f"{PREFIX}llm:models:{name}"
-
-
-def budget_key(name: str) -> str:
-    return f"{PREFIX}llm:budget:{name}"
-
-
-def exhausted_key(name: str) -> str:
-    return f"{PREFIX}llm:exhausted:{name}"
-
-
-def hold_key(name: str) -> str:
-    """Set when an answer of ``name`` booked more than it reserved: its calls stop until it is cleared."""
-    return f"{PREFIX}llm:hold:{name}"
-
-
-def day_key(day: int) -> str:
-    return f"{PREFIX}llm:day:{day}"
-
-
-def utc_day(now: float) -> int:
-    """Days since 1970-01-01 UTC: unix time has no leap seconds, so days turn at 00:00 UTC."""
-    return int(now // DAY_S)
-
-
-def input_estimate(body_bytes: int) -> int:
-    """Input tokens counted for a reservation: the request body's size in bytes / 3, rounded up."""
-    return -(-body_bytes // BYTES_PER_TOKEN)
-
-
-@dataclass
-class Usage:
-    """The token usage of one response (Anthropic's ``usage`` object, cache fields included)."""
-
-    input_tokens: int = 0
-    output_tokens: int = 0
-    cache_creation_input_tokens: int = 0
-    cache_read_input_tokens: int = 0
-    reported: set[str] = field(default_factory=set, compare=False, repr=False)  # counters the upstream gave
-
-    def merge(self, usage: Any) -> None:
-        """Take every known counter present in ``usage`` (later events carry cumulative values)."""
-        if not isinstance(usage, dict):
-            return
-        for f in TOKEN_FIELDS:
-            value = usage.get(f)
-            if isinstance(value, int) and not isinstance(value, bool) and value >= 0:
-                setattr(self, f, value)
-                self.reported.add(f)
-
-    @property
-    def total(self) -> int:
-        return sum(getattr(self, f) for f in TOKEN_FIELDS)
-
-
-@dataclass
-class Reservation:
-    """A request's worst-case cost, held against its budgets until it is settled."""
-
-    id: str
-    name: str
-    day: int
-    model: str | None
-    input_tokens: int  # the input estimate
-    max_tokens: int
-    tokens: int
-    nusd: int
-    # Admitted from a budget lease (its id): the script that writes its own reservation, settled after
-    # it ran; when that script failed, the request is settled against the lease's record instead.
-    lease: str | None = field(default=None, compare=False)
-    drawn: asyncio.Task[None] | None = field(default=None, compare=False, repr=False)
-    draw_failed: bool = field(default=False, compare=False)
-
-    @property
-    def bounded(self) -> bool:
-        """A request's reservation (not ``record``'s empty one): what it books is checked against it."""
-        return self.max_tokens > 0
-
-    def billable(self, usage: Usage | None, output_floor: int | None = None) -> Usage:
-        """What to book: ``usage`` with the counts the upstream did not report filled in by their
-        worst case (input: the estimate; output: max_tokens). ``output_floor``: the output of a
-        stream cut before its final count is the larger of the reported one and this floor."""
-        usage = usage or Usage()
-        out = Usage(**{f: getattr(usage, f) for f in TOKEN_FIELDS})
-        if "input_tokens" not in usage.reported:
-            out.input_tokens = self.input_tokens
-        if output_floor is not None:
-            out.output_tokens = max(out.output_tokens, output_floor)
-        elif "output_tokens" not in usage.reported:
-            out.output_tokens = self.max_tokens
-        return out
-
-
-def _pairs(flat: list[str]) -> dict[str, str]:
-    return dict(zip(flat[::2], flat[1::2], strict=True))
-
-
-def _int(value: str | None) -> int:
-    return int(value) if value else 0
-
-
-def _opt_float(value: str | None) -> float | None:
-    return float(value) if value not in (None, "") else None
-
-
-def _opt_int(value: str | None) -> int | None:
-    return int(value) if value not in (None, "") else None
-
-
-def _nusd(usd: float | None) -> str:
-    return "" if usd is None else str(round(usd * NANO))
 
 
 class UsageStore:
@@ -222,7 +92,7 @@ class UsageStore:
         for scope, f in BUDGETS:
             limit = self.settings.budgets.for_agent(name) if scope == "agent" else self.settings.budgets.swarm
             value = getattr(limit, f)
-            out.append(_nusd(value) if f.startswith("usd") else ("" if value is None else str(value)))
+            out.append(nusd_of(value) if f.startswith("usd") else ("" if value is None else str(value)))
         return out
 
     @staticmethod
@@ -520,59 +390,6 @@ class UsageStore:
             if mapping:
                 pipe.hset(budget_key(name), mapping=mapping)
 
-    def _agent_limits(self, name: str, override: list[str | None]) -> dict[str, Any]:
-        limit = self.settings.budgets.for_agent(name)
-        tokens, usd, tokens_day, usd_day = override
-        return {
-            "budget_tokens": _opt_int(tokens) if tokens else limit.tokens,
-            "budget_usd": _opt_float(usd) if usd else limit.usd,
-            "budget_tokens_per_day": _opt_int(tokens_day) if tokens_day else limit.tokens_per_day,
-            "budget_usd_per_day": _opt_float(usd_day) if usd_day else limit.usd_per_day,
-        }
-
-    def _swarm_limits(self) -> dict[str, Any]:
-        s = self.settings.budgets.swarm
-        return {
-            "budget_tokens": s.tokens,
-            "budget_usd": s.usd,
-            "budget_tokens_per_day": s.tokens_per_day,
-            "budget_usd_per_day": s.usd_per_day,
-        }
-
-    @staticmethod
-    def _build(
-        name: str,
-        raw: dict[str, str],
-        today: list[str | None],
-        reserved: list[str | None],
-        leased: list[str | None],
-        **limits: Any,
-    ) -> AgentUsage:
-        counts = {f: _int(raw.get(f)) for f in TOKEN_FIELDS}
-        u = AgentUsage(
-            name=name,
-            requests=_int(raw.get("requests")),
-            total_tokens=sum(counts.values()),
-            cost_usd=_int(raw.get("cost_nusd")) / NANO,
-            today_tokens=_int(today[0]),
-            today_cost_usd=_int(today[1]) / NANO,
-            reserved_tokens=_int(reserved[0]),
-            reserved_usd=_int(reserved[1]) / NANO,
-            leased_tokens=_int(leased[0]),
-            leased_usd=_int(leased[1]) / NANO,
-            last_request=_opt_float(raw.get("last_request")),
-            **counts,
-            **limits,
-        )
-        pairs = [
-            (u.total_tokens, u.budget_tokens),
-            (u.cost_usd, u.budget_usd),
-            (u.today_tokens, u.budget_tokens_per_day),
-            (u.today_cost_usd, u.budget_usd_per_day),
-        ]
-        u.exhausted = any(limit is not None and used >= limit for used, limit in pairs)
-        return u
-
     # -- reading -----------------------------------------------------------------------------
 
     async def get(self, name: str) -> AgentUsage:
@@ -590,8 +407,9 @@ class UsageStore:
             pipe.hgetall(models_key(name))
             pipe.hmget(LEASED, [f"{prefix}tokens", f"{prefix}nusd"])
             raw, override, today, reserved, held, models, leased = await pipe.execute()
-        u = self._build(name, raw, today, reserved, leased, **self._agent_limits(name, override))
-        u.models = {str(m): _int(n) for m, n in sorted(models.items(), key=lambda kv: (-_int(kv[1]), kv[0]))}
+        u = agent_usage(name, raw, today, reserved, leased, **agent_limits(self.settings, name, override))
+        by_tokens = sorted(models.items(), key=lambda kv: (-as_int(kv[1]), kv[0]))
+        u.models = {str(m): as_int(n) for m, n in by_tokens}
         if held is not None:
             hold = Hold.parse(name, held)
             u.hold, u.hold_since = hold.describe(), hold.since
@@ -612,7 +430,7 @@ class UsageStore:
                 pipe.hgetall(models_key(name))
             booked = await pipe.execute()
         return {
-            name: max(sorted(models), key=lambda m: _int(models[m]))
+            name: max(sorted(models), key=lambda m: as_int(models[m]))
             for name, models in zip(names, booked, strict=True)
             if models
         }
@@ -626,7 +444,7 @@ class UsageStore:
             pipe.hmget(RESERVED, ["swarm:tokens", "swarm:nusd"])
             pipe.hmget(LEASED, ["swarm:tokens", "swarm:nusd"])
             raw, today, reserved, leased = await pipe.execute()
-        return self._build("swarm", raw, today, reserved, leased, **self._swarm_limits())
+        return agent_usage("swarm", raw, today, reserved, leased, **swarm_limits(self.settings))
 
     async def reset(self, name: str) -> AgentUsage:
         """Forget ``name``'s usage, today's included (the swarm totals keep it), re-arm its notices and

@@ -35,7 +35,7 @@ from typing import Any
 from gateway import keys as gateway_keys
 from gateway.cancellation import nap, rounds
 from gateway.context import GatewayContext
-from gateway.llm.usage import SPENT
+from gateway.llm.books import SPENT
 from gateway.monitor import keys
 from gateway.monitor.alerts import AlertDispatcher, AlertMetrics
 from gateway.monitor.attention import AttentionBuilder

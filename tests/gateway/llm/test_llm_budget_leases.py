@@ -23,9 +23,10 @@ from test_llm_books import assert_budget_refusal
 from test_llm_budget_release import wait_for
 from test_llm_proxy import REAL_KEY, ProxyGateway
 
+from gateway.llm.books import BOOK_KEYS, LEASED, RESERVED, Reservation
 from gateway.llm.config import LLMProxySettings, ModelPrice
 from gateway.llm.leases import BudgetLeases
-from gateway.llm.usage import BOOK_KEYS, LEASED, RESERVED, Reservation, UsageStore
+from gateway.llm.usage import UsageStore
 from gateway.redis_pool import RedisBusy
 from kstest.upstream import ScriptedUpstream, text_reply
 

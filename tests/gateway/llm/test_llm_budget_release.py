@@ -19,8 +19,9 @@ import pytest
 from redis.asyncio import Redis
 from test_llm_proxy import REAL_KEY, ProxyGateway
 
+from gateway.llm.books import Reservation
 from gateway.llm.config import LLMProxySettings, ModelPrice
-from gateway.llm.usage import Reservation, UsageStore
+from gateway.llm.usage import UsageStore
 from kstest.gateway import GatewayProcess, free_port
 from kstest.upstream import ScriptedUpstream, error_reply, text_reply
 

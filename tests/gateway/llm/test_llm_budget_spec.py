@@ -17,17 +17,11 @@ from redis.asyncio import Redis
 from test_llm_proxy import REAL_KEY
 
 from gateway.config import GatewaySettings
+from gateway.llm.books import RESERVED, Reservation, Usage, day_key, utc_day
 from gateway.llm.config import BudgetSettings, LLMProxySettings
-from gateway.llm.usage import (
-    RESERVED,
-    BudgetRefusal,
-    BudgetUpdate,
-    Reservation,
-    Usage,
-    UsageStore,
-    day_key,
-    utc_day,
-)
+from gateway.llm.refusals import BudgetRefusal
+from gateway.llm.usage import UsageStore
+from gateway.llm.usage_models import BudgetUpdate
 from gateway.principals import PrincipalKind, PrincipalStore
 from gateway.server import serve
 from kstest.cli import Up, kswarm

@@ -11,7 +11,7 @@ import time
 from monitor_kit import MonitorGateway
 from redis import Redis
 
-from gateway.llm.usage import Usage
+from gateway.llm.books import Usage
 from gateway.monitor import keys
 from gateway.services import LLM_USAGE
 from gateway.tasks.models import TasksSettings

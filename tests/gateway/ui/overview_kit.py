@@ -16,8 +16,8 @@ from jobs_kit import SeededJobs, jobs_plugin, seed_jobs
 from ui_kit import UiGateway, ui_plugins
 
 from gateway import keys as gateway_keys
+from gateway.llm.books import Usage
 from gateway.llm.config import BudgetLimit, BudgetSettings, LLMProxySettings
-from gateway.llm.usage import Usage
 from gateway.monitor.plugin import MonitorPlugin
 from gateway.monitor.settings import MonitorSettings
 from gateway.plugin import Plugin

@@ -10,7 +10,7 @@ from pathlib import Path
 from jobs_kit import seed_jobs
 from monitor_ui_kit import MonitorUiGateway
 
-from gateway.llm.usage import Usage
+from gateway.llm.books import Usage
 from gateway.services import LLM_USAGE
 from kstest.waiting import wait_for
 

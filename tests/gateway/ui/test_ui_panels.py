@@ -150,8 +150,8 @@ def test_ui_metrics_count_logins(ui_gateway: UiGateway) -> None:
 def test_agents_panel_shows_tokens_and_cost_when_the_llm_proxy_is_registered(
     clean_redis: str, short_tmp: Path
 ) -> None:
+    from gateway.llm.books import Usage
     from gateway.llm.plugin import LLMProxyPlugin
-    from gateway.llm.usage import Usage
     from gateway.services import LLM_USAGE
 
     gw = UiGateway(short_tmp / "home", clean_redis)

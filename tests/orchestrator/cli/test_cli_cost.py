@@ -14,7 +14,7 @@ import time
 from cli_kit import Kswarm
 from redis import Redis
 
-from gateway.llm.usage import Usage
+from gateway.llm.books import Usage
 from gateway.monitor import keys
 from gateway.services import LLM_USAGE
 from kstest.gateway import GatewayThread
