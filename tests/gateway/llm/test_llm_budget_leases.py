@@ -12,7 +12,9 @@ import asyncio
 import json
 import re
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import AsyncIterator, Callable, Iterator
+from contextlib import asynccontextmanager
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -240,9 +242,11 @@ def test_a_refusal_only_leases_cause_says_so_and_claims_no_notice(make_gateway) 
     assert post(b, token, big).status_code == 200
 
 
-async def _draw_that_fails(redis_url: str) -> None:
-    """A request admitted from a lease whose draw script fails (Redis busy): its share must stay held,
-    in the lease's record, through the lease's give-back, until the request itself is settled."""
+@asynccontextmanager
+async def one_gateways_books(redis_url: str, draw: Callable[..., Any]) -> AsyncIterator[Books]:
+    """One gateway's books (its usage store and leases, on the real Redis), after dev-1's first request
+    took a lease and was settled, with the draw script replaced by ``draw(real_script)``; then the
+    second request, admitted from the lease."""
     redis = Redis.from_url(redis_url, decode_responses=True)
     try:
         llm = LLMProxySettings(prices={MODEL: PRICE})
@@ -251,23 +255,46 @@ async def _draw_that_fails(redis_url: str) -> None:
         first = await store.reserve("dev-1", MODEL, len(RAW), 50)
         assert isinstance(first, Reservation) and len(leases) == 1
         await store.settle(first, MODEL, None)
-
-        async def busy(*args: Any, **kwargs: Any) -> None:
-            raise RedisBusy(64, 1.0)
-
-        real, leases._draw = leases._draw, busy  # type: ignore[assignment]
+        leases._draw = draw(leases._draw)  # type: ignore[method-assign]
         second = await store.reserve("dev-1", MODEL, len(RAW), 50)
         assert isinstance(second, Reservation) and second.drawn is not None
-        await second.drawn
-        assert second.draw_failed
-        leases._draw = real
-        await leases.close()  # gives back what the replica has left: 7 worst cases, not 8
-        assert await redis.hget(LEASED, "agent:dev-1:tokens") == str(WORST)
-        await store.settle(second, MODEL, None)
-        assert (await redis.hgetall(LEASED), await redis.hgetall(RESERVED)) == ({}, {})
-        assert leases.owned_ids() == []
+        yield Books(redis, leases, store, second)
     finally:
         await redis.aclose()
+
+
+@dataclass
+class Books:
+    redis: Redis
+    leases: BudgetLeases
+    store: UsageStore
+    second: Reservation
+
+    async def sums(self) -> tuple[dict[str, str], dict[str, str]]:
+        return await self.redis.hgetall(LEASED), await self.redis.hgetall(RESERVED)
+
+    async def leased(self) -> str | None:
+        return await self.redis.hget(LEASED, "agent:dev-1:tokens")
+
+
+async def _draw_that_fails(redis_url: str) -> None:
+    """A request admitted from a lease whose draw script fails (Redis busy): its share must stay held,
+    in the lease's record, through the lease's give-back, until the request itself is settled."""
+
+    def busy(real: Any) -> Any:
+        async def fail(*args: Any, **kwargs: Any) -> None:
+            raise RedisBusy(64, 1.0)
+
+        return fail
+
+    async with one_gateways_books(redis_url, busy) as books:
+        await books.second.drawn  # type: ignore[misc]
+        assert books.second.draw_failed
+        await books.leases.close()  # gives back what the replica has left: 7 worst cases, not 8
+        assert await books.leased() == str(WORST)
+        await books.store.settle(books.second, MODEL, None)
+        assert await books.sums() == ({}, {})
+        assert books.leases.owned_ids() == []
 
 
 def test_a_request_whose_draw_failed_stays_held_until_it_is_settled(clean_redis: str) -> None:
@@ -277,31 +304,21 @@ def test_a_request_whose_draw_failed_stays_held_until_it_is_settled(clean_redis:
 async def _draw_whose_reply_is_lost(redis_url: str) -> None:
     """The draw script ran, its reply was lost: the request has its own reservation after all, and its
     settlement must not take its share from the lease a second time."""
-    redis = Redis.from_url(redis_url, decode_responses=True)
-    try:
-        llm = LLMProxySettings(prices={MODEL: PRICE})
-        leases = BudgetLeases(redis, llm, BOOK_KEYS, lambda: 1)
-        store = UsageStore(redis, llm, leases)
-        first = await store.reserve("dev-1", MODEL, len(RAW), 50)
-        assert isinstance(first, Reservation)
-        await store.settle(first, MODEL, None)
-        real = leases._draw
 
-        async def lost(*args: Any, **kwargs: Any) -> None:
+    def lost(real: Any) -> Any:
+        async def ran(*args: Any, **kwargs: Any) -> None:
             await real(*args, **kwargs)
             raise RedisBusy(64, 1.0)
 
-        leases._draw = lost  # type: ignore[assignment]
-        second = await store.reserve("dev-1", MODEL, len(RAW), 50)
-        assert isinstance(second, Reservation) and second.drawn is not None
-        await second.drawn
-        assert second.draw_failed
-        await store.settle(second, MODEL, None)
-        assert await redis.hget(LEASED, "agent:dev-1:tokens") == str(7 * WORST), "the replica's rest"
-        await leases.close()
-        assert (await redis.hgetall(LEASED), await redis.hgetall(RESERVED)) == ({}, {})
-    finally:
-        await redis.aclose()
+        return ran
+
+    async with one_gateways_books(redis_url, lost) as books:
+        await books.second.drawn  # type: ignore[misc]
+        assert books.second.draw_failed
+        await books.store.settle(books.second, MODEL, None)
+        assert await books.leased() == str(7 * WORST), "the replica's rest"
+        await books.leases.close()
+        assert await books.sums() == ({}, {})
 
 
 def test_a_draw_whose_reply_was_lost_is_taken_from_its_lease_once(clean_redis: str) -> None:
@@ -310,37 +327,27 @@ def test_a_draw_whose_reply_was_lost_is_taken_from_its_lease_once(clean_redis: s
 
 async def _give_back_twice(redis_url: str) -> None:
     """A give-back retried (its first reply lost) must not take the share of a draw still in flight."""
-    redis = Redis.from_url(redis_url, decode_responses=True)
-    try:
-        llm = LLMProxySettings(prices={MODEL: PRICE})
-        leases = BudgetLeases(redis, llm, BOOK_KEYS, lambda: 1)
-        store = UsageStore(redis, llm, leases)
-        first = await store.reserve("dev-1", MODEL, len(RAW), 50)
-        assert isinstance(first, Reservation)
-        await store.settle(first, MODEL, None)
-        gate = asyncio.Event()
-        real = leases._draw
+    gate = asyncio.Event()
 
-        async def late(*args: Any, **kwargs: Any) -> Any:
+    def late(real: Any) -> Any:
+        async def after_the_gate(*args: Any, **kwargs: Any) -> Any:
             await gate.wait()
             return await real(*args, **kwargs)
 
-        leases._draw = late  # type: ignore[assignment]
-        second = await store.reserve("dev-1", MODEL, len(RAW), 50)
-        assert isinstance(second, Reservation) and second.drawn is not None
-        (lease,) = (leases.take_back("dev-1"),)
+        return after_the_gate
+
+    async with one_gateways_books(redis_url, late) as books:
+        lease = books.leases.take_back("dev-1")
         assert lease is not None and lease.tokens == 7 * WORST
         rest = [lease.id, repr(time.time()), lease.tokens, lease.nusd]
         for _ in range(2):  # the same give-back, twice
-            await leases._release(keys=BOOK_KEYS, args=rest)
-        assert await redis.hget(LEASED, "agent:dev-1:tokens") == str(WORST), "the draw's share is held"
+            await books.leases._release(keys=BOOK_KEYS, args=rest)
+        assert await books.leased() == str(WORST), "the draw's share is held"
         gate.set()
-        await second.drawn
-        assert await redis.hget(RESERVED, "agent:dev-1:tokens") == str(WORST)
-        await store.settle(second, MODEL, None)
-        assert (await redis.hgetall(LEASED), await redis.hgetall(RESERVED)) == ({}, {})
-    finally:
-        await redis.aclose()
+        await books.second.drawn  # type: ignore[misc]
+        assert await books.redis.hget(RESERVED, "agent:dev-1:tokens") == str(WORST)
+        await books.store.settle(books.second, MODEL, None)
+        assert await books.sums() == ({}, {})
 
 
 def test_a_lease_is_given_back_once_and_a_draw_in_flight_keeps_its_share(clean_redis: str) -> None:
