@@ -116,7 +116,7 @@ class BudgetLeases:
         lease = self._leases.get(res.name)
         if lease is None:
             return False
-        if self.guard() != lease.generation or time.monotonic() >= lease.ends or lease.day != res.day:
+        if self._expired(lease) or lease.day != res.day:
             self.drop(res.name)
             return False
         if lease.tokens < res.tokens or lease.nusd < res.nusd:
@@ -130,6 +130,10 @@ class BudgetLeases:
         if self._drawn is not None:
             self._drawn.inc()
         return True
+
+    def _expired(self, lease: Lease) -> bool:
+        """Past its time, or granted under a token cache dropped since (a change to the books)."""
+        return time.monotonic() >= lease.ends or self.guard() != lease.generation
 
     def take_back(self, name: str) -> Lease | None:
         """``name``'s lease here, which admits no more: for the reservation script to give back what is
@@ -239,9 +243,8 @@ class BudgetLeases:
         """Give back leases past their end or granted under a dropped cache (the app's lifespan)."""
         for _ in rounds():
             await nap(UPKEEP_S)
-            now, generation = time.monotonic(), self.guard()
             for name, lease in list(self._leases.items()):
-                if now >= lease.ends or lease.generation != generation:
+                if self._expired(lease):
                     self.drop(name)
             for lease in list(self._owned.values()):  # a give-back that failed is tried again
                 if not (lease.given_back or lease.taken) and self._leases.get(lease.name) is not lease:
