@@ -14,6 +14,11 @@ reads again when its wait ends, or when the hub restarted or failed in between (
 SSE subscriber whose position is older than the hub's memory reads Redis directly. The hub's blocking
 read is time-sliced (``BLOCK_MS``), so shutdown never waits on it.
 
+The hub follows ``ks:events`` only while an SSE stream reads from it (and ``FOLLOW_LINGER_S`` after the
+last one): waiters need only ``ks:wake``, and a post nobody watches live then costs the gateway no read
+(issue 26: ~10 % of a post's gateway CPU). The first subscriber nudges the reader with an empty entry
+on ``ks:wake``; the reader then starts from the newest event, and whoever is behind that reads Redis.
+
 Each SSE event's id is its Redis stream id, so a client that reconnects with ``Last-Event-ID``
 resumes exactly after the last event it received: nothing lost, nothing repeated.
 """
@@ -53,6 +58,7 @@ RECENT_EVENTS = 4096  # events kept in memory for SSE subscribers (older positio
 SSE_WAIT_S = 5.0  # an SSE stream checks its client is still there at least this often
 SSE_PAGE = 200  # events sent per read
 LOG_INTERVAL_S = 30.0  # a failing hub says so at most this often
+FOLLOW_LINGER_S = 30.0  # the hub keeps following ks:events this long after the last SSE read
 
 
 def id_key(entry_id: str) -> tuple[int, int]:
@@ -132,9 +138,12 @@ class EventHub:
         self._events: list[tuple[str, dict[str, str]]] = []
         self._covered_after: tuple[int, int] | None = None  # memory holds every event after this id
         self._new_events = asyncio.Event()
-        self._events_id: str | None = None  # the reader's positions
+        self._events_id: str | None = None  # the reader's positions (events: None while not following)
         self._wake_id: str | None = None
         self._last_log = 0.0
+        self._readers = 0  # SSE streams in ``events_after`` now
+        self._follow_until = 0.0  # monotonic: and until then, after the last one left
+        self._nudged = False  # a nudge is on its way to the reader: later subscribers need not send one
 
     # -- waiters -----------------------------------------------------------------------------
 
@@ -183,10 +192,38 @@ class EventHub:
         start = bisect.bisect_right(self._keys, position)
         return self._events[start : start + count]
 
+    @property
+    def following(self) -> bool:
+        """The reader reads ``ks:events`` into memory (an SSE stream read lately)."""
+        return self._events_id is not None
+
+    def _wanted(self) -> bool:
+        return self._readers > 0 or time.monotonic() < self._follow_until
+
+    async def _want_events(self) -> None:
+        """An SSE stream reads: keep (or start) following ``ks:events``; a reader blocked on the
+        wake-up stream alone is nudged by an empty wake-up, so the stream's first event is not late."""
+        if self.following or self._nudged or not self.live:
+            return
+        self._nudged = True
+        try:
+            await self.redis.xadd(keys.WAKE, {"to": ""}, maxlen=keys.WAKE_MAXLEN, approximate=True)
+        except RedisError:  # the reader starts at its next slice (BLOCK_MS) all the same
+            self._nudged = False
+
     async def events_after(
         self, after: str, seconds: float, count: int = SSE_PAGE
     ) -> list[tuple[str, dict[str, str]]]:
         """Up to ``count`` events after ``after``, waiting up to ``seconds`` for the first ([]: none)."""
+        self._readers += 1
+        try:
+            await self._want_events()
+            return await self._events_after(after, seconds, count)
+        finally:
+            self._readers -= 1
+            self._follow_until = time.monotonic() + FOLLOW_LINGER_S
+
+    async def _events_after(self, after: str, seconds: float, count: int) -> list[tuple[str, dict[str, str]]]:
         announced = self._new_events  # taken before looking: a batch that lands after the look sets it
         found = self._from_memory(after, count)
         if found is None:  # behind the hub's memory, or no hub: one ordinary (non-blocking) read
@@ -230,34 +267,41 @@ class EventHub:
             if not stopped:
                 await asyncio.wait({task}, timeout=STOP_WAIT_S)
 
-    async def _start_positions(self, reader: StrRedis) -> None:
-        """Where a first start reads from: now (the ids of the newest entries)."""
-        for stream in (keys.EVENTS, keys.WAKE):
-            newest = await reader.xrevrange(stream, "+", "-", 1)
-            position = newest[0][0] if newest else "0-0"
-            if stream == keys.EVENTS:
-                self._events_id = position
-            else:
-                self._wake_id = position
+    @staticmethod
+    async def _newest(reader: StrRedis, stream: str) -> str:
+        newest = await reader.xrevrange(stream, "+", "-", 1)
+        return newest[0][0] if newest else "0-0"
+
+    async def _follow(self, reader: StrRedis) -> None:
+        """Start or stop following ``ks:events``, as SSE streams want it (checked every read)."""
+        wanted = self._wanted()
+        if not wanted:
+            self._nudged = False
+        if wanted and self._events_id is None:
+            self._events_id = await self._newest(reader, keys.EVENTS)
+            self._covered_after = id_key(self._events_id)  # memory: every event after now (none yet)
+            self._nudged = False
+            self._announce()  # a subscriber that read Redis before this point looks again
+        elif not wanted and self._events_id is not None:
+            self._events_id = self._covered_after = None
+            self._keys.clear()
+            self._events.clear()
 
     async def _run(self, reader: StrRedis) -> None:
         failures = 0
         for _ in rounds():
             try:
-                if self._events_id is None or self._wake_id is None:
-                    await self._start_positions(reader)
-                assert self._events_id is not None and self._wake_id is not None
-                if self._covered_after is None:
-                    self._covered_after = id_key(self._events_id)
+                if self._wake_id is None:  # a first start reads from now
+                    self._wake_id = await self._newest(reader, keys.WAKE)
                 self.epoch += 1
                 self.live = True
                 self._wake_everyone()  # whoever waited across a gap reads again
                 for _ in rounds():
-                    reply = await reader.xread(
-                        {keys.EVENTS: self._events_id, keys.WAKE: self._wake_id},
-                        count=READ_COUNT,
-                        block=BLOCK_MS,
-                    )
+                    await self._follow(reader)
+                    streams = {keys.WAKE: self._wake_id}
+                    if self._events_id is not None:
+                        streams[keys.EVENTS] = self._events_id
+                    reply = await reader.xread(streams, count=READ_COUNT, block=BLOCK_MS)
                     self._take(reply or [])
                     failures = 0
             except asyncio.CancelledError:
@@ -281,7 +325,7 @@ class EventHub:
             if stream == keys.WAKE:
                 self._wake_id = entries[-1][0]
                 for _, fields in entries:
-                    for topic in fields.get("to", "").split(","):
+                    for topic in fields.get("to", "").split(","):  # "": a subscriber's nudge
                         self.wake(topic)
                 self.metrics.hub_wakeups.inc(len(entries))
             else:

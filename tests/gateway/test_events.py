@@ -3,11 +3,16 @@
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Iterator
+from pathlib import Path
 
 import httpx
+import pytest
 
+from gateway import events
 from kstest.gateway import GatewayThread
 from kstest.sse import Event, read_events
+from kstest.waiting import until
 
 
 async def collect(client: httpx.AsyncClient, n: int, headers: dict[str, str] | None = None) -> list[Event]:
@@ -106,3 +111,56 @@ async def test_sse_client_gauge(gateway: GatewayThread) -> None:
         async with op.stream("GET", "/api/events"):
             await asyncio.sleep(0.3)
             assert "kswarm_sse_clients 1.0" in (await op.get("/metrics")).text
+
+
+# -- the hub follows ks:events only while a stream reads ----------------------------------------------
+
+
+@pytest.fixture
+def long_slices(
+    clean_redis: str, short_tmp: Path, monkeypatch: pytest.MonkeyPatch
+) -> Iterator[GatewayThread]:
+    """A gateway whose hub blocks for ten minutes per read: only a nudge (or a wake-up) ends one."""
+    monkeypatch.setattr(events, "BLOCK_MS", 600_000)
+    monkeypatch.setattr(events, "FOLLOW_LINGER_S", 0.0)  # it stops following at its first read after
+    gw = GatewayThread(short_tmp / "home", clean_redis)
+    gw.start()
+    try:
+        yield gw
+    finally:
+        gw.stop()
+
+
+async def test_the_hub_reads_posts_only_while_a_stream_watches_and_streams_lose_nothing(
+    long_slices: GatewayThread,
+) -> None:
+    """Nobody watching: a post is not read by the hub. The first SSE stream nudges the reader (its
+    blocked read would otherwise last ten minutes); a stream that resumes from before the hub followed
+    gets every event from Redis, then from memory, none twice; after the last stream the hub lets go."""
+    gw = long_slices
+    hub = gw.app.state.ctx.hub
+    async with gw.async_client(gw.operator_token) as op:
+        await until(lambda: hub.live, "the hub reads")
+        first = (await op.post("/api/channels/general/messages", json={"text": "m0"})).json()["id"]
+        await op.post("/api/channels/general/messages", json={"text": "m1"})
+        assert not hub.following, "nobody watches: the hub does not read the posts"
+
+        stream = asyncio.create_task(collect_query(op, first, 2))
+        await until(lambda: hub.following, "the first stream's nudge starts the hub following ks:events")
+        await op.post("/api/channels/general/messages", json={"text": "m2"})
+        got = await asyncio.wait_for(stream, 30)
+        assert [e.data["text"] for e in got] == ["m1", "m2"], "m1 from Redis, m2 from the hub's memory"
+
+        # The stream is gone and the linger is 0: the next event the hub reads is its last.
+        await op.post("/api/channels/general/messages", json={"text": "m3"})
+        await until(lambda: not hub.following, "the hub stops following once no stream reads")
+        await op.post("/api/channels/general/messages", json={"text": "m4"})  # read by nobody
+
+        # A stream from now makes the hub follow again, from m4 on; one resuming after m2 then finds
+        # m3 and m4 older than the hub's memory reaches: it reads them from Redis, then m5 from memory.
+        live = asyncio.create_task(collect(op, 1))
+        await until(lambda: hub.following, "a new stream starts the hub following again")
+        resumed = asyncio.create_task(collect_query(op, got[-1].id, 3))
+        await op.post("/api/channels/general/messages", json={"text": "m5"})
+        assert [e.data["text"] for e in await asyncio.wait_for(resumed, 30)] == ["m3", "m4", "m5"]
+        assert [e.data["text"] for e in await asyncio.wait_for(live, 30)] == ["m5"]

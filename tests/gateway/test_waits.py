@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -21,6 +20,7 @@ from gateway.metrics import GatewayMetrics
 from gateway.principals import PrincipalKind, PrincipalStore
 from gateway.redis_pool import RedisBusy, RedisPool
 from kstest.gateway import GatewayThread
+from kstest.waiting import until
 
 WAITERS = 160  # above redis-py's default pool of 100, which one blocked wait each used to exhaust
 POOL = 8  # far below the waiters: they must hold none of it
@@ -41,14 +41,6 @@ def redis_clients(redis_url: str) -> int:
         return int(client.info("clients")["connected_clients"]) - 1  # not this one
     finally:
         client.close()
-
-
-async def until(condition, what: str, bound: float = 30.0) -> None:
-    """Poll ``condition`` until true; fail after ``bound`` s (a bound on a must-happen, not a timing)."""
-    deadline = time.monotonic() + bound
-    while not condition():
-        assert time.monotonic() < deadline, f"never happened: {what}"
-        await asyncio.sleep(0.05)
 
 
 @pytest.fixture

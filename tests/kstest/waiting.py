@@ -4,6 +4,7 @@ process starting, a feeder catching up); the last value or exception is in the f
 
 from __future__ import annotations
 
+import asyncio
 import time
 from collections.abc import Callable
 from typing import Any, TypeVar
@@ -26,3 +27,12 @@ def wait_for(predicate: Callable[[], T], timeout: float = 30.0, what: str = "con
             return last
         time.sleep(0.1)
     raise AssertionError(f"timed out after {timeout}s waiting for {what}; last: {last!r}")
+
+
+async def until(condition: Callable[[], object], what: str, bound: float = 30.0) -> None:
+    """``wait_for`` for a test on the event loop: yields to it between looks (the gateway under test
+    may run on the same loop), so the condition can come true."""
+    deadline = time.monotonic() + bound
+    while not condition():
+        assert time.monotonic() < deadline, f"never happened: {what}"
+        await asyncio.sleep(0.02)
