@@ -55,6 +55,7 @@ PARTS: list[tuple[str, str, tuple[str, ...] | None]] = [
     ("REST route, deps, response model (ours)", "gateway/api.py", None),
     ("REST route, deps, response model (ours)", "gateway/deps.py", None),
     ("our MCP code (McpAuth, call_tool, tool fns)", "gateway/mcp_server.py", None),
+    ("our MCP code (McpAuth, call_tool, tool fns)", "gateway/mcp_inline.py", None),
     ("SDK: session manager, per-request transport", "mcp/server/streamable_http_manager.py", None),
     ("SDK: transport (HTTP <-> JSON-RPC, streams)", "mcp/server/streamable_http.py", None),
     ("SDK: transport (HTTP <-> JSON-RPC, streams)", "mcp/server/transport_security.py", None),

@@ -43,6 +43,7 @@ from gateway.auth import token_from_headers, token_still_valid
 from gateway.context import GatewayContext
 from gateway.deps import ctx_of
 from gateway.errors import GatewayError
+from gateway.mcp_inline import InlineHandshakeCalls
 from gateway.principals import Principal
 
 log = logging.getLogger("kswarm.mcp")
@@ -297,4 +298,5 @@ def build_mcp_app(ctx: GatewayContext, server: GatewayMCP) -> ASGIApp:
         transport_security=mcp_transport_security(ctx),
         host=ctx.settings.host,
     )
-    return McpAuth(ctx, StreamableHTTPASGIApp(server.session_manager))
+    # 2025-era requests answered in the request's task (gateway/mcp_inline.py), the rest by the SDK.
+    return McpAuth(ctx, InlineHandshakeCalls(server, StreamableHTTPASGIApp(server.session_manager)))
