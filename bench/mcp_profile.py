@@ -494,18 +494,24 @@ def main() -> None:
     from orchestrator.local.embedded_redis import EmbeddedRedis
 
     tmp = Path(tempfile.mkdtemp(prefix="ksmcp"))
-    redis = EmbeddedRedis(tmp / "r")
-    redis_url = redis.ensure_running()
-    servers = {"current": Server(ROOT, redis_url, "bench", tmp / "home", True, args.profiler)}
+    # A Redis per gateway: on a shared one, the background work of both (the monitor feeder's lease)
+    # would run in whichever gateway holds it, and read as that gateway's cost per call.
+    redises: list[EmbeddedRedis] = []
+
+    def redis_url() -> str:
+        redises.append(EmbeddedRedis(tmp / f"r{len(redises)}"))
+        return redises[-1].ensure_running()
+
+    servers = {"current": Server(ROOT, redis_url(), "bench", tmp / "home", True, args.profiler)}
     if args.baseline:
         tree = baseline_tree(args.baseline, tmp / "baseline")
         servers[args.baseline[:10]] = Server(
-            tree, redis_url, "baseline", tmp / "home-b", False, args.profiler
+            tree, redis_url(), "baseline", tmp / "home-b", False, args.profiler
         )
     if args.without:
         without = tuple(args.without.split(","))
         label = "no-" + "-".join(without)
-        servers[label] = Server(ROOT, redis_url, label, tmp / "home-w", False, args.profiler, without)
+        servers[label] = Server(ROOT, redis_url(), label, tmp / "home-w", False, args.profiler, without)
     try:
         for server in servers.values():
             server.start(args.mention)
@@ -523,7 +529,8 @@ def main() -> None:
     finally:
         for server in servers.values():
             server.stop()
-        redis.release()
+        for redis in redises:
+            redis.release()
         shutil.rmtree(tmp, ignore_errors=True)
 
 
