@@ -111,7 +111,10 @@ class Watch:
         if event.is_set():
             return True
         try:
-            await asyncio.wait_for(event.wait(), seconds)
+            # Not wait_for: on 3.11 it wraps the wait in a task of its own, more objects for every pass
+            # of the GC to walk per waiting agent (docs/performance.md, "Scale").
+            async with asyncio.timeout(seconds):
+                await event.wait()
         except TimeoutError:
             return False
         return True
@@ -231,7 +234,8 @@ class EventHub:
         if found:
             return found
         with suppress(TimeoutError):
-            await asyncio.wait_for(announced.wait(), seconds)
+            async with asyncio.timeout(seconds):
+                await announced.wait()
         found = self._from_memory(after, count)
         if found is None:
             found = await self.redis.xrange(keys.EVENTS, f"({after}", "+", count)
