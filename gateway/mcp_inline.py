@@ -111,11 +111,13 @@ class InlineHandshakeCalls:
     def _manager(self) -> StreamableHTTPSessionManager | None:
         """The running session manager, whose lifespan state every request is served with.
 
-        Read from the SDK's private fields (mcp 2.3): ``tests/gateway/test_mcp_inline.py`` fails
-        should they move, rather than the inline path silently serving with the wrong state."""
+        Read from the SDK's private fields (mcp 2.3): should they move in a later SDK, every request
+        takes the SDK's own path again, and ``tests/gateway/test_mcp_inline.py`` fails (a session's
+        calls reach the SDK's transport) rather than anything being served with the wrong state."""
         manager = self.server.session_manager
-        if not manager.stateless or not manager.json_response or manager._task_group is None:
-            return None
+        running = getattr(manager, "_task_group", None) is not None and hasattr(manager, "_lifespan_state")
+        if not manager.stateless or not manager.json_response or not running:
+            return None  # the SDK's own path: it answers as ever, or says it is not running
         return manager
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
