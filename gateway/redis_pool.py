@@ -8,12 +8,14 @@ then is refused with ``RedisBusy`` (a 503 with ``Retry-After``), counted in
 from __future__ import annotations
 
 import asyncio
+import functools
 import logging
 import time
 from typing import Any
 
-from redis.asyncio import BlockingConnectionPool, Redis
+from redis.asyncio import BlockingConnectionPool, Connection, Redis
 from redis.exceptions import ConnectionError as RedisConnectionError
+from redis.exceptions import TimeoutError as RedisTimeoutError
 
 from gateway.config import GatewaySettings
 from gateway.errors import GatewayError
@@ -39,6 +41,39 @@ class RedisBusy(GatewayError, RedisConnectionError):
         )
 
 
+class InlineWrites:
+    """A connection that writes each command in the calling task, under ``asyncio.timeout``.
+
+    With ``socket_timeout`` set, redis-py 8 sends every command through ``asyncio.wait_for``, which on
+    Python 3.11 runs the write as a task of its own: a task and two more loop iterations per command
+    (+20-28 µs of CPU each, docs/performance.md "Redis writes without a task"). The same timeout
+    holds here, and ends the same way: the connection dropped, redis' ``TimeoutError``."""
+
+    socket_timeout: float | None
+
+    async def send_packed_command(self, command: Any, check_health: bool = True) -> None:
+        timeout = self.socket_timeout
+        if not timeout:
+            await super().send_packed_command(command, check_health)  # type: ignore[misc]
+            return
+        self.socket_timeout = None  # redis-py then writes in this task; restored before anything reads
+        try:
+            async with asyncio.timeout(timeout):
+                await super().send_packed_command(command, check_health)  # type: ignore[misc]
+        except TimeoutError:  # redis-py dropped the connection on the cancellation (its BaseException path)
+            raise RedisTimeoutError("Timeout writing to socket") from None
+        finally:
+            self.socket_timeout = timeout
+
+
+@functools.cache
+def inline_writes(connection_class: type) -> type:
+    """``connection_class`` with ``InlineWrites`` (one subclass per class, whatever the URL's scheme)."""
+    if issubclass(connection_class, InlineWrites):
+        return connection_class
+    return type(f"InlineWrites{connection_class.__name__}", (InlineWrites, connection_class), {})
+
+
 class RedisPool(BlockingConnectionPool):
     """A bounded pool that waits for a free connection, then refuses with ``RedisBusy``.
 
@@ -46,6 +81,7 @@ class RedisPool(BlockingConnectionPool):
     were, so a saturated gateway writes a line every few seconds instead of a traceback per request."""
 
     def __init__(self, *, metrics: GatewayMetrics, **kwargs: Any) -> None:
+        kwargs["connection_class"] = inline_writes(kwargs.get("connection_class", Connection))
         super().__init__(**kwargs)
         self.metrics = metrics
         self._refused_since_log = 0
