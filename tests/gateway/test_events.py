@@ -3,8 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Iterator
-from pathlib import Path
 
 import httpx
 import pytest
@@ -117,18 +115,12 @@ async def test_sse_client_gauge(gateway: GatewayThread) -> None:
 
 
 @pytest.fixture
-def long_slices(
-    clean_redis: str, short_tmp: Path, monkeypatch: pytest.MonkeyPatch
-) -> Iterator[GatewayThread]:
+def long_slices(monkeypatch: pytest.MonkeyPatch, request: pytest.FixtureRequest) -> GatewayThread:
     """A gateway whose hub blocks for ten minutes per read: only a nudge (or a wake-up) ends one."""
     monkeypatch.setattr(events, "BLOCK_MS", 600_000)
     monkeypatch.setattr(events, "FOLLOW_LINGER_S", 0.0)  # it stops following at its first read after
-    gw = GatewayThread(short_tmp / "home", clean_redis)
-    gw.start()
-    try:
-        yield gw
-    finally:
-        gw.stop()
+    gateway: GatewayThread = request.getfixturevalue("gateway")  # started after the patches
+    return gateway
 
 
 async def test_the_hub_reads_posts_only_while_a_stream_watches_and_streams_lose_nothing(
