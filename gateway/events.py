@@ -328,10 +328,13 @@ class EventHub:
                 continue
             if stream == keys.WAKE:
                 self._wake_id = entries[-1][0]
+                woken = 0
                 for _, fields in entries:
-                    for topic in fields.get("to", "").split(","):  # "": a subscriber's nudge
-                        self.wake(topic)
-                self.metrics.hub_wakeups.inc(len(entries))
+                    if to := fields.get("to", ""):  # "": a subscriber's nudge, no one to wake
+                        woken += 1
+                        for topic in to.split(","):
+                            self.wake(topic)
+                self.metrics.hub_wakeups.inc(woken)
             else:
                 self._events_id = entries[-1][0]
                 self._remember(entries)

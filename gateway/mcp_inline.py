@@ -41,6 +41,7 @@ from mcp.shared.message import MessageMetadata, ServerMessageMetadata
 from mcp.shared.transport_context import TransportContext
 from mcp_types import (
     DEFAULT_NEGOTIATED_VERSION,
+    INTERNAL_ERROR,
     ErrorData,
     JSONRPCError,
     JSONRPCRequest,
@@ -51,7 +52,7 @@ from mcp_types import (
 )
 from mcp_types.version import HANDSHAKE_PROTOCOL_VERSIONS
 from pydantic import ValidationError
-from starlette.requests import Request
+from starlette.requests import ClientDisconnect, Request
 from starlette.responses import Response
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
@@ -133,7 +134,10 @@ class InlineHandshakeCalls:
     async def serve(self, scope: Scope, receive: Receive, send: Send) -> None:
         """A handshake-era POST within the body limit: answered here, or by the SDK with its body."""
         request = Request(scope, receive)
-        body = await request.body()
+        try:
+            body = await request.body()
+        except ClientDisconnect:  # gone mid-body: nobody to answer
+            return
         manager = self._manager()  # None again when the gateway began to stop meanwhile
         inline = await self.inline_request(request, manager, body) if manager is not None else None
         if manager is None or inline is None:
@@ -141,12 +145,17 @@ class InlineHandshakeCalls:
             return
         raw = request.headers.get(MCP_PROTOCOL_VERSION_HEADER)
         answer = await self.answer(inline, request, manager, raw or DEFAULT_NEGOTIATED_VERSION)
-        response = Response(
-            answer.model_dump_json(by_alias=True, exclude_unset=True),
-            status_code=200,
-            headers={"Content-Type": CONTENT_TYPE_JSON},
-        )
-        await response(scope, receive, send)
+        try:
+            content = answer.model_dump_json(by_alias=True, exclude_unset=True)
+        except ValueError:  # a result JSON cannot carry: the JSON-RPC 500 the SDK's transport answers
+            log.exception("MCP answer to %r could not be serialized", inline.method)
+            error = ErrorData(code=INTERNAL_ERROR, message="Error handling POST request")
+            content = JSONRPCError(jsonrpc="2.0", id=None, error=error).model_dump_json(
+                by_alias=True, exclude_unset=True
+            )
+            await Response(content, 500, {"Content-Type": CONTENT_TYPE_JSON})(scope, receive, send)
+            return
+        await Response(content, 200, {"Content-Type": CONTENT_TYPE_JSON})(scope, receive, send)
 
     async def inline_request(
         self, request: Request, manager: StreamableHTTPSessionManager, body: bytes

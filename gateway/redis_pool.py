@@ -47,7 +47,9 @@ class InlineWrites:
     With ``socket_timeout`` set, redis-py 8 sends every command through ``asyncio.wait_for``, which on
     Python 3.11 runs the write as a task of its own: a task and two more loop iterations per command
     (+20-28 µs of CPU each, docs/performance.md "Redis writes without a task"). The same timeout
-    holds here, and ends the same way: the connection dropped, redis' ``TimeoutError``."""
+    holds here, and ends the same way: the connection dropped, redis' ``TimeoutError``. It bounds the
+    whole send -- a reconnect's handshake and a health check's PING included, whose reads redis-py
+    would otherwise bound one by one."""
 
     socket_timeout: float | None
 
@@ -56,14 +58,15 @@ class InlineWrites:
         if not timeout:
             await super().send_packed_command(command, check_health)  # type: ignore[misc]
             return
-        self.socket_timeout = None  # redis-py then writes in this task; restored before anything reads
+        self.socket_timeout = None  # redis-py then writes in this task; restored before the reply's read
         try:
             async with asyncio.timeout(timeout):
                 await super().send_packed_command(command, check_health)  # type: ignore[misc]
         except TimeoutError:  # redis-py dropped the connection on the cancellation (its BaseException path)
             raise RedisTimeoutError("Timeout writing to socket") from None
         finally:
-            self.socket_timeout = timeout
+            if self.socket_timeout is None:  # not meanwhile relaxed by redis-py (maintenance notices)
+                self.socket_timeout = timeout
 
 
 @functools.cache
