@@ -279,12 +279,10 @@ class EventHub:
     async def _follow(self, reader: StrRedis) -> None:
         """Start or stop following ``ks:events``, as SSE streams want it (checked every read)."""
         wanted = self._wanted()
-        if not wanted:
-            self._nudged = False
+        self._nudged = False  # whatever a nudge asked for is decided here
         if wanted and self._events_id is None:
             self._events_id = await self._newest(reader, keys.EVENTS)
             self._covered_after = id_key(self._events_id)  # memory: every event after now (none yet)
-            self._nudged = False
             self._announce()  # a subscriber that read Redis before this point looks again
         elif not wanted and self._events_id is not None:
             self._events_id = self._covered_after = None

@@ -145,17 +145,15 @@ class InlineHandshakeCalls:
             return
         raw = request.headers.get(MCP_PROTOCOL_VERSION_HEADER)
         answer = await self.answer(inline, request, manager, raw or DEFAULT_NEGOTIATED_VERSION)
+        status = 200
         try:
             content = answer.model_dump_json(by_alias=True, exclude_unset=True)
         except ValueError:  # a result JSON cannot carry: the JSON-RPC 500 the SDK's transport answers
             log.exception("MCP answer to %r could not be serialized", inline.method)
-            error = ErrorData(code=INTERNAL_ERROR, message="Error handling POST request")
-            content = JSONRPCError(jsonrpc="2.0", id=None, error=error).model_dump_json(
-                by_alias=True, exclude_unset=True
-            )
-            await Response(content, 500, {"Content-Type": CONTENT_TYPE_JSON})(scope, receive, send)
-            return
-        await Response(content, 200, {"Content-Type": CONTENT_TYPE_JSON})(scope, receive, send)
+            status, error = 500, ErrorData(code=INTERNAL_ERROR, message="Error handling POST request")
+            failed = JSONRPCError(jsonrpc="2.0", id=None, error=error)
+            content = failed.model_dump_json(by_alias=True, exclude_unset=True)
+        await Response(content, status, {"Content-Type": CONTENT_TYPE_JSON})(scope, receive, send)
 
     async def inline_request(
         self, request: Request, manager: StreamableHTTPSessionManager, body: bytes

@@ -24,7 +24,7 @@ import anthropic
 import httpx
 import pytest
 from test_llm_budget_release import wait_for
-from test_llm_proxy import MSG, REAL_KEY, ProxyGateway
+from test_llm_proxy import MSG, REAL_KEY, ProxyGateway, ProxyGateways
 
 from gateway.llm.config import LLMProxySettings
 from gateway.llm.plugin import LLMProxyPlugin
@@ -48,18 +48,14 @@ def upstream() -> Iterator[ScriptedUpstream]:
 def gateways(clean_redis: str, short_tmp: Path, upstream: ScriptedUpstream) -> Iterator[Any]:
     """``make(full=False, **llm_settings)``: a gateway with the proxy alone, or with every default
     plugin (the monitor's Attention included) and the proxy configured so."""
-    started: list[ProxyGateway] = []
+    with ProxyGateways(clean_redis, short_tmp) as gateways:
 
-    def make(full: bool = False, **overrides: Any) -> ProxyGateway:
-        llm = LLMProxySettings(**({"upstream_url": upstream.url, "api_key": REAL_KEY} | overrides))
-        plugins = replace_plugins(default_plugins(), LLMProxyPlugin(llm)) if full else None
-        gw = ProxyGateway(clean_redis, short_tmp / f"gw{len(started)}", llm, plugins)
-        started.append(gw)
-        return gw
+        def make(full: bool = False, **overrides: Any) -> ProxyGateway:
+            llm = LLMProxySettings(**({"upstream_url": upstream.url, "api_key": REAL_KEY} | overrides))
+            plugins = replace_plugins(default_plugins(), LLMProxyPlugin(llm)) if full else None
+            return gateways.start(llm, plugins)
 
-    yield make
-    for gw in started:
-        gw.stop()
+        yield make
 
 
 def gauge(gw: ProxyGateway, name: str) -> float:

@@ -16,7 +16,7 @@ from typing import Any
 
 import httpx
 import pytest
-from test_llm_proxy import REAL_KEY, ProxyGateway
+from test_llm_proxy import REAL_KEY, ProxyGateway, ProxyGateways
 
 from gateway.llm.config import LLMProxySettings, ModelPrice
 from kstest.upstream import ScriptedUpstream, text_reply
@@ -57,19 +57,15 @@ def upstream() -> Iterator[ScriptedUpstream]:
 def make_gateway(
     clean_redis: str, short_tmp: Path, upstream: ScriptedUpstream
 ) -> Iterator[Callable[..., ProxyGateway]]:
-    started: list[ProxyGateway] = []
+    with ProxyGateways(clean_redis, short_tmp) as gateways:
 
-    def make(**budgets: Any) -> ProxyGateway:
-        llm = LLMProxySettings(
-            upstream_url=upstream.url, api_key=REAL_KEY, prices={MODEL: PRICE}, budgets=budgets
-        )
-        gw = ProxyGateway(clean_redis, short_tmp / f"gw{len(started)}", llm)
-        started.append(gw)
-        return gw
+        def make(**budgets: Any) -> ProxyGateway:
+            llm = LLMProxySettings(
+                upstream_url=upstream.url, api_key=REAL_KEY, prices={MODEL: PRICE}, budgets=budgets
+            )
+            return gateways.start(llm)
 
-    yield make
-    for gw in started:
-        gw.stop()
+        yield make
 
 
 async def storm(url: str, tokens: list[str], per_agent: int, stream: bool = False) -> list[httpx.Response]:

@@ -23,7 +23,7 @@ import pytest
 from redis.asyncio import Redis
 from test_llm_books import assert_budget_refusal
 from test_llm_budget_release import wait_for
-from test_llm_proxy import REAL_KEY, ProxyGateway
+from test_llm_proxy import REAL_KEY, ProxyGateway, ProxyGateways
 
 from gateway.llm.books import BOOK_KEYS, LEASED, RESERVED, Reservation
 from gateway.llm.config import LLMProxySettings, ModelPrice
@@ -53,21 +53,17 @@ def upstream() -> Iterator[ScriptedUpstream]:
 def make_gateway(
     clean_redis: str, short_tmp: Path, upstream: ScriptedUpstream
 ) -> Iterator[Callable[..., ProxyGateway]]:
-    started: list[ProxyGateway] = []
+    fields = {"upstream_url": upstream.url, "api_key": REAL_KEY, "prices": {MODEL: PRICE}, "max_retries": 0}
+    with ProxyGateways(clean_redis, short_tmp) as gateways:
 
-    def make(**overrides: Any) -> ProxyGateway:
-        fields = {"upstream_url": upstream.url, "api_key": REAL_KEY, "prices": {MODEL: PRICE}}
-        llm = LLMProxySettings(**(fields | {"max_retries": 0} | overrides))
-        gw = ProxyGateway(clean_redis, short_tmp / f"gw{len(started)}", llm)
-        started.append(gw)
-        # Leases are used while the token cache is (its subscription confirmed): a token check answered
-        # from the cache shows it is.
-        wait_for(lambda: answered_from_cache(gw), "the gateway's token cache in use")
-        return gw
+        def make(**overrides: Any) -> ProxyGateway:
+            gw = gateways.start(LLMProxySettings(**(fields | overrides)))
+            # Leases are used while the token cache is (its subscription confirmed): a token check
+            # answered from the cache shows it is.
+            wait_for(lambda: answered_from_cache(gw), "the gateway's token cache in use")
+            return gw
 
-    yield make
-    for gw in started:
-        gw.stop()
+        yield make
 
 
 def answered_from_cache(gw: ProxyGateway) -> bool:

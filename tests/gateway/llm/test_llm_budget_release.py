@@ -17,7 +17,7 @@ from typing import Any
 import httpx
 import pytest
 from redis.asyncio import Redis
-from test_llm_proxy import REAL_KEY, ProxyGateway
+from test_llm_proxy import REAL_KEY, ProxyGateway, ProxyGateways
 
 from gateway.llm.books import Reservation
 from gateway.llm.config import LLMProxySettings, ModelPrice
@@ -44,18 +44,10 @@ def upstream() -> Iterator[ScriptedUpstream]:
 def make_gateway(
     clean_redis: str, short_tmp: Path, upstream: ScriptedUpstream
 ) -> Iterator[Callable[..., ProxyGateway]]:
-    started: list[ProxyGateway] = []
-
-    def make(**overrides: Any) -> ProxyGateway:
-        fields = {"upstream_url": upstream.url, "api_key": REAL_KEY, "prices": {MODEL: PRICE}}
-        llm = LLMProxySettings(**(fields | {"budgets": ONE_AT_A_TIME, "max_retries": 0} | overrides))
-        gw = ProxyGateway(clean_redis, short_tmp / f"gw{len(started)}", llm)
-        started.append(gw)
-        return gw
-
-    yield make
-    for gw in started:
-        gw.stop()
+    fields = {"upstream_url": upstream.url, "api_key": REAL_KEY, "prices": {MODEL: PRICE}}
+    fields |= {"budgets": ONE_AT_A_TIME, "max_retries": 0}
+    with ProxyGateways(clean_redis, short_tmp) as gateways:
+        yield lambda **overrides: gateways.start(LLMProxySettings(**(fields | overrides)))
 
 
 def post(gw_url: str, token: str, body: bytes = RAW) -> httpx.Response:

@@ -96,6 +96,26 @@ class ProxyGateway:
         self.thread.join(15)
 
 
+class ProxyGateways:
+    """Gateways started on demand, each with a home of its own under ``tmp``; all stopped on exit."""
+
+    def __init__(self, redis_url: str, tmp: Path) -> None:
+        self.redis_url, self.tmp = redis_url, tmp
+        self.started: list[ProxyGateway] = []
+
+    def start(self, llm: LLMProxySettings, plugins: list[Plugin[Any]] | None = None) -> ProxyGateway:
+        gw = ProxyGateway(self.redis_url, self.tmp / f"gw{len(self.started)}", llm, plugins)
+        self.started.append(gw)
+        return gw
+
+    def __enter__(self) -> ProxyGateways:
+        return self
+
+    def __exit__(self, *_: object) -> None:
+        for gw in self.started:
+            gw.stop()
+
+
 @pytest.fixture
 def upstream() -> Iterator[ScriptedUpstream]:
     with ScriptedUpstream(api_key=REAL_KEY) as up:
@@ -106,19 +126,9 @@ def upstream() -> Iterator[ScriptedUpstream]:
 def make_gateway(
     clean_redis: str, short_tmp: Path, upstream: ScriptedUpstream
 ) -> Iterator[Callable[..., ProxyGateway]]:
-    started: list[ProxyGateway] = []
-
-    def make(**overrides: Any) -> ProxyGateway:
-        fields: dict[str, Any] = {"upstream_url": upstream.url, "api_key": REAL_KEY, "backoff_initial": 0.05}
-        gw = ProxyGateway(
-            clean_redis, short_tmp / f"gw{len(started)}", LLMProxySettings(**(fields | overrides))
-        )
-        started.append(gw)
-        return gw
-
-    yield make
-    for gw in started:
-        gw.stop()
+    fields: dict[str, Any] = {"upstream_url": upstream.url, "api_key": REAL_KEY, "backoff_initial": 0.05}
+    with ProxyGateways(clean_redis, short_tmp) as gateways:
+        yield lambda **overrides: gateways.start(LLMProxySettings(**(fields | overrides)))
 
 
 def assert_clean(text: str, *tokens: str) -> None:
