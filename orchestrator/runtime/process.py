@@ -17,7 +17,10 @@ Isolation modes (``process.isolation`` in the spec):
 Each agent is started through ``orchestrator.runtime.launch`` (rlimits, namespaces, uid drop, exec) in
 a new session. Its pid and kernel start time go to ``swarm/agents/<name>.proc.json`` so
 that a restarted orchestrator adopts it: a pid counts as the agent only while ``/proc/<pid>`` has the
-same start time and the agent's ``KSWARM_AGENT`` in its environment (pids get recycled). The
+same start time in the same boot (``boot_id``: pids get recycled, and a reboot starts the clock again);
+a record without a boot id (written before they were) needs the agent's ``KSWARM_AGENT`` in the
+process's environment too. The environment is no witness for the rest: it reads empty for a moment
+while the launcher execs the agent, and an agent seen dead then was restarted beside itself. The
 orchestrator's own child is judged by ``wait()`` instead: while it exits, ``/proc`` already reads an
 empty environment but its exit status cannot be collected yet.
 """
@@ -69,6 +72,14 @@ def proc_start_ticks(pid: int) -> int | None:
     if fields[0] in ("Z", "X"):
         return None
     return int(fields[19])
+
+
+def boot_id() -> str:
+    """This boot's id: a pid and a start time name one process only within one boot."""
+    try:
+        return Path("/proc/sys/kernel/random/boot_id").read_text().strip()
+    except OSError:
+        return ""
 
 
 def proc_env(pid: int) -> dict[str, str]:
@@ -221,7 +232,9 @@ class ProcessRuntime:
             return pid if child.poll() is None else None
         if proc_start_ticks(pid) != rec["start_ticks"]:
             return None
-        if proc_env(pid).get("KSWARM_AGENT") != name:
+        if rec.get("boot_id"):
+            return pid if rec["boot_id"] == boot_id() else None
+        if proc_env(pid).get("KSWARM_AGENT") != name:  # a record from before boot ids
             return None
         return pid
 
@@ -296,6 +309,7 @@ class ProcessRuntime:
         record = {
             "pid": proc.pid,
             "start_ticks": ticks,
+            "boot_id": boot_id(),
             "started_at": time.time(),
             "uid": config["uid"],
             "mode": self.mode,

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import threading
@@ -35,6 +36,30 @@ def test_an_exiting_agent_is_seen_running_until_its_exit_status_is_known(swarm_f
     gone = wait_for(lambda: None if (s := runtime.status("s-1")).running else s, 30, "the exit")
     assert gone.exit_code is not None, "an observed exit carries its status"
 
+
+
+def test_an_adopted_agent_is_seen_running_while_its_environment_reads_empty(swarm_factory, monkeypatch) -> None:
+    """A supervisor that did not start the agent judged it by /proc/<pid>/environ, which reads empty
+    while the launcher execs the agent: killed and started again at that moment, the supervisor found
+    the agent "not running" and would start a second one beside it (seen in CI). The pid, its start time
+    and the boot say which process it is; a record from another boot is never the agent."""
+    swarm = swarm_factory(SLEEPER, backoff_base_s=600.0, backoff_max_s=600.0)
+    started = swarm.supervisor.runtime
+    wait_for(lambda: started.status("s-1").running, 30, "the agent's start")
+    adopter = process.ProcessRuntime(started.layout, started.swarm, started.isolation)  # no child of its own
+    monkeypatch.setattr(process, "proc_env", lambda pid: {})  # /proc as it reads mid-exec
+    assert adopter.status("s-1").running, "the agent runs: its pid has the recorded start in this boot"
+    record_path = started.layout.root / "agents" / "s-1.proc.json"
+    record = json.loads(record_path.read_text())
+    assert record["boot_id"] == process.boot_id()
+    record_path.write_text(json.dumps({**record, "boot_id": "another-boot"}))
+    assert not adopter.status("s-1").running, "a pid and start time from another boot name another process"
+    legacy = {k: v for k, v in record.items() if k != "boot_id"}
+    record_path.write_text(json.dumps(legacy))
+    assert not adopter.status("s-1").running, "a record without a boot id needs the agent's environment"
+    monkeypatch.undo()
+    assert adopter.status("s-1").running
+    record_path.write_text(json.dumps(record))
 
 # Holds a launcher of an agent (KSWARM_AGENT set; an exec's launcher has none) before it sets anything up,
 # while the gate file exists: the window between an agent's start and its isolation, made as long as a test
