@@ -38,7 +38,7 @@ def test_an_exiting_agent_is_seen_running_until_its_exit_status_is_known(swarm_f
 
 
 
-def test_an_adopted_agent_is_seen_running_while_its_environment_reads_empty(swarm_factory, monkeypatch) -> None:
+def test_an_adopted_agent_is_seen_running_while_its_environ_reads_empty(swarm_factory, monkeypatch) -> None:
     """A supervisor that did not start the agent judged it by /proc/<pid>/environ, which reads empty
     while the launcher execs the agent: killed and started again at that moment, the supervisor found
     the agent "not running" and would start a second one beside it (seen in CI). The pid, its start time
