@@ -37,7 +37,6 @@ def test_an_exiting_agent_is_seen_running_until_its_exit_status_is_known(swarm_f
     assert gone.exit_code is not None, "an observed exit carries its status"
 
 
-
 def test_an_adopted_agent_is_seen_running_while_its_environ_reads_empty(swarm_factory, monkeypatch) -> None:
     """A supervisor that did not start the agent judged it by /proc/<pid>/environ, which reads empty
     while the launcher execs the agent: killed and started again at that moment, the supervisor found
@@ -60,6 +59,7 @@ def test_an_adopted_agent_is_seen_running_while_its_environ_reads_empty(swarm_fa
     monkeypatch.undo()
     assert adopter.status("s-1").running
     record_path.write_text(json.dumps(record))
+
 
 # Holds a launcher of an agent (KSWARM_AGENT set; an exec's launcher has none) before it sets anything up,
 # while the gate file exists: the window between an agent's start and its isolation, made as long as a test
