@@ -13,6 +13,7 @@ import logging
 import time
 from typing import Any
 
+import hiredis
 from redis.asyncio import BlockingConnectionPool, Connection, Redis
 from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import TimeoutError as RedisTimeoutError
@@ -24,6 +25,7 @@ from gateway.redis_facade import StrRedis, str_redis
 
 log = logging.getLogger("kswarm.redis")
 EXHAUSTION_LOG_INTERVAL_S = 10.0
+PACKED_AS_IS = frozenset({str, bytes, int, float})  # what hiredis packs as redis-py would
 
 
 class RedisBusy(GatewayError, RedisConnectionError):
@@ -52,6 +54,25 @@ class InlineWrites:
     would otherwise bound one by one."""
 
     socket_timeout: float | None
+    encoder: Any
+
+    def pack_command(self, *args: Any) -> list[bytes]:
+        """hiredis packs the whole command (~5 µs for a post's ~50 arguments); redis-py's own packer
+        first encodes each argument in Python (~30 µs). Only where the two agree: a one-word command
+        name, arguments of exactly str, bytes, int or float (no bool, which redis-py refuses; no
+        memoryview, which it sends uncopied), UTF-8; anything else, and any error, goes redis-py's way."""
+        name = args[0] if args else None
+        if (
+            type(name) is str
+            and " " not in name
+            and set(map(type, args)) <= PACKED_AS_IS
+            and self.encoder.encoding == "utf-8"
+        ):
+            try:
+                return [hiredis.pack_command(args)]
+            except (TypeError, UnicodeError):
+                pass  # redis-py says what is wrong, in its own error
+        return super().pack_command(*args)  # type: ignore[misc]
 
     async def send_packed_command(self, command: Any, check_health: bool = True) -> None:
         timeout = self.socket_timeout
@@ -90,8 +111,24 @@ class RedisPool(BlockingConnectionPool):
         self._refused_since_log = 0
         self._last_log = -EXHAUSTION_LOG_INTERVAL_S
         self._first_unlogged: float | None = None  # the first refusal the next line will count
+        # redis-py's own path for every acquire and release where its internals are not the ones known
+        # here, or where a credential provider may re-authenticate connections behind the pool's lock.
+        self.lean = self.connection_kwargs.get("credential_provider") is None and all(
+            hasattr(self, a) for a in ("_lock", "_condition", "_available_connections")
+        )
 
     async def get_connection(self, *args: Any, **kwargs: Any) -> Any:
+        if self._available_connections and self._uncontended():
+            # What redis-py's path does when a connection is free, without its condition, timeout,
+            # lock and observability calls (~30 µs of CPU per command; no recorder is configured here).
+            connection = self._available_connections.pop()
+            self._in_use_connections.add(connection)
+            try:
+                await self.ensure_connection(connection)  # connected, nothing unread: as redis-py checks
+            except BaseException:
+                await self.release(connection)
+                raise
+            return connection
         try:
             return await super().get_connection()
         except RedisConnectionError as exc:
@@ -99,6 +136,21 @@ class RedisPool(BlockingConnectionPool):
                 raise  # Redis itself is unreachable: not ours to rename
             self._refused()
             raise RedisBusy(self.max_connections, self.timeout or 0) from None
+
+    async def release(self, connection: Any) -> None:
+        if self._uncontended() and not self._condition_waiters() and not connection.should_reconnect():
+            self._in_use_connections.remove(connection)  # nothing awaited: no other task sees it half-done
+            self._available_connections.append(connection)
+            return
+        await super().release(connection)  # notifies a waiter, reconnects, or waits out a handler
+
+    def _uncontended(self) -> bool:
+        """No maintenance or re-authentication handler holds the pool (they take its lock), and none can
+        be registered: the short path is only for a pool without a credential provider."""
+        return self.lean and not self._lock.locked()
+
+    def _condition_waiters(self) -> bool:
+        return bool(getattr(self._condition, "_waiters", True))  # unknown: take redis-py's path
 
     def _refused(self) -> None:
         self.metrics.redis_pool_exhausted.inc()
