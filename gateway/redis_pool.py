@@ -114,7 +114,7 @@ class RedisPool(BlockingConnectionPool):
         # redis-py's own path for every acquire and release where its internals are not the ones known
         # here, or where a credential provider may re-authenticate connections behind the pool's lock.
         self.lean = self.connection_kwargs.get("credential_provider") is None and all(
-            hasattr(self, a) for a in ("_lock", "_condition", "_available_connections")
+            hasattr(self, a) for a in ("_lock", "_condition", "_available_connections", "_in_use_connections")
         )
 
     async def get_connection(self, *args: Any, **kwargs: Any) -> Any:

@@ -74,6 +74,7 @@ def proc_start_ticks(pid: int) -> int | None:
     return int(fields[19])
 
 
+@functools.cache  # read once: a process lives within one boot
 def boot_id() -> str:
     """This boot's id: a pid and a start time name one process only within one boot."""
     try:
