@@ -329,6 +329,7 @@ class ChatService:
                 keys.WAKE,
                 keys.CHANNELS,
                 keys.PRINCIPALS,
+                keys.MESSAGE_SEQUENCE,
                 *(keys.inbox(r) for r in recipients),
             ],
             args=[

@@ -55,6 +55,9 @@ def heartbeat(name: str) -> str:
 
 
 EVENTS = f"{PREFIX}events"
+# string: the last message id the post script wrote (gateway/chat_scripts.py), so that the next one is
+# taken after it without reading every stream's last-generated id
+MESSAGE_SEQUENCE = f"{PREFIX}message-sequence"
 
 
 def dedupe(sender: str, key: str) -> str:

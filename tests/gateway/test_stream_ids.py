@@ -349,3 +349,70 @@ def test_a_channel_ahead_of_the_sequence_still_takes_posts(gateway: GatewayThrea
     assert parts(here.json()["id"]) > parts(future)
     assert parts(elsewhere["id"]) > parts(here.json()["id"]), "one sequence for every channel"
     assert texts == ["from the future", "now"]
+
+
+def message_everywhere(client: redis_sync.Redis, text: str, inbox: str) -> dict[str, list[str]]:
+    """The ids under which a message with ``text`` lies in #general, the event stream and ``inbox``."""
+    return {
+        key: [i for i, fields in client.xrange(key) if fields.get("text") == text]
+        for key in ("ks:chan:general:stream", "ks:events", inbox)
+    }
+
+
+@pytest.mark.parametrize("ahead", ["ks:inbox:target", "ks:events", "ks:chan:general:stream"])
+@pytest.mark.parametrize("mark", ["kept", "lost"])
+def test_a_stream_ahead_of_the_sequence_mark_gets_the_post_once(
+    gateway: GatewayThread, ahead: str, mark: str
+) -> None:
+    """The post script takes the next id after the last one it wrote (its mark), not after each
+    stream's own last id. A stream ahead of that mark (another writer, a restore, a clock set back)
+    refuses the XADD: what was written under the refused id is deleted again and the post lands once,
+    under one id above the stream's, in the channel, the recipient's inbox and the event stream."""
+    gateway.add_principal("target")
+    client = redis_sync.Redis.from_url(gateway.redis_url, decode_responses=True)
+    try:
+        with gateway.client(gateway.operator_token) as op:
+            assert op.post("/api/channels/general/messages", json={"text": "before"}).status_code == 201
+            assert client.get("ks:message-sequence"), "the script keeps its mark"
+            if mark == "lost":
+                client.delete("ks:message-sequence")
+            future = f"{int(time.time() * 1000) + 10_000_000}-5"
+            client.xadd(ahead, {"text": "written by someone else", "channel": "general"}, id=future)
+            text = f"@target after {ahead}"
+            reply = op.post("/api/channels/general/messages", json={"text": text})
+            assert reply.status_code == 201, reply.text
+            next_post = op.post("/api/channels/general/messages", json={"text": "next"}).json()
+        posted = reply.json()["id"]
+        assert parts(posted) > parts(future)
+        assert message_everywhere(client, text, "ks:inbox:target") == {
+            "ks:chan:general:stream": [posted],
+            "ks:events": [posted],
+            "ks:inbox:target": [posted],
+        }
+        assert parts(next_post["id"]) > parts(posted), "one rising sequence after the fallback too"
+        assert client.get("ks:message-sequence") == next_post["id"]
+    finally:
+        client.close()
+
+
+def test_a_stream_the_post_cannot_write_leaves_nothing_half_written(gateway: GatewayThread) -> None:
+    """An inbox key of the wrong type (a corrupted store) makes the post fail -- after the script has
+    written the channel entry: that entry is deleted again, no event is written, and the next post to
+    another agent goes through."""
+    gateway.add_principal("broken")
+    gateway.add_principal("fine")
+    client = redis_sync.Redis.from_url(gateway.redis_url, decode_responses=True)
+    try:
+        client.set("ks:inbox:broken", "not a stream")
+        with gateway.client(gateway.operator_token) as op:
+            refused = op.post("/api/channels/general/messages", json={"text": "@broken hello"})
+            assert refused.status_code >= 500
+            assert op.post("/api/channels/general/messages", json={"text": "@fine hello"}).status_code == 201
+        assert message_everywhere(client, "@broken hello", "ks:inbox:fine") == {
+            "ks:chan:general:stream": [],
+            "ks:events": [],
+            "ks:inbox:fine": [],
+        }
+        assert len(message_everywhere(client, "@fine hello", "ks:inbox:fine")["ks:inbox:fine"]) == 1
+    finally:
+        client.close()
