@@ -108,10 +108,14 @@ class SSEUsage:
 
 
 def held_tail(text: str, secret: str) -> int:
-    """Length of the longest suffix of ``text`` that is a proper prefix of ``secret``."""
-    for n in range(min(len(secret) - 1, len(text)), 0, -1):
-        if text.endswith(secret[:n]):
-            return n
+    """Length of the longest suffix of ``text`` that is a proper prefix of ``secret``: only a suffix
+    that starts with the key's first character can be one, so only those are compared."""
+    first = secret[:1]
+    at = text.find(first, max(0, len(text) - len(secret) + 1)) if first else -1
+    while at >= 0:
+        if secret.startswith(text[at:]):
+            return len(text) - at
+        at = text.find(first, at + 1)
     return 0
 
 
@@ -143,6 +147,10 @@ class SSEKeyScrubber:
         return data.replace(self.secret.encode(), REDACTED.encode()) if self.secret else data
 
     def _event(self, raw: bytes) -> bytes:
+        # Only a content block's delta, or its stop while text of it is held, is rewritten; any other
+        # event (the type is written as a JSON string: a quote follows it) is byte-scrubbed unparsed.
+        if b'"content_block_delta"' not in raw and not (self.held and b'"content_block_stop"' in raw):
+            return self._bytes(raw)
         lines = raw.decode(errors="replace").split("\n")
         data_at = next((i for i, line in enumerate(lines) if line.startswith("data:")), None)
         if data_at is None:
@@ -161,6 +169,8 @@ class SSEKeyScrubber:
                 text = (held + delta[field]).replace(self.secret, REDACTED)
                 keep = held_tail(text, self.secret)
                 self.held[index] = (delta["type"], text[len(text) - keep :] if keep else "")
+                if not keep and text == delta[field]:
+                    return self._bytes(raw)  # nothing held before or now, no key in it: as it came
                 delta[field] = text[: len(text) - keep]
                 lines[data_at] = "data: " + json.dumps(payload)
                 return "\n".join(lines).encode()

@@ -65,3 +65,21 @@ def test_without_a_key_the_stream_is_untouched() -> None:
     raw = stream("hello", [2])
     scrubber = SSEKeyScrubber(None)
     assert scrubber.feed(raw) + scrubber.flush() == raw
+
+
+def test_a_key_spelled_with_json_escapes_is_caught_too() -> None:
+    """The model's text arrives as JSON: ``\\u0052`` is an ``R``. An event passes through unchanged
+    only when its decoded text holds nothing of the key, so escapes do not smuggle it out."""
+    raw = stream(f"here: {KEY} done", [9, 20]).replace(b"REAL", b"\\u0052EAL")
+    assert KEY.encode() not in raw
+    scrubber = SSEKeyScrubber(KEY.encode())
+    out = scrubber.feed(raw) + scrubber.flush()
+    assert KEY not in text_of(out)
+    assert text_of(out) == "here: [redacted] done"
+
+
+def test_events_without_key_text_pass_through_byte_for_byte() -> None:
+    """Events that hold nothing of the key leave as they came (no re-encoding of the JSON)."""
+    raw = stream("plain text with no secret in it", [5, 11])
+    scrubber = SSEKeyScrubber(KEY.encode())
+    assert scrubber.feed(raw) + scrubber.flush() == raw
