@@ -7,10 +7,11 @@ wait for); a client that leaves, or an upstream that breaks, settles it in ``clo
 
 from __future__ import annotations
 
+import asyncio
 import json
 import logging
 from collections.abc import AsyncGenerator
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import anyio
 from fastapi.responses import StreamingResponse
@@ -49,6 +50,36 @@ class Slot:
             self.held = False
             self.proxy.slots.release()
             self.proxy.metrics.in_flight.dec()
+
+
+class ClientWatch:
+    """Cancels ``task`` once the client has gone (``receive`` says ``http.disconnect``) unless
+    ``stop`` came first; ``absorb`` takes back that one cancellation, if it was made."""
+
+    def __init__(self, task: asyncio.Task[Any], receive: Receive) -> None:
+        self.task = task
+        self.receive = receive
+        self.left = False
+        self.stopped = False
+        self.watcher = asyncio.get_running_loop().create_task(self._watch(), name="llm-client-watch")
+
+    async def _watch(self) -> None:
+        while (await self.receive())["type"] != "http.disconnect":
+            pass
+        if not self.stopped:
+            self.left = True
+            self.task.cancel()
+
+    def absorb(self) -> bool:
+        """Whether the task's cancellation was only this watch's (now withdrawn)."""
+        if not self.left:
+            return False
+        self.left = False
+        return self.task.uncancel() == 0
+
+    def stop(self) -> None:
+        self.stopped = True
+        self.watcher.cancel()
 
 
 class ProxyStream(StreamingResponse):
@@ -114,9 +145,26 @@ class ProxyStream(StreamingResponse):
             self.proxy.settle_soon(res, self.parser.model, self._spent(res))
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        """Streams in the request's own task while a watcher task waits for the client to leave, and
+        then cancels it: the upstream is dropped and what was delivered is settled (``close``).
+
+        The server speaks ASGI 2.3, where ``send`` to a client that left returns quietly, so something
+        must listen. Starlette's ``StreamingResponse`` streams in a task of a new anyio task group
+        while the request's task listens; this is the same effect without the task group, and the
+        first byte does not wait for a new task to be scheduled (docs/performance.md, "The LLM
+        proxy's stream")."""
+        task = asyncio.current_task()
+        assert task is not None
+        watch = ClientWatch(task, receive)
         try:
-            await super().__call__(scope, receive, send)
+            await self.stream_response(send)
+        except asyncio.CancelledError:
+            if not watch.absorb():  # a cancellation of the request itself (shutdown): goes on
+                raise
+        else:
+            watch.absorb()  # the client left as the stream ended: its cancellation is dropped
         finally:
+            watch.stop()
             with anyio.CancelScope(shield=True):
                 await self.close()
 
