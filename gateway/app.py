@@ -9,6 +9,7 @@ from typing import Any
 from fastapi import APIRouter, FastAPI
 from fastapi.responses import Response
 from starlette.routing import Route
+from starlette.types import ASGIApp, Receive, Scope, Send
 
 from gateway import api, events, health
 from gateway.config import GatewaySettings
@@ -28,6 +29,24 @@ from gateway.plugin import (
     order_plugins,
 )
 from gateway.redis_facade import StrRedis
+
+
+class GatewayApp(FastAPI):
+    """The FastAPI app, with ``/mcp`` -- every agent's door, most calls of a turn -- dispatched before
+    the app's middleware stack and router, behind the one middleware it needs (``ControlCharGuard``).
+    The stack's other layers serve REST routes: the 500 page (uvicorn answers the same), exception
+    handlers for HTTP errors the MCP door never raises (it answers its own), FastAPI's telemetry and
+    body limit (off: the SDK limits its bodies). Any other path to the router, as before (where
+    ``/mcp/`` is still redirected to ``/mcp``)."""
+
+    mcp_door: ASGIApp | None = None
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if self.mcp_door is not None and scope["type"] == "http" and scope["path"] == MCP_PATH:
+            scope["app"] = self
+            await self.mcp_door(scope, receive, send)
+            return
+        await super().__call__(scope, receive, send)
 
 
 def create_app(
@@ -62,7 +81,7 @@ def create_app(
             yield
         await ctx.redis.aclose()
 
-    app = FastAPI(
+    app = GatewayApp(
         title="kswarm gateway",
         version="0.1.0",
         description="The agents' only door: chat, MCP, REST, events. All but /healthz need a bearer token.",
@@ -107,7 +126,9 @@ def create_app(
     # first), twice for the one that matches: the calls agents make every turn come first. /mcp is the
     # very first; none of these shadows another route (no other route has their paths).
     matched_first(app, [*hot_routers, api.router])
-    app.router.routes.insert(0, Route(MCP_PATH, build_mcp_app(ctx, mcp)))
+    mcp_app = build_mcp_app(ctx, mcp)
+    app.router.routes.insert(0, Route(MCP_PATH, mcp_app))
+    app.mcp_door = ControlCharGuard(mcp_app)
     return app
 
 
