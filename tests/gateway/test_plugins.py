@@ -266,7 +266,7 @@ async def test_a_plugin_whose_stop_hangs_does_not_hold_the_gateway(caplog: pytes
 
 
 def test_the_routes_agents_call_every_turn_are_tried_first(short_tmp: Path) -> None:
-    """Starlette tries routes in order, every included router's one by one: the LLM proxy (a plugin's
+    """The router tries routes in order: the LLM proxy (a plugin's
     ``hot_routers``) and the chat calls come before the forge's, the UI's and the rest, whatever the
     plugins' order. The OpenAPI document lists the paths in the order they are tried."""
     app = create_app(settings(short_tmp), plugins=list(reversed(default_plugins())))
@@ -281,3 +281,20 @@ def test_the_routes_agents_call_every_turn_are_tried_first(short_tmp: Path) -> N
         "/api/inbox/ack",
         "/api/heartbeat",
     ]
+
+
+def test_routes_added_flat_serve_and_document_as_included_ones(
+    short_tmp: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The app adds each router's routes to its own list (``gateway.app.add_routes``) instead of
+    FastAPI's lazy ``include_router`` entries: the same OpenAPI document, path for path and operation
+    for operation, as the same app with every router included."""
+    import gateway.app as app_module
+
+    flat = create_app(settings(short_tmp), plugins=default_plugins())
+    monkeypatch.setattr(app_module, "add_routes", lambda app, router: app.include_router(router))
+    included = create_app(settings(short_tmp), plugins=default_plugins())
+    assert all(type(r).__name__ != "_IncludedRouter" for r in flat.router.routes)
+    assert any(type(r).__name__ == "_IncludedRouter" for r in included.router.routes)
+    assert flat.openapi() == included.openapi()
+    assert list(flat.openapi()["paths"]) == list(included.openapi()["paths"])
