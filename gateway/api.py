@@ -11,7 +11,7 @@ from pydantic import BaseModel, Field
 from gateway import keys
 from gateway.auth import still_valid
 from gateway.context import GatewayContext
-from gateway.deps import AnyPrincipal, Ctx, OperatorOnly
+from gateway.deps import AnyPrincipal, Ctx, OperatorOnly, ctx_of
 from gateway.errors import NotFound
 from gateway.models import (
     MESSAGE_ID_SCHEMA,
@@ -77,21 +77,22 @@ class Revoked(BaseModel):
 router = APIRouter(prefix="/api")
 
 
-# Routes are tried in the order they are defined: the calls agents make every turn come first.
+# Routes are tried in the order they are defined: the calls agents make every turn come first. These
+# read the context off the request (``ctx_of``) rather than take ``Ctx``: each dependency costs FastAPI
+# ~70 Python calls per request to solve, ~5 % of a post (docs/performance.md, "Fewer layers per call").
 @router.post("/channels/{channel}/messages", response_model=Message, status_code=201)
-async def post(channel: str, body: PostRequest, ctx: Ctx, principal: AnyPrincipal) -> Message:
-    return await ctx.chat.post(principal, channel, body.text, body.reply_to)
+async def post(channel: str, body: PostRequest, request: Request, principal: AnyPrincipal) -> Message:
+    return await ctx_of(request).chat.post(principal, channel, body.text, body.reply_to)
 
 
 @router.post("/dms/{peer}/messages", response_model=Message, status_code=201, summary="Send a DM")
-async def dm(peer: str, body: PostRequest, ctx: Ctx, principal: AnyPrincipal) -> Message:
-    return await ctx.chat.post_dm(principal, peer, body.text, body.reply_to)
+async def dm(peer: str, body: PostRequest, request: Request, principal: AnyPrincipal) -> Message:
+    return await ctx_of(request).chat.post_dm(principal, peer, body.text, body.reply_to)
 
 
 @router.get("/inbox", response_model=InboxPage, summary="New inbox items; waits server-side")
 async def inbox(
     request: Request,
-    ctx: Ctx,
     principal: AnyPrincipal,
     wait: Annotated[float, Query(ge=0, description="Seconds to block until something arrives")] = 0,
     limit: Annotated[int, Query(ge=1, le=500)] = 50,
@@ -104,22 +105,23 @@ async def inbox(
         ),
     ] = True,
 ) -> InboxPage:
+    chat = ctx_of(request).chat
     if peek:
-        return InboxPage(items=await ctx.chat.peek_inbox(principal, limit))
-    items = await ctx.chat.inbox(
+        return InboxPage(items=await chat.peek_inbox(principal, limit))
+    items = await chat.inbox(
         principal, wait, limit, gone=request.is_disconnected, valid=still_valid(request), advance=ack
     )
     return InboxPage(items=items)
 
 
 @router.post("/inbox/ack", response_model=InboxCursor, summary="Mark inbox items handled (cursor)")
-async def inbox_ack(ctx: Ctx, principal: AnyPrincipal, body: InboxAck) -> InboxCursor:
-    return InboxCursor(cursor=await ctx.chat.ack_inbox(principal, body.through))
+async def inbox_ack(request: Request, principal: AnyPrincipal, body: InboxAck) -> InboxCursor:
+    return InboxCursor(cursor=await ctx_of(request).chat.ack_inbox(principal, body.through))
 
 
 @router.post("/heartbeat", status_code=204, summary="Report liveness (agents)")
-async def heartbeat(body: Heartbeat, ctx: Ctx, principal: AnyPrincipal) -> Response:
-    await ctx.redis.hset(
+async def heartbeat(body: Heartbeat, request: Request, principal: AnyPrincipal) -> Response:
+    await ctx_of(request).redis.hset(
         keys.heartbeat(principal.name),
         mapping={"ts": repr(time.time()), "state": body.state, "doing": body.doing},
     )
