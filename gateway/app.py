@@ -9,7 +9,7 @@ from typing import Any
 from fastapi import APIRouter, FastAPI
 from fastapi.responses import Response
 from starlette.routing import Route
-from starlette.types import ASGIApp, Receive, Scope, Send
+from starlette.types import Receive, Scope, Send
 
 from gateway import api, events, health
 from gateway.config import GatewaySettings
@@ -21,6 +21,7 @@ from gateway.input_text import ControlCharGuard
 from gateway.mcp_server import MCP_PATH, build_mcp, build_mcp_app, protected_resource_router
 from gateway.plugin import (
     Contribution,
+    Door,
     Loop,
     Plugin,
     background,
@@ -32,20 +33,23 @@ from gateway.redis_facade import StrRedis
 
 
 class GatewayApp(FastAPI):
-    """The FastAPI app, with ``/mcp`` -- every agent's door, most calls of a turn -- dispatched before
-    the app's middleware stack and router, behind the one middleware it needs (``ControlCharGuard``).
-    The stack's other layers serve REST routes: the 500 page (uvicorn answers the same), exception
-    handlers for HTTP errors the MCP door never raises (it answers its own), FastAPI's telemetry and
-    body limit (off: the SDK limits its bodies). Any other path to the router, as before (where
-    ``/mcp/`` is still redirected to ``/mcp``)."""
+    """The FastAPI app, with its doors (``gateway.plugin.Door``: ``/mcp``, every agent's, and the LLM
+    proxy's) dispatched before the app's middleware stack and router. The stack's layers serve REST
+    routes: the 500 page (uvicorn answers the same), exception handlers for errors a door answers
+    itself, FastAPI's telemetry and body limit (off; the doors limit their own bodies), and the
+    control-character guard, which ``/mcp``'s door keeps and ``/v1/`` is exempt from. Any other path or
+    method to the router, as before (where ``/mcp/`` is still redirected to ``/mcp``)."""
 
-    mcp_door: ASGIApp | None = None
+    def __init__(self, **settings: Any) -> None:
+        super().__init__(**settings)
+        self.doors: dict[str, Door] = {}  # path -> its door
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if self.mcp_door is not None and scope["type"] == "http" and scope["path"] == MCP_PATH:
-            scope["app"] = self
-            await self.mcp_door(scope, receive, send)
-            return
+        if scope["type"] == "http" and (door := self.doors.get(scope["path"])) is not None:
+            if door.methods is None or scope["method"] in door.methods:
+                scope["app"] = self
+                await door.app(scope, receive, send)
+                return
         await super().__call__(scope, receive, send)
 
 
@@ -102,6 +106,10 @@ def create_app(
             add_routes(app, router)
         hot_routers.extend(contribution.hot_routers)
         app.router.routes.extend(contribution.mounts)
+        for door in contribution.doors:
+            if door.path in app.doors or door.path == MCP_PATH:
+                raise PluginError(f"plugin {plugin.name!r}: a door at {door.path} exists already")
+            app.doors[door.path] = door
         for tool in contribution.tools:
             mcp.add_tool(tool.fn, name=tool.name, description=tool.description)
         for name in contribution.background:  # a task name is how a stuck loop is named in the log
@@ -126,7 +134,7 @@ def create_app(
     matched_first(app, [*hot_routers, api.router])
     mcp_app = build_mcp_app(ctx, mcp)
     app.router.routes.insert(0, Route(MCP_PATH, mcp_app))
-    app.mcp_door = ControlCharGuard(mcp_app)
+    app.doors[MCP_PATH] = Door(MCP_PATH, ControlCharGuard(mcp_app))
     return app
 
 

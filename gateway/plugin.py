@@ -37,6 +37,7 @@ from gateway.services import ServiceKey
 if TYPE_CHECKING:
     from fastapi import APIRouter
     from starlette.routing import Mount
+    from starlette.types import ASGIApp
 
     from gateway.context import GatewayContext
 
@@ -57,6 +58,18 @@ class McpTool:
     description: str
 
 
+@dataclass(frozen=True)
+class Door:
+    """An ASGI app served at exactly ``path``, for ``methods`` (None: every method), before the app's
+    middleware stack and router: for the calls agents make many times a turn, whose handler answers
+    every outcome itself (the MCP transport, the LLM proxy). Anything else at that path goes to the
+    router, where a route of the same path keeps the OpenAPI document and answers other methods."""
+
+    path: str
+    app: ASGIApp
+    methods: frozenset[str] | None = None
+
+
 class McpTools(list[McpTool]):
     """A component's MCP tools, collected with ``@tools.tool(name=..., description=...)``."""
 
@@ -74,7 +87,8 @@ class Contribution:
 
     ``services``: the service each declared key stands for (exactly ``provides``); ``routers`` and
     ``mounts``: HTTP routes; ``hot_routers``: routes agents call on every turn (the LLM proxy), tried
-    before all others on every request (so keep them few); ``tools``: MCP tools; ``background``:
+    before all others on every request (so keep them few); ``doors``: handlers served before the
+    app's middleware stack (``Door``); ``tools``: MCP tools; ``background``:
     loops (task name -> coroutine factory) run for the app's lifetime, started after every lifespan
     was entered and cancelled before any is left; ``lifespan``: set-up and tear-down around the
     app's lifetime."""
@@ -83,6 +97,7 @@ class Contribution:
     routers: Sequence[APIRouter] = ()
     hot_routers: Sequence[APIRouter] = ()
     mounts: Sequence[Mount] = ()
+    doors: Sequence[Door] = ()
     tools: Sequence[McpTool] = ()
     background: Mapping[str, Loop] = field(default_factory=dict)
     lifespan: Lifespan | None = None

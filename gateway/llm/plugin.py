@@ -7,20 +7,38 @@ from __future__ import annotations
 
 from fastapi import APIRouter, Request
 from fastapi.responses import Response
+from starlette.requests import ClientDisconnect
+from starlette.types import ASGIApp, Receive, Scope, Send
 
 from gateway.context import GatewayContext
 from gateway.llm.config import LLMProxySettings
 from gateway.llm.proxy import LLMProxy
 from gateway.llm.usage_api import usage_router, usage_tools
-from gateway.plugin import Contribution, Plugin
+from gateway.plugin import Contribution, Door, Plugin
 from gateway.services import LLM_PROXY, LLM_USAGE, MONITOR, TASK_BOARD
 
 # The proxied Anthropic API. The proxy is looked up, not injected: this is the hottest route of all.
+# POSTs to these paths are served by the plugin's doors (``proxy_door``), before the app's middleware
+# stack; the routes stay for the OpenAPI document and answer what the doors do not take.
 proxy_router = APIRouter()
+POST = frozenset({"POST"})
 
 
 def _proxy(request: Request) -> LLMProxy:
     return request.app.state.ctx.services.get(LLM_PROXY)
+
+
+def proxy_door(proxy: LLMProxy, billed: bool) -> ASGIApp:
+    """``forward`` as a bare ASGI app: it answers every outcome itself (refusals, upstream errors)."""
+
+    async def door(scope: Scope, receive: Receive, send: Send) -> None:
+        try:
+            response = await proxy.forward(Request(scope, receive), billed=billed)
+        except ClientDisconnect:  # gone before its body was read: nobody to answer
+            return
+        await response(scope, receive, send)
+
+    return door
 
 
 @proxy_router.post("/v1/messages", summary="Anthropic Messages API, proxied with the real key (agents)")
@@ -57,6 +75,10 @@ class LLMProxyPlugin(Plugin[LLMProxySettings]):
             services={LLM_PROXY: proxy, LLM_USAGE: proxy.usage},
             routers=[usage_router],
             hot_routers=[proxy_router],
+            doors=[
+                Door("/v1/messages", proxy_door(proxy, billed=True), POST),
+                Door("/v1/messages/count_tokens", proxy_door(proxy, billed=False), POST),
+            ],
             tools=usage_tools(proxy.usage),
             lifespan=proxy.lifespan,
         )

@@ -12,6 +12,7 @@ from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
+import httpx
 import pytest
 
 from gateway.app import create_app
@@ -27,6 +28,7 @@ from gateway.kb.plugin import KBPlugin
 from gateway.plugin import (
     STOP_WAIT_S,
     Contribution,
+    Door,
     NoSettings,
     Plugin,
     background,
@@ -298,3 +300,48 @@ def test_routes_added_flat_serve_and_document_as_included_ones(
     assert any(type(r).__name__ == "_IncludedRouter" for r in included.router.routes)
     assert flat.openapi() == included.openapi()
     assert list(flat.openapi()["paths"]) == list(included.openapi()["paths"])
+
+
+def door_plugin(name: str, path: str) -> Plugin[NoSettings]:
+    """A plugin with one door at ``path`` for POST, which answers with the method and path it got."""
+
+    async def answer(scope: Any, receive: Any, send: Any) -> None:
+        body = f"door {scope['method']} {scope['path']}".encode()
+        await send({"type": "http.response.start", "status": 200, "headers": []})
+        await send({"type": "http.response.body", "body": body})
+
+    class Doorway(Plugin[NoSettings]):
+        settings_model = NoSettings
+
+        def contribute(self, ctx: GatewayContext) -> Contribution:
+            return Contribution(doors=[Door(path, answer, frozenset({"POST"}))])
+
+    Doorway.name = name
+    return Doorway()
+
+
+async def test_a_door_takes_its_methods_at_its_path_and_the_router_the_rest(short_tmp: Path) -> None:
+    """A plugin's door answers its methods at exactly its path, before the app's stack; another method,
+    or the path with a slash more, goes to the router (here: no route, a 404 in the app's shape)."""
+    app = create_app(settings(short_tmp), plugins=[door_plugin("doorway", "/x/door")])
+    async with httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://kswarm") as client:
+        served = await client.post("/x/door")
+        assert (served.status_code, served.text) == (200, "door POST /x/door")
+        assert (await client.get("/x/door")).status_code == 404
+        assert (await client.post("/x/door/")).status_code == 404
+    # The LLM proxy's doors are POST only: a GET reaches its route, which says which method it takes.
+    proxied = create_app(settings(short_tmp), plugins=default_plugins())
+    async with httpx.AsyncClient(
+        transport=httpx.ASGITransport(app=proxied), base_url="http://kswarm"
+    ) as client:
+        refused = await client.get("/v1/messages")
+    assert refused.status_code == 405 and refused.headers["allow"] == "POST"
+
+
+def test_two_doors_at_one_path_are_refused(short_tmp: Path) -> None:
+    with pytest.raises(PluginError, match=r"'second'.*door at /x/door exists already"):
+        create_app(
+            settings(short_tmp), plugins=[door_plugin("first", "/x/door"), door_plugin("second", "/x/door")]
+        )
+    with pytest.raises(PluginError, match=r"door at /mcp exists already"):
+        create_app(settings(short_tmp), plugins=[door_plugin("first", "/mcp")])
