@@ -2,14 +2,16 @@
 
 from __future__ import annotations
 
+import inspect
 from collections.abc import AsyncIterator, Sequence
 from contextlib import AsyncExitStack, asynccontextmanager
 from typing import Any
 
 from fastapi import APIRouter, FastAPI
 from fastapi.responses import Response
+from starlette.requests import Request
 from starlette.routing import Route
-from starlette.types import Receive, Scope, Send
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from gateway import api, events, health
 from gateway.config import GatewaySettings
@@ -37,7 +39,8 @@ class GatewayApp(FastAPI):
     proxy's) dispatched before the app's middleware stack and router. The stack's layers serve REST
     routes: the 500 page (uvicorn answers the same), exception handlers for errors a door answers
     itself, FastAPI's telemetry and body limit (off; the doors limit their own bodies), and the
-    control-character guard, which ``/mcp``'s door keeps and ``/v1/`` is exempt from. Any other path or
+    control-character guard, which ``/mcp``'s door keeps and ``/v1/`` is exempt from; what escapes a
+    door is answered by the app's exception handlers all the same (``_through``). Any other path or
     method to the router, as before (where ``/mcp/`` is still redirected to ``/mcp``)."""
 
     def __init__(self, **settings: Any) -> None:
@@ -48,9 +51,33 @@ class GatewayApp(FastAPI):
         if scope["type"] == "http" and (door := self.doors.get(scope["path"])) is not None:
             if door.methods is None or scope["method"] in door.methods:
                 scope["app"] = self
-                await door.app(scope, receive, send)
+                await self._through(door.app, scope, receive, send)
                 return
         await super().__call__(scope, receive, send)
+
+    async def _through(self, door: ASGIApp, scope: Scope, receive: Receive, send: Send) -> None:
+        """``door``, with an exception that escapes it before its answer began answered as the stack
+        would: by the app's handler for its type (Redis away: a 503 in the path's shape), and one only
+        the catch-all handler takes is answered, then raised for the server's log, as Starlette's
+        outermost middleware does."""
+        started = False
+
+        async def tracked(message: Message) -> None:
+            nonlocal started
+            started = started or message["type"] == "http.response.start"
+            await send(message)
+
+        try:
+            await door(scope, receive, tracked)
+        except Exception as exc:
+            kind = next((k for k in type(exc).__mro__ if k in self.exception_handlers), None)
+            if kind is None or started:
+                raise
+            answer = self.exception_handlers[kind](Request(scope, receive), exc)
+            response = await answer if inspect.isawaitable(answer) else answer
+            await response(scope, receive, send)
+            if kind is Exception:
+                raise
 
 
 def create_app(

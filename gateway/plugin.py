@@ -61,9 +61,10 @@ class McpTool:
 @dataclass(frozen=True)
 class Door:
     """An ASGI app served at exactly ``path``, for ``methods`` (None: every method), before the app's
-    middleware stack and router: for the calls agents make many times a turn, whose handler answers
-    every outcome itself (the MCP transport, the LLM proxy). Anything else at that path goes to the
-    router, where a route of the same path keeps the OpenAPI document and answers other methods."""
+    middleware stack and router: for the calls agents make many times a turn (the MCP transport, the
+    LLM proxy). What escapes it is answered by the app's exception handlers, as under the stack.
+    Anything else at that path goes to the router, where a route of the same path keeps the OpenAPI
+    document and answers other methods."""
 
     path: str
     app: ASGIApp

@@ -14,11 +14,12 @@ from typing import Any
 
 import httpx
 import pytest
+from redis.exceptions import ConnectionError as RedisConnectionError
 
 from gateway.app import create_app
 from gateway.config import GatewaySettings
 from gateway.context import GatewayContext
-from gateway.errors import PluginError
+from gateway.errors import GatewayError, PluginError
 from gateway.forge.embedded.forge import EmbeddedForge
 from gateway.forge.gitea.webhook import HOOK_PATH
 from gateway.forge.plugin import ForgePlugin
@@ -345,3 +346,37 @@ def test_two_doors_at_one_path_are_refused(short_tmp: Path) -> None:
         )
     with pytest.raises(PluginError, match=r"door at /mcp exists already"):
         create_app(settings(short_tmp), plugins=[door_plugin("first", "/mcp")])
+
+
+def raising_door(name: str, path: str, exc: Exception) -> Plugin[NoSettings]:
+    async def door(scope: Any, receive: Any, send: Any) -> None:
+        raise exc
+
+    class Raiser(Plugin[NoSettings]):
+        settings_model = NoSettings
+
+        def contribute(self, ctx: GatewayContext) -> Contribution:
+            return Contribution(doors=[Door(path, door)])
+
+    Raiser.name = name
+    return Raiser()
+
+
+async def test_what_escapes_a_door_is_answered_as_under_the_stack(short_tmp: Path) -> None:
+    """A door that raises gets the app's exception handlers: Redis away is a 503 with Retry-After in the
+    path's shape (Anthropic's under /v1/), a refusal its status, a crash a 500 raised for the log."""
+    plugins = [
+        raising_door("redis", "/v1/redis-away", RedisConnectionError("gone")),
+        raising_door("refusal", "/x/refused", GatewayError("not here", 409)),
+        raising_door("crash", "/x/crash", RuntimeError("a bug")),
+    ]
+    app = create_app(settings(short_tmp), plugins=plugins)
+    transport = httpx.ASGITransport(app=app, raise_app_exceptions=False)
+    async with httpx.AsyncClient(transport=transport, base_url="http://kswarm") as client:
+        away = await client.post("/v1/redis-away")
+        refused = await client.post("/x/refused")
+        crashed = await client.post("/x/crash")
+    assert away.status_code == 503 and away.headers["retry-after"] == "1"
+    assert away.json()["type"] == "error" and "Redis" in away.json()["error"]["message"]
+    assert refused.status_code == 409 and refused.json()["detail"] == "not here"
+    assert crashed.status_code == 500
