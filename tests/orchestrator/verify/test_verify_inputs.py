@@ -36,9 +36,15 @@ def test_an_object_keyed_cache_answers_stale_after_a_refill(make_task: TaskFacto
     )
     assert result.verdict == "fail" and Flag.STALE_OUTPUT in result.flags, summary(result)
     refills = [c for t in result.trials for c in t.calls if c.kind == "refill"]
-    assert refills and all(Flag.STALE_OUTPUT in c.flags for c in refills)
-    repeats = [c for t in result.trials for c in t.calls if c.kind == "repeat"]
-    assert all(c.ok for c in repeats)  # the same values again: the cache was right there
+    assert refills and not any(c.ok for c in refills)
+    # The cache keys on object ids, which a later trial's tensors may reuse: such a trial's first call
+    # already answers another trial's inputs (a mismatch throughout). A trial whose first call filled
+    # the cache with its own answer gets it back for the same values, and stale after the refill.
+    own = [t for t in result.trials if t.calls and t.calls[0].kind == "first" and t.calls[0].ok]
+    assert own, summary(result)
+    for trial in own:
+        assert all(c.ok for c in trial.calls if c.kind == "repeat"), summary(result)
+        assert all(Flag.STALE_OUTPUT in c.flags for c in trial.calls if c.kind == "refill"), summary(result)
 
 
 def test_input_padding_is_part_of_the_input(make_task: TaskFactory, cheats: Path) -> None:
